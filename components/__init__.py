@@ -1,0 +1,1 @@
+"""Pulumi components of headscale-ha: one concern per module, renderers kept pure."""

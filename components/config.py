@@ -1,0 +1,676 @@
+"""StackConfig: the one typed source of every knob of a stack.
+
+Values come from Pulumi config (``Pulumi.yaml`` defaults, replaced key by key by ``Pulumi.<stack>.yaml``).
+Everything is validated before a single resource is registered, and every problem is reported at once
+as ``headscale-ha:<key>: <what is wrong>, got <value>``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+import ipaddress
+import json
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from typing import Annotated, Any, get_args, get_origin
+
+import pulumi
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from components.config_types import (
+    AbsolutePath,
+    Cidr,
+    DnsLabel,
+    Duration,
+    Fqdn,
+    HttpsUrl,
+    Image,
+    ImageRef,
+    IPAddress,
+    IPv4,
+    NodePrivateKey,
+    PostgresImage,
+    Quantity,
+    quantity_value,
+)
+
+PROJECT = "headscale-ha"
+SUPPORTED_HEADSCALE_MINORS = ("0.28", "0.29")
+_GONE = object()
+
+
+class _Model(BaseModel):
+    """Frozen, keyword-only, camelCase in config, unknown keys rejected."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+
+class Role(StrEnum):
+    ACTIVE = "active"
+    STANDBY = "standby"
+
+
+class DatabaseStage(StrEnum):
+    SQLITE = "sqlite"
+    MIGRATING = "migrating"
+    POSTGRES = "postgres"
+
+
+class FailoverMode(StrEnum):
+    K8GB = "k8gb"
+    EXTERNAL_DNS = "externalDns"
+    NONE = "none"
+
+
+class RouterMode(StrEnum):
+    USERSPACE = "userspace"
+    KERNEL = "kernel"
+
+
+# --------------------------------------------------------------------------------------------- shared parts
+
+
+class ResourceAmounts(_Model):
+    cpu: Quantity = Field(description="CPU, as a Kubernetes quantity (cores).")
+    memory: Quantity = Field(description="Memory, as a Kubernetes quantity (bytes).")
+
+
+class ComputeResources(_Model):
+    """Requests and limits of one container; limits must not be below requests."""
+
+    requests: ResourceAmounts = Field(description="Resources the scheduler reserves.")
+    limits: ResourceAmounts = Field(description="Hard ceiling; memory above it OOM-kills the container.")
+
+    @model_validator(mode="after")
+    def _limits_cover_requests(self) -> ComputeResources:
+        for field in ("cpu", "memory"):
+            request, limit = getattr(self.requests, field), getattr(self.limits, field)
+            if quantity_value(limit) < quantity_value(request):
+                raise ValueError(f"limits.{field} ({limit}) is below requests.{field} ({request})")
+        return self
+
+
+def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> Callable[[], ComputeResources]:
+    return lambda: ComputeResources(
+        requests=ResourceAmounts(cpu=cpu, memory=memory),
+        limits=ResourceAmounts(cpu=cpu_limit, memory=memory_limit),
+    )
+
+
+# --------------------------------------------------------------------------------------------- tailnet
+
+
+class Site(_Model):
+    """One cluster of the tailnet, as every stack sees it."""
+
+    name: DnsLabel = Field(description="Cluster name; the stack whose `cluster.name` matches runs this site.")
+    gateway_ip: IPv4 = Field(
+        description="Fixed tailnet-facing IP of the site's gateway Service (split DNS, kubeconfig)."
+    )
+    lb_pool: Cidr = Field(description="Cilium LB pool that hands out `gatewayIp`; advertised by the subnet routers.")
+    routes: list[Cidr] = Field(default_factory=list, description="Cluster CIDRs the site's subnet routers advertise.")
+    dns_zone: Fqdn | None = Field(default=None, description="Split-DNS zone; default `<name>.tn.<internalDomain>`.")
+
+    @model_validator(mode="after")
+    def _gateway_in_pool(self) -> Site:
+        if ipaddress.ip_address(self.gateway_ip) not in ipaddress.ip_network(self.lb_pool):
+            raise ValueError(f"gatewayIp {self.gateway_ip} is outside lbPool {self.lb_pool}")
+        return self
+
+
+class Prefixes(_Model):
+    v4: Cidr = Field(default="100.64.0.0/10", description="Tailnet IPv4 range; must lie inside 100.64.0.0/10.")
+    v6: Cidr = Field(default="fd7a:115c:a1e0::/48", description="Tailnet IPv6 range; inside fd7a:115c:a1e0::/48.")
+    allocation: str = Field(
+        default="sequential", pattern="^(sequential|random)$", description="`sequential` or `random`."
+    )
+
+    @model_validator(mode="after")
+    def _inside_tailscale_ranges(self) -> Prefixes:
+        if not ipaddress.ip_network(self.v4).subnet_of(ipaddress.IPv4Network("100.64.0.0/10")):
+            raise ValueError(f"v4 {self.v4} is outside 100.64.0.0/10, which is all Tailscale clients accept")
+        if not ipaddress.ip_network(self.v6).subnet_of(ipaddress.IPv6Network("fd7a:115c:a1e0::/48")):
+            raise ValueError(f"v6 {self.v6} is outside fd7a:115c:a1e0::/48, which is all Tailscale clients accept")
+        return self
+
+
+class Tailnet(_Model):
+    """What both clusters share: names, sites, address ranges. Lives in Pulumi.yaml."""
+
+    public_hostname: Fqdn = Field(description="Public name of Headscale (`/`) and Headplane (`/admin`).")
+    base_domain: Fqdn = Field(description="MagicDNS base domain; must differ from `publicHostname`.")
+    internal_domain: Fqdn = Field(description="Parent of the per-site split-DNS zones `<site>.tn.<internalDomain>`.")
+    sites: list[Site] = Field(min_length=1, description="Every cluster of the tailnet.")
+    prefixes: Prefixes = Field(default_factory=Prefixes, description="Tailnet address ranges.")
+    nameservers: list[IPAddress] = Field(
+        default_factory=lambda: ["1.1.1.1", "1.0.0.1"], min_length=1, description="Global resolvers pushed to clients."
+    )
+
+    @model_validator(mode="after")
+    def _sites_consistent(self) -> Tailnet:
+        problems = []
+        if self.public_hostname == self.base_domain:
+            problems.append("baseDomain must differ from publicHostname (Headscale refuses to start)")
+        for attr, what in (("name", "name"), ("gateway_ip", "gatewayIp")):
+            seen = [getattr(site, attr) for site in self.sites]
+            problems += [f"two sites share the {what} {v}" for v in sorted({v for v in seen if seen.count(v) > 1})]
+        zones = [self.zone_of(site) for site in self.sites]
+        problems += [f"two sites share the DNS zone {z}" for z in sorted({z for z in zones if zones.count(z) > 1})]
+        networks = [(site.name, ipaddress.ip_network(n)) for site in self.sites for n in [*site.routes, site.lb_pool]]
+        for i, (name_a, net_a) in enumerate(networks):
+            for name_b, net_b in networks[i + 1 :]:
+                if name_a != name_b and net_a.version == net_b.version and net_a.overlaps(net_b):
+                    problems.append(f"sites {name_a} and {name_b} overlap ({net_a} and {net_b}); routes must be unique")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def zone_of(self, site: Site) -> str:
+        return site.dns_zone or f"{site.name}.tn.{self.internal_domain}"
+
+    def site(self, name: str) -> Site:
+        return next(site for site in self.sites if site.name == name)
+
+
+# --------------------------------------------------------------------------------------------- cluster
+
+
+class ApiServer(_Model):
+    host: str = Field(
+        min_length=1, description="Address of the cluster's API server (VIP or name) the gateway proxies to."
+    )
+    port: int = Field(default=6443, ge=1, le=65535, description="API server port.")
+
+
+class Cluster(_Model):
+    """The Kubernetes cluster this stack deploys to."""
+
+    name: DnsLabel | None = Field(default=None, description="Site name in `tailnet.sites`; default: the stack name.")
+    nodes: int = Field(
+        ge=1, le=1000, description="Schedulable worker nodes; caps every replica count that needs anti-affinity."
+    )
+    storage_class: str | None = Field(
+        default=None, description="StorageClass for volumes; default: the cluster's default class."
+    )
+    exclude_nodes: list[str] = Field(
+        default_factory=list, description="Node names the control plane must never run on (e.g. a GPU worker)."
+    )
+    toleration_seconds: int = Field(
+        default=60,
+        ge=0,
+        le=3600,
+        description="How long pods stay bound to a NotReady/unreachable node before eviction.",
+    )
+    api_server: ApiServer | None = Field(
+        default=None, description="API server the tailnet kubeconfig reaches through the gateway."
+    )
+
+
+# --------------------------------------------------------------------------------------------- applications
+
+
+class Oidc(_Model):
+    issuer: HttpsUrl = Field(description="OIDC issuer URL.")
+    client_id: str = Field(min_length=1, description="OIDC client id; the secret is the `oidcClientSecret` key.")
+    scope: list[str] = Field(default_factory=lambda: ["openid", "profile", "email"], description="Requested scopes.")
+    allowed_domains: list[str] = Field(default_factory=list, description="Only e-mail domains listed may log in.")
+    allowed_groups: list[str] = Field(default_factory=list, description="Only members of these groups may log in.")
+    allowed_users: list[str] = Field(default_factory=list, description="Only these e-mail addresses may log in.")
+    only_start_if_available: bool = Field(
+        default=False, description="Refuse to start while the issuer is unreachable (off: start without OIDC login)."
+    )
+    pkce: bool = Field(default=True, description="Use PKCE (S256).")
+
+
+class Derp(_Model):
+    embedded: bool = Field(default=False, description="Run Headscale's embedded DERP relay (needs UDP 3478 reachable).")
+    region_id: int = Field(default=999, ge=900, le=999, description="Region id of the embedded DERP.")
+    region_code: DnsLabel = Field(default="headscale", description="Region code of the embedded DERP.")
+    urls: list[HttpsUrl] = Field(
+        default_factory=lambda: ["https://controlplane.tailscale.com/derpmap/default"],
+        description="DERP maps to load; empty with `embedded` for a private relay only.",
+    )
+
+
+class Headscale(_Model):
+    version: str = Field(description="Headscale release, 0.28.x or 0.29.x; selects config keys and API dialect.")
+    image: Image = Field(description="Headscale image; its tag must be the `version`.")
+    log_level: str = Field(default="info", pattern="^(trace|debug|info|warn|error)$", description="Log level.")
+    resources: ComputeResources = Field(
+        default_factory=_resources("50m", "128Mi", "1", "512Mi"), description="Container resources."
+    )
+    storage_size: Quantity = Field(default="1Gi", description="Size of the SQLite volume (sqlite stage).")
+    ephemeral_inactivity_timeout: Duration = Field(
+        default="30m", description="Ephemeral nodes offline this long are removed."
+    )
+    derp: Derp = Field(default_factory=Derp, description="DERP relays.")
+    oidc: Oidc | None = Field(default=None, description="OIDC login; off when absent.")
+
+    @model_validator(mode="after")
+    def _version_matches_image(self) -> Headscale:
+        minor = ".".join(self.version.split(".")[:2])
+        if minor not in SUPPORTED_HEADSCALE_MINORS or len(self.version.split(".")) != 3:
+            raise ValueError(f"version {self.version} is not supported; use a 0.28.x or 0.29.x release such as 0.29.2")
+        tag = ImageRef.parse(self.image).tag
+        if tag.removeprefix("v").split("-")[0] != self.version:
+            raise ValueError(f"image tag {tag} does not match version {self.version}")
+        return self
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+class Headplane(_Model):
+    enabled: bool = Field(default=True, description="Deploy the Headplane web UI at `/admin`.")
+    image: Image = Field(default="ghcr.io/tale/headplane:0.6.3", description="Headplane image.")
+    resources: ComputeResources = Field(
+        default_factory=_resources("50m", "128Mi", "500m", "384Mi"), description="Container resources."
+    )
+    storage_size: Quantity = Field(default="256Mi", description="Size of Headplane's own data volume.")
+
+
+class Nfs(_Model):
+    server: str = Field(min_length=1, description="NFS server (name or IP) holding the Litestream replicas.")
+    path: AbsolutePath = Field(description="Exported directory; each application replicates to its own subdirectory.")
+
+
+class Litestream(_Model):
+    image: Image = Field(default="docker.io/litestream/litestream:0.5.17", description="Litestream image.")
+    sync_interval: Duration = Field(default="1s", description="How often WAL changes are shipped to the replica.")
+    retention: Duration = Field(default="168h", description="How long snapshots and WAL segments are kept.")
+    resources: ComputeResources = Field(
+        default_factory=_resources("10m", "32Mi", "200m", "128Mi"), description="Sidecar resources."
+    )
+
+
+class Backup(_Model):
+    nfs: Nfs | None = Field(
+        default=None, description="NFS target of the Litestream replicas; required in the sqlite and migrating stages."
+    )
+    litestream: Litestream = Field(default_factory=Litestream, description="Litestream settings.")
+
+
+class ObjectStore(_Model):
+    destination_path: str = Field(
+        pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/\S*)?$",
+        description="Barman destination, `s3://bucket/path`.",
+    )
+    endpoint_url: HttpsUrl | None = Field(
+        default=None, description="S3 endpoint for non-AWS stores (e.g. Ceph RGW, MinIO)."
+    )
+    retention: str = Field(default="30d", pattern=r"^[1-9][0-9]*[dwm]$", description="Backup retention, e.g. 30d, 4w.")
+
+
+class Postgres(_Model):
+    instances: int = Field(default=1, ge=1, le=9, description="CNPG instances (one primary + replicas), one per node.")
+    image: PostgresImage = Field(
+        default="ghcr.io/cloudnative-pg/postgresql:15.18", description="PostgreSQL operand image."
+    )
+    storage_size: Quantity = Field(default="5Gi", description="Volume size per instance.")
+    backup_schedule: str = Field(default="0 0 3 * * *", description="ScheduledBackup cron (six fields, seconds first).")
+    object_store: ObjectStore | None = Field(
+        default=None, description="WAL archive and base backups; required in the postgres stage."
+    )
+
+
+class Database(_Model):
+    stage: DatabaseStage = Field(
+        default=DatabaseStage.SQLITE, description="`sqlite`, `migrating` or `postgres` (see the design)."
+    )
+    postgres: Postgres = Field(default_factory=Postgres, description="The CloudNativePG cluster.")
+
+
+class Routers(_Model):
+    replicas: int = Field(default=1, ge=1, le=10, description="Subnet-router pods; at most `cluster.nodes`.")
+    mode: RouterMode = Field(
+        default=RouterMode.USERSPACE, description="`userspace` (no capabilities) or `kernel` (NET_ADMIN)."
+    )
+    image: Image = Field(default="ghcr.io/tailscale/tailscale:v1.82.5", description="Tailscale image.")
+
+
+class Proxy(_Model):
+    name: DnsLabel = Field(description="Port name on the gateway Service.")
+    port: int = Field(ge=1, le=65535, description="Port on the gateway IP.")
+    target_host: str = Field(min_length=1, description="Where the proxy forwards to.")
+    target_port: int = Field(ge=1, le=65535, description="Target port.")
+
+
+class GatewayServices(_Model):
+    replicas: int = Field(default=1, ge=1, le=10, description="CoreDNS/socat pods; at most `cluster.nodes`.")
+    coredns_image: Image = Field(default="registry.k8s.io/coredns/coredns:v1.12.0", description="CoreDNS image.")
+    socat_image: Image = Field(default="docker.io/alpine/socat:1.8.0.1", description="socat image.")
+    proxies: list[Proxy] = Field(default_factory=list, description="TCP proxies behind the gateway IP.")
+
+
+class Gateway(_Model):
+    routers: Routers = Field(default_factory=Routers, description="Subnet routers.")
+    services: GatewayServices = Field(default_factory=GatewayServices, description="CoreDNS and TCP proxies.")
+
+
+class Endpoint(_Model):
+    failover: FailoverMode = Field(default=FailoverMode.NONE, description="`k8gb`, `externalDns` or `none`.")
+    ttl: int = Field(default=60, ge=5, le=3600, description="DNS TTL of the public record, seconds.")
+    tls_issuer: str | None = Field(default=None, description="cert-manager ClusterIssuer for the public certificate.")
+
+
+# --------------------------------------------------------------------------------------------- the stack
+
+#: Keys whose values are secrets: they must be set with `pulumi config set --secret`.
+SECRET_KEYS = ("kubeconfig", "noisePrivateKey", "derpPrivateKey", "oidcClientSecret", "routerAuthKey")
+
+
+class StackConfig(_Model):
+    """Every knob of one stack (one cluster)."""
+
+    role: Role = Field(description="`active` serves the tailnet; `standby` keeps the identity, scaled to 0.")
+    namespace: DnsLabel = Field(default="headscale", description="Namespace of the control plane.")
+    cluster: Cluster = Field(description="The cluster of this stack.")
+    tailnet: Tailnet = Field(description="The tailnet shared by every stack (Pulumi.yaml).")
+    headscale: Headscale = Field(description="The Headscale server.")
+    headplane: Headplane = Field(default_factory=Headplane, description="The Headplane web UI.")
+    backup: Backup = Field(default_factory=Backup, description="Litestream backups.")
+    database: Database = Field(default_factory=Database, description="Database stage and PostgreSQL cluster.")
+    gateway: Gateway = Field(default_factory=Gateway, description="Subnet routers and gateway services.")
+    endpoint: Endpoint = Field(default_factory=Endpoint, description="Public endpoint and DNS failover.")
+    kubeconfig: SecretStr | None = Field(
+        default=None, description="Secret. Admin kubeconfig; default: the ambient kubeconfig."
+    )
+    noise_private_key: NodePrivateKey | None = Field(
+        default=None, description="Secret. Import an existing Noise key (`privkey:` + 64 hex); default: generated."
+    )
+    derp_private_key: NodePrivateKey | None = Field(
+        default=None, description="Secret. Import an existing embedded-DERP key; default: generated."
+    )
+    oidc_client_secret: SecretStr | None = Field(
+        default=None, description="Secret. OIDC client secret; required with `headscale.oidc`."
+    )
+    router_auth_key: SecretStr | None = Field(
+        default=None, description="Secret. Pre-auth key for the subnet routers; default: minted by the provider."
+    )
+
+    @property
+    def site(self) -> Site:
+        assert self.cluster.name is not None  # filled in by parse_stack_config
+        return self.tailnet.site(self.cluster.name)
+
+    @property
+    def dns_zone(self) -> str:
+        return self.tailnet.zone_of(self.site)
+
+
+# --------------------------------------------------------------------------------------------- errors
+
+
+class ConfigError(pulumi.RunError):
+    """Invalid stack config; the message lists every problem, one per line."""
+
+    def __init__(self, problems: Iterable[str]) -> None:
+        self.problems = sorted(set(problems))
+        super().__init__(
+            f"invalid stack config ({len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}):\n  "
+            + "\n  ".join(self.problems)
+        )
+
+
+def _shown(value: object) -> str:
+    if value is _GONE:
+        return "nothing"
+    text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, dict | list) else repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _problem(key: str, what: str, value: object) -> str:
+    secret = key.split(".")[0].split("[")[0] in SECRET_KEYS
+    return f"{PROJECT}:{key}: {what}, got {'[secret]' if secret and value is not _GONE else _shown(value)}"
+
+
+def _model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class that holds the field at ``path`` (for 'did you mean' hints)."""
+    model: Any = StackConfig
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            return None
+        model = _unwrap_model(field.annotation)
+        if model is None:
+            return None
+    return model
+
+
+def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _unwrap_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _format_loc(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _describe(error: Mapping[str, Any], loc: tuple[str | int, ...]) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        known = sorted(f.alias or n for n, f in model.model_fields.items()) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+        return f"unknown key{hint}"
+    if kind == "missing":
+        return "is required"
+    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return message[0].lower() + message[1:] if message else kind
+
+
+def _validation_problems(key: str, exc: ValidationError) -> list[str]:
+    problems = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        problems.append(
+            _problem(
+                _format_loc((key, *loc)),
+                _describe(error, (key, *loc)),
+                error.get("input", _GONE) if error["type"] != "missing" else _GONE,
+            )
+        )
+    return problems
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def _needs_json(annotation: Any) -> bool:
+    if get_origin(annotation) is list or _unwrap_model(annotation) is not None:
+        return True
+    return any(_needs_json(arg) for arg in get_args(annotation))
+
+
+def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
+    """Rules that span keys; each runs when the keys it reads validated on their own."""
+    problems: list[str] = []
+
+    def have(*keys: str) -> bool:
+        return all(sections.get(k) is not None for k in keys)
+
+    if have("cluster", "tailnet"):
+        names = [site.name for site in sections["tailnet"].sites]
+        if sections["cluster"].name not in names:
+            problems.append(
+                _problem(
+                    "cluster.name", f"is not a site in tailnet.sites ({', '.join(names)})", sections["cluster"].name
+                )
+            )
+    if have("cluster", "gateway"):
+        nodes = sections["cluster"].nodes
+        for part in ("routers", "services"):
+            replicas = getattr(sections["gateway"], part).replicas
+            if replicas > nodes:
+                problems.append(
+                    _problem(
+                        f"gateway.{part}.replicas",
+                        f"exceeds cluster.nodes ({nodes}); replicas are spread one per node",
+                        replicas,
+                    )
+                )
+    if have("cluster", "database"):
+        instances = sections["database"].postgres.instances
+        if instances > sections["cluster"].nodes:
+            problems.append(
+                _problem(
+                    "database.postgres.instances",
+                    f"exceeds cluster.nodes ({sections['cluster'].nodes}); instances are spread one per node",
+                    instances,
+                )
+            )
+    standby = have("role") and sections["role"] is Role.STANDBY
+    if standby and have("database") and sections["database"].stage is DatabaseStage.MIGRATING:
+        problems.append(
+            _problem(
+                "database.stage",
+                "a standby never migrates; migrate the active stack, then move the standby to postgres",
+                "migrating",
+            )
+        )
+    if have("database", "backup"):
+        stage = sections["database"].stage
+        if stage in (DatabaseStage.SQLITE, DatabaseStage.MIGRATING) and sections["backup"].nfs is None:
+            problems.append(
+                _problem(
+                    "backup.nfs",
+                    f"is required in the {stage} stage: Litestream is the only backup of the SQLite database",
+                    _GONE,
+                )
+            )
+        if stage is DatabaseStage.POSTGRES and sections["database"].postgres.object_store is None:
+            problems.append(
+                _problem(
+                    "database.postgres.objectStore",
+                    "is required in the postgres stage: WAL archiving is the backup of the PostgreSQL cluster",
+                    _GONE,
+                )
+            )
+    if have("headscale") and sections["headscale"].oidc is not None and sections.get("oidcClientSecret") is None:
+        problems.append(
+            _problem(
+                "oidcClientSecret",
+                "is required when headscale.oidc is set (pulumi config set --secret oidcClientSecret ...)",
+                _GONE,
+            )
+        )
+    noise, derp = sections.get("noisePrivateKey"), sections.get("derpPrivateKey")
+    if noise is not None and noise == derp:
+        problems.append(
+            _problem("derpPrivateKey", "must differ from noisePrivateKey (Headscale refuses equal keys)", derp)
+        )
+    return problems
+
+
+def _without_bad_leaves(key: str, value: Any, exc: ValidationError) -> Any | None:
+    """The section validated again with every rejected mapping entry left out (so defaults apply), or None.
+
+    Only used to run cross-key rules alongside the section's own errors; its problems are already reported.
+    """
+    trimmed = copy.deepcopy(value)
+    try:
+        for error in exc.errors():
+            *path, leaf = error["loc"] or (None,)
+            holder = trimmed
+            for part in path:
+                holder = holder[part]
+            if not isinstance(leaf, str) or not isinstance(holder, dict):
+                return None
+            holder.pop(leaf, None)
+        return _adapter(key).validate_python(trimmed, by_alias=True)
+    except (ValidationError, KeyError, IndexError, TypeError):
+        return None
+
+
+@functools.cache
+def _adapter(key: str) -> TypeAdapter[Any]:
+    """Validator of one top-level key, with the constraints declared on its field."""
+    field = next(f for n, f in StackConfig.model_fields.items() if key in (n, f.alias))
+    return TypeAdapter(Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation)
+
+
+def parse_stack_config(raw: Mapping[str, str], *, stack: str, secret_keys: Iterable[str] = ()) -> StackConfig:
+    """Validate raw config values (as Pulumi hands them over: strings, JSON for objects) into a StackConfig.
+
+    ``raw`` maps keys of this project's namespace, without the ``headscale-ha:`` prefix, to their values.
+    Raises ConfigError with every problem found.
+    """
+    fields = {field.alias or name: field for name, field in StackConfig.model_fields.items()}
+    secret_keys = set(secret_keys)
+    problems: list[str] = []
+    sections: dict[str, Any] = {}
+    fallback: dict[str, Any] = {}
+    for key in sorted(raw):
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            problems.append(_problem(key, f"unknown key{hint}", raw[key] if key not in SECRET_KEYS else _GONE))
+    for key, field in fields.items():
+        value: Any = raw.get(key, _GONE)
+        if value is not _GONE and key in SECRET_KEYS and key not in secret_keys:
+            problems.append(
+                _problem(
+                    key,
+                    f"must be a secret (pulumi config set --secret {key} ...), a plain value would be stored in clear",
+                    value,
+                )
+            )
+            continue
+        if value is not _GONE and _needs_json(field.annotation) and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                problems.append(_problem(key, "must be an object or a list", value))
+                continue
+        if value is _GONE:
+            if field.is_required():
+                problems.append(_problem(key, "is required", _GONE))
+                continue
+            sections[key] = field.get_default(call_default_factory=True)
+            continue
+        if key == "cluster" and isinstance(value, dict) and value.get("name") is None:
+            value = {**value, "name": stack}
+        try:
+            sections[key] = _adapter(key).validate_python(value, by_alias=True)
+        except ValidationError as exc:
+            problems += _validation_problems(key, exc)
+            # Without its bad leaves the section may still be good enough for the cross-key rules.
+            fallback[key] = _without_bad_leaves(key, value, exc)
+    problems += _cross_checks({**{k: v for k, v in fallback.items() if v is not None}, **sections})
+    if problems:
+        raise ConfigError(problems)
+    return StackConfig.model_validate({key: sections[key] for key in fields if key in sections})
+
+
+def load_stack_config() -> StackConfig:
+    """Read this project's keys from Pulumi config (stack file over Pulumi.yaml) and validate them."""
+    project = pulumi.get_project()
+    prefix = f"{project}:"
+    available = {**pulumi.runtime.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
+    raw = {key[len(prefix) :]: str(pulumi.runtime.get_config(key)) for key in available if key.startswith(prefix)}
+    secret = {key for key in raw if pulumi.runtime.is_config_secret(prefix + key)}
+    secret |= {
+        key[len(prefix) :] for key in pulumi.runtime.config.get_config_secret_keys_env() if key.startswith(prefix)
+    }
+    return parse_stack_config(raw, stack=pulumi.get_stack(), secret_keys=secret)

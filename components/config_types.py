@@ -1,0 +1,196 @@
+"""Constrained value types for the stack config.
+
+Each validator raises ``ValueError`` with a sentence that says what is expected; the config loader
+prefixes it with the key and the bad value, so messages here never repeat either.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_EXACT_VERSION_TAG = re.compile(r"^v?\d+\.\d+\.\d+(\.\d+)?([-+][0-9A-Za-z][0-9A-Za-z.\-]*)?$")
+#: PostgreSQL releases are major.minor (15.18); a bare major (15) moves.
+_EXACT_POSTGRES_TAG = re.compile(r"^\d+\.\d+([-+][0-9A-Za-z][0-9A-Za-z.\-]*)?$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_QUANTITY = re.compile(r"^(\d+(\.\d+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)")
+_NODE_KEY = re.compile(r"^privkey:[0-9a-f]{64}$")
+
+#: Tags that name a channel rather than a release: the image behind them changes without a config change.
+MOVING_TAGS = frozenset(
+    {
+        "latest",
+        "stable",
+        "main",
+        "master",
+        "development",
+        "develop",
+        "dev",
+        "edge",
+        "nightly",
+        "next",
+        "unstable",
+        "canary",
+        "beta",
+        "alpha",
+        "rc",
+        "head",
+        "release",
+    }
+)
+
+_QUANTITY_FACTORS = {
+    None: 1.0,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+}
+_DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _dns_label(value: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ValueError("must be a DNS label: lowercase letters, digits and '-', 1 to 63 characters")
+    return value
+
+
+def _fqdn(value: str) -> str:
+    name = value[:-1] if value.endswith(".") else value
+    labels = name.split(".")
+    if len(name) > 253 or len(labels) < 2 or not all(_DNS_LABEL.match(label) for label in labels):
+        raise ValueError("must be a lowercase fully qualified domain name such as 'hs.example.com'")
+    return name
+
+
+def _ipv4(value: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(value))
+    except ValueError:
+        raise ValueError("must be an IPv4 address such as 10.0.0.10") from None
+
+
+def _ip(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError("must be an IPv4 or IPv6 address") from None
+
+
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError:
+        raise ValueError("must be a network in CIDR form with no host bits set, such as 10.244.0.0/16") from None
+
+
+def _quantity(value: str) -> str:
+    if not _QUANTITY.match(value):
+        raise ValueError("must be a Kubernetes quantity such as 250m, 1, 512Mi or 2Gi")
+    return value
+
+
+def _duration(value: str) -> str:
+    if not value or (value != "0" and "".join(m.group(0) for m in _DURATION_PART.finditer(value)) != value):
+        raise ValueError("must be a Go duration such as 90s, 30m or 1h30m")
+    return value
+
+
+def _absolute_path(value: str) -> str:
+    if not value.startswith("/") or "/../" in f"{value}/":
+        raise ValueError("must be an absolute path without '..'")
+    return value
+
+
+def _https_url(value: str) -> str:
+    if not re.match(r"^https://[^\s/]+(/\S*)?$", value):
+        raise ValueError("must be an https:// URL")
+    return value
+
+
+def _node_private_key(value: str) -> str:
+    if not _NODE_KEY.match(value.strip()):
+        # The value is a secret: the message says what is expected and never echoes it.
+        raise ValueError("must be 'privkey:' followed by 64 lowercase hex characters")
+    return value.strip()
+
+
+def quantity_value(quantity: str) -> float:
+    """The number a Kubernetes quantity stands for (cores or bytes), for comparisons."""
+    match = _QUANTITY.match(quantity)
+    if not match:
+        raise ValueError(f"not a quantity: {quantity!r}")
+    return float(match.group(1)) * _QUANTITY_FACTORS[match.group(3)]
+
+
+def duration_seconds(duration: str) -> float:
+    """Seconds in a Go duration string."""
+    return sum(float(n) * _DURATION_SECONDS[unit] for n, unit in _DURATION_PART.findall(duration))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageRef:
+    """A parsed container image reference."""
+
+    repository: str
+    tag: str
+    digest: str | None
+
+    @classmethod
+    def parse(cls, reference: str) -> ImageRef:
+        name, _, digest = reference.partition("@")
+        last_slash = name.rfind("/")
+        colon = name.rfind(":")
+        if colon > last_slash:
+            repository, tag = name[:colon], name[colon + 1 :]
+        else:
+            repository, tag = name, ""
+        return cls(repository=repository, tag=tag, digest=digest or None)
+
+    def __str__(self) -> str:
+        return f"{self.repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
+
+
+def _image(value: str, *, exact_tag: re.Pattern[str] = _EXACT_VERSION_TAG, example: str = "1.2.3") -> str:
+    ref = ImageRef.parse(value)
+    if not ref.repository or any(c.isspace() or c.isupper() for c in ref.repository):
+        raise ValueError("must be an image reference such as ghcr.io/owner/name:1.2.3")
+    if not ref.tag:
+        raise ValueError("has no tag; pin an exact version such as :1.2.3 (optionally @sha256:...)")
+    if ref.tag.lower() in MOVING_TAGS or ref.tag.lower().split("-")[0] in MOVING_TAGS:
+        raise ValueError(f"uses the moving tag '{ref.tag}'; pin an exact version such as :1.2.3")
+    if not exact_tag.match(ref.tag):
+        raise ValueError(
+            f"tag '{ref.tag}' is not an exact version; pin a full release such as :{example} "
+            "(a shorter tag moves with every patch release)"
+        )
+    if ref.digest is not None and not _DIGEST.match(ref.digest):
+        raise ValueError("has a digest that is not sha256: followed by 64 lowercase hex characters")
+    return value
+
+
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+Fqdn = Annotated[str, AfterValidator(_fqdn)]
+IPv4 = Annotated[str, AfterValidator(_ipv4)]
+IPAddress = Annotated[str, AfterValidator(_ip)]
+Cidr = Annotated[str, AfterValidator(_cidr)]
+Quantity = Annotated[str, AfterValidator(_quantity)]
+Duration = Annotated[str, AfterValidator(_duration)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+HttpsUrl = Annotated[str, AfterValidator(_https_url)]
+Image = Annotated[str, AfterValidator(_image)]
+PostgresImage = Annotated[str, AfterValidator(lambda v: _image(v, exact_tag=_EXACT_POSTGRES_TAG, example="15.18"))]
+NodePrivateKey = Annotated[str, AfterValidator(_node_private_key)]

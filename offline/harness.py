@@ -1,0 +1,219 @@
+"""Run the real Pulumi program under mocks and capture what it registers.
+
+One implementation serves ``make plan``, the tests and the bench. Each run gets a fresh event loop and a
+reset Pulumi runtime, so runs never see each other's resources or config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import runpy
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.stack import wait_for_rpcs
+from pulumi.runtime.sync_await import _ensure_event_loop
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+class Secret:
+    """Stands for a secret value in captured inputs and outputs; never holds the value."""
+
+    def __repr__(self) -> str:
+        return "[secret]"
+
+
+class Unknown:
+    """Stands for a value only known after a real deployment."""
+
+    def __repr__(self) -> str:
+        return "[unknown]"
+
+
+SECRET = Secret()
+UNKNOWN = Unknown()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegisteredResource:
+    """One resource the program registered: what it asked for, secrets replaced by SECRET."""
+
+    type: str
+    name: str
+    urn: str
+    parent_urn: str | None
+    custom: bool
+    inputs: dict[str, Any]
+    provider: str | None = None
+
+    @property
+    def is_kubernetes_object(self) -> bool:
+        return self.custom and self.type.startswith("kubernetes:") and "apiVersion" in self.inputs
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgramRun:
+    project: str
+    stack: str
+    resources: list[RegisteredResource]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def named(self, name: str) -> RegisteredResource:
+        matches = [r for r in self.resources if r.name == name]
+        if len(matches) != 1:
+            raise KeyError(f"{len(matches)} resources named {name!r}")
+        return matches[0]
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        return [r.inputs for r in self.resources if r.is_kubernetes_object]
+
+
+def _plain(value: Any) -> Any:
+    """Wire properties → Python values, with secrets and unknowns replaced by markers."""
+    if isinstance(value, dict):
+        sig = value.get(rpc._special_sig_key)
+        if sig == rpc._special_secret_sig:
+            return SECRET
+        if sig is not None and sig == rpc._special_resource_sig:
+            return value.get("urn")
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if value == rpc.UNKNOWN:
+        return UNKNOWN
+    return value
+
+
+class _Mocks(pulumi_mocks.Mocks):
+    """Echo inputs as state, the way a provider would for objects it creates as asked."""
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
+        state = dict(args.inputs)
+        if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
+            metadata = state["metadata"]
+            state["metadata"] = {**metadata, "name": metadata.get("name") or args.name}
+            namespace = metadata.get("namespace")
+            resource_id = f"{namespace}/{state['metadata']['name']}" if namespace else state["metadata"]["name"]
+            return resource_id, state
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
+        return {}, None
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping parent links and secret markers (the SDK drops both)."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
+        super().__init__(mocks)
+        self.lock = threading.Lock()
+        self.registered: list[RegisteredResource] = []
+        self.thread_loops: set[asyncio.AbstractEventLoop] = set()
+
+    def _track_thread_loop(self) -> None:
+        # The SDK gives each executor thread an event loop; keep them so the run can close them.
+        loop = _ensure_event_loop()
+        with self.lock:
+            self.thread_loops.add(loop)
+
+    def Invoke(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        self._track_thread_loop()
+        return super().Invoke(request)
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        self._track_thread_loop()
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = _plain(json_format.MessageToDict(request.object))
+            record = RegisteredResource(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                parent_urn=request.parent or None,
+                custom=bool(request.custom),
+                inputs=inputs,
+                provider=request.provider or None,
+            )
+            with self.lock:
+                self.registered.append(record)
+        return response
+
+
+async def _resolve(value: Any) -> Any:
+    if isinstance(value, pulumi.Output):
+        if await value.is_secret():
+            return SECRET
+        if not await value.is_known():
+            return UNKNOWN
+        return await _resolve(await value.future())
+    if asyncio.isfuture(value) or asyncio.iscoroutine(value):
+        return await _resolve(await value)
+    if isinstance(value, dict):
+        return {k: await _resolve(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [await _resolve(v) for v in value]
+    return value
+
+
+def run_program(
+    *,
+    project: str,
+    stack: str,
+    config: Mapping[str, str],
+    secret_keys: frozenset[str] | set[str] = frozenset(),
+    program: Path = PROJECT_DIR / "__main__.py",
+    registered: list[RegisteredResource] | None = None,
+) -> ProgramRun:
+    """Run ``program`` as stack ``stack`` of ``project`` with ``config`` (CLI wire form) under mocks.
+
+    Exceptions raised by the program (a ConfigError, say) propagate unchanged; pass ``registered`` to
+    still learn what had been registered when it failed.
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    monitor = _RecordingMonitor(_Mocks())
+    root = str(program.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        settings.reset_options(project=project, stack=stack)
+        pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
+        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+        settings.SETTINGS.outputs.clear()
+        runpy.run_path(str(program), run_name="__main__")
+        loop.run_until_complete(wait_for_rpcs())
+        stack_resource = settings.get_root_resource()
+        exported = getattr(stack_resource, "outputs", {}) or {}
+        outputs = loop.run_until_complete(_resolve(dict(exported)))
+        with monitor.lock:
+            resources = list(monitor.registered)
+        return ProgramRun(project=project, stack=stack, resources=resources, outputs=outputs)
+    finally:
+        # Drain what is left; the program's own error, if any, is the one worth reporting.
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(wait_for_rpcs(await_all_outstanding_tasks=False))
+        if registered is not None:
+            with monitor.lock:
+                registered.extend(monitor.registered)
+        settings.reset_options()
+        pulumi.runtime.set_all_config({}, [])
+        loop.run_until_complete(loop.shutdown_default_executor())
+        for thread_loop in monitor.thread_loops - {loop}:
+            thread_loop.close()
+        asyncio.set_event_loop(None)
+        loop.close()

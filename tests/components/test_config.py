@@ -1,0 +1,324 @@
+"""StackConfig: what the shipped stacks mean, and one clear error that lists every bad input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from components.config import (
+    PROJECT,
+    ConfigError,
+    DatabaseStage,
+    Role,
+    StackConfig,
+    parse_stack_config,
+)
+from offline.harness import PROJECT_DIR
+from offline.stack_files import read_stack_settings
+
+NOISE = "privkey:" + "ab" * 32
+DERP = "privkey:" + "cd" * 32
+
+
+def raw_config(stack: str = "hydra", **overrides: Any) -> dict[str, str]:
+    """The stack's real config without the namespace prefix; overrides replace whole keys (None drops one)."""
+    settings = read_stack_settings(PROJECT_DIR, stack)
+    raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in settings.config.items() if k.startswith(f"{PROJECT}:")}
+    for key, value in overrides.items():
+        if value is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = value if isinstance(value, str) else json.dumps(value)
+    return raw
+
+
+def section(stack: str, key: str) -> dict[str, Any]:
+    return json.loads(raw_config(stack)[key])
+
+
+def parse(stack: str = "hydra", *, secret_keys: tuple[str, ...] = (), **overrides: Any) -> StackConfig:
+    return parse_stack_config(raw_config(stack, **overrides), stack=stack, secret_keys=secret_keys)
+
+
+def problems(stack: str = "hydra", *, secret_keys: tuple[str, ...] = (), **overrides: Any) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse(stack, secret_keys=secret_keys, **overrides)
+    assert str(caught.value).count("\n") == len(caught.value.problems), "one line per problem"
+    return caught.value.problems
+
+
+def only_problem(stack: str = "hydra", **overrides: Any) -> str:
+    found = problems(stack, **overrides)
+    assert len(found) == 1, found
+    return found[0]
+
+
+# ------------------------------------------------------------------------------------------ shipped stacks
+
+
+def test_hydra_is_the_active_multi_node_site() -> None:
+    config = parse("hydra")
+    assert config.role is Role.ACTIVE
+    assert config.cluster.name == "hydra", "the cluster name defaults to the stack name"
+    assert config.cluster.nodes > 1
+    assert config.gateway.routers.replicas > 1
+    assert config.database.postgres.instances == 3
+    assert config.dns_zone == "hydra.tn.internal.example.com"
+
+
+def test_cosmos_is_the_single_node_standby() -> None:
+    config = parse("cosmos")
+    assert config.role is Role.STANDBY
+    assert config.cluster.nodes == 1
+    assert config.gateway.routers.replicas == config.gateway.services.replicas == 1
+    assert config.database.postgres.instances == 1
+    assert config.site.gateway_ip == "172.31.250.10"
+
+
+def test_both_stacks_share_the_tailnet_and_headscale_release() -> None:
+    hydra, cosmos = parse("hydra"), parse("cosmos")
+    assert hydra.tailnet == cosmos.tailnet
+    assert hydra.headscale == cosmos.headscale
+    assert hydra.site != cosmos.site
+
+
+def test_config_is_frozen() -> None:
+    config = parse("hydra")
+    with pytest.raises(ValueError, match="frozen"):
+        config.cluster.nodes = 7  # type: ignore[misc]
+
+
+def test_defaults_fill_what_a_stack_leaves_out() -> None:
+    config = parse("hydra", endpoint=None, headplane=None)
+    assert config.endpoint.ttl == 60
+    assert config.headplane.enabled is True
+    assert config.database.stage is DatabaseStage.SQLITE
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+def test_unknown_top_level_key_is_named_with_a_suggestion() -> None:
+    message = only_problem(namespce="headscale")
+    assert message == f"{PROJECT}:namespce: unknown key; did you mean 'namespace'?, got 'headscale'"
+
+
+def test_misspelt_nested_key_is_named_with_its_path() -> None:
+    cluster = section("hydra", "cluster")
+    cluster["storageClas"] = cluster.pop("storageClass")
+    message = only_problem(cluster=cluster)
+    assert message.startswith(f"{PROJECT}:cluster.storageClas: unknown key; did you mean 'storageClass'?")
+    assert message.endswith("got 'ceph-block'")
+
+
+def test_wrong_type_names_key_expectation_and_value() -> None:
+    cluster = {**section("hydra", "cluster"), "nodes": "three"}
+    message = only_problem(cluster=cluster)
+    assert message.startswith(f"{PROJECT}:cluster.nodes: ")
+    assert "integer" in message
+    assert message.endswith("got 'three'")
+
+
+def test_object_key_given_a_scalar_is_reported() -> None:
+    assert only_problem(cluster="big") == f"{PROJECT}:cluster: must be an object or a list, got 'big'"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("cluster", "nodes"), 0, "greater than or equal to 1"),
+        (("cluster", "tolerationSeconds"), 7200, "less than or equal to 3600"),
+        (("endpoint", "ttl"), 1, "greater than or equal to 5"),
+        (("database", "postgres", "instances"), 12, "less than or equal to 9"),
+    ],
+)
+def test_out_of_range_values_are_refused(path: tuple[str, ...], value: int, expected: str) -> None:
+    key, *inner = path
+    data = section("hydra", key) if key in raw_config("hydra") else {}
+    target = data
+    for part in inner[:-1]:
+        target = target.setdefault(part, {})
+    target[inner[-1]] = value
+    message = only_problem(**{key: data})
+    assert message.startswith(f"{PROJECT}:{'.'.join(path)}: ")
+    assert expected in message
+    assert message.endswith(f"got {value}")
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("ghcr.io/juanfont/headscale:latest", "moving tag 'latest'"),
+        ("ghcr.io/juanfont/headscale:development", "moving tag 'development'"),
+        ("ghcr.io/juanfont/headscale:main", "moving tag 'main'"),
+        ("ghcr.io/juanfont/headscale:stable", "moving tag 'stable'"),
+        ("ghcr.io/juanfont/headscale", "has no tag"),
+        ("ghcr.io/juanfont/headscale:", "has no tag"),
+        ("ghcr.io/juanfont/headscale:0.29", "not an exact version"),
+        ("ghcr.io/juanfont/headscale:0.29.2@sha256:abc", "digest"),
+    ],
+)
+def test_moving_or_unpinned_images_are_refused(image: str, expected: str) -> None:
+    headscale = {**section("hydra", "headscale"), "image": image}
+    message = only_problem(headscale=headscale)
+    assert message.startswith(f"{PROJECT}:headscale.image: ")
+    assert expected in message
+    assert message.endswith(f"got {image!r}")
+
+
+def test_moving_tag_in_an_optional_image_is_refused() -> None:
+    gateway = {"routers": {"image": "ghcr.io/tailscale/tailscale:latest"}}
+    assert only_problem(gateway=gateway).startswith(f"{PROJECT}:gateway.routers.image: uses the moving tag 'latest'")
+
+
+def test_pinned_image_with_digest_is_accepted() -> None:
+    image = "ghcr.io/juanfont/headscale:0.29.2@sha256:" + "0" * 64
+    assert parse(headscale={**section("hydra", "headscale"), "image": image}).headscale.image == image
+
+
+def test_image_tag_must_match_the_headscale_version() -> None:
+    headscale = {**section("hydra", "headscale"), "version": "0.28.0"}
+    assert "image tag 0.29.2 does not match version 0.28.0" in only_problem(headscale=headscale)
+
+
+def test_unsupported_headscale_version_is_refused() -> None:
+    headscale = {"version": "0.27.1", "image": "ghcr.io/juanfont/headscale:0.27.1"}
+    assert "0.28.x or 0.29.x" in only_problem(headscale=headscale)
+
+
+def test_headscale_028_is_supported() -> None:
+    headscale = {"version": "0.28.0", "image": "docker.io/headscale/headscale:v0.28.0"}
+    assert parse(headscale=headscale).headscale.minor == "0.28"
+
+
+def test_standby_cannot_be_in_the_migrating_stage() -> None:
+    message = only_problem("cosmos", database={"stage": "migrating"})
+    assert message.startswith(f"{PROJECT}:database.stage: a standby never migrates")
+    assert message.endswith("got 'migrating'")
+
+
+def test_active_may_migrate() -> None:
+    assert parse("hydra", database={"stage": "migrating", "postgres": {"instances": 3}}).database.stage is (
+        DatabaseStage.MIGRATING
+    )
+
+
+def test_sqlite_stage_needs_the_litestream_target() -> None:
+    message = only_problem(backup={})
+    assert message.startswith(f"{PROJECT}:backup.nfs: is required in the sqlite stage")
+
+
+def test_postgres_stage_needs_wal_archiving() -> None:
+    message = only_problem(database={"stage": "postgres", "postgres": {"instances": 3}})
+    assert message.startswith(f"{PROJECT}:database.postgres.objectStore: is required in the postgres stage")
+
+
+def test_replicas_cannot_exceed_the_nodes_that_host_them() -> None:
+    found = problems("cosmos", gateway={"routers": {"replicas": 2}, "services": {"replicas": 3}})
+    assert found == [
+        f"{PROJECT}:gateway.routers.replicas: exceeds cluster.nodes (1); replicas are spread one per node, got 2",
+        f"{PROJECT}:gateway.services.replicas: exceeds cluster.nodes (1); replicas are spread one per node, got 3",
+    ]
+
+
+def test_cluster_must_be_a_site_of_the_tailnet() -> None:
+    message = only_problem(cluster={**section("hydra", "cluster"), "name": "hydar"})
+    assert message == f"{PROJECT}:cluster.name: is not a site in tailnet.sites (hydra, cosmos), got 'hydar'"
+
+
+def test_gateway_ip_outside_its_pool_is_refused() -> None:
+    tailnet = section("hydra", "tailnet")
+    tailnet["sites"][0]["gatewayIp"] = "172.30.251.10"
+    message = only_problem(tailnet=tailnet)
+    assert message.startswith(f"{PROJECT}:tailnet.sites[0]: gatewayIp 172.30.251.10 is outside lbPool")
+
+
+def test_overlapping_site_routes_are_refused() -> None:
+    tailnet = section("hydra", "tailnet")
+    tailnet["sites"][1]["routes"] = ["10.244.128.0/17"]
+    assert "sites hydra and cosmos overlap (10.244.0.0/16 and 10.244.128.0/17)" in only_problem(tailnet=tailnet)
+
+
+def test_invalid_cidr_names_the_list_item() -> None:
+    tailnet = section("hydra", "tailnet")
+    tailnet["sites"][0]["routes"][1] = "10.96.0.1/16"
+    message = only_problem(tailnet=tailnet)
+    assert message.startswith(f"{PROJECT}:tailnet.sites[0].routes[1]: must be a network in CIDR form")
+    assert message.endswith("got '10.96.0.1/16'")
+
+
+def test_limits_below_requests_are_refused() -> None:
+    resources = {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}}
+    headscale = {**section("hydra", "headscale"), "resources": resources}
+    assert "limits.cpu (500m) is below requests.cpu (2)" in only_problem(headscale=headscale)
+
+
+def test_missing_required_keys_are_each_reported() -> None:
+    found = problems(role=None, cluster=None)
+    assert f"{PROJECT}:cluster: is required, got nothing" in found
+    assert f"{PROJECT}:role: is required, got nothing" in found
+
+
+def test_every_problem_is_reported_in_one_error() -> None:
+    found = problems(
+        "cosmos",
+        role="primary",
+        gateway={"routers": {"replicas": 4, "image": "ghcr.io/tailscale/tailscale:latest"}},
+        headscale={**section("cosmos", "headscale"), "logLevel": "loud"},
+        tyop=1,
+    )
+    keys = [p.split(": ", 1)[0] for p in found]
+    assert keys == sorted(
+        f"{PROJECT}:{k}"
+        for k in ("gateway.routers.image", "gateway.routers.replicas", "headscale.logLevel", "role", "tyop")
+    )
+
+
+# ------------------------------------------------------------------------------------------ secrets
+
+
+def test_secret_keys_must_be_set_as_secrets() -> None:
+    message = only_problem(kubeconfig="apiVersion: v1\nkind: Config\n")
+    assert message.startswith(f"{PROJECT}:kubeconfig: must be a secret")
+    assert "apiVersion" not in message
+    assert message.endswith("got [secret]")
+
+
+def test_malformed_secret_is_reported_without_its_value() -> None:
+    bad_key = "privkey:" + "Z" * 64
+    message = only_problem(secret_keys=("noisePrivateKey",), noisePrivateKey=bad_key)
+    assert message.startswith(f"{PROJECT}:noisePrivateKey: must be 'privkey:' followed by 64 lowercase hex")
+    assert bad_key not in message
+    assert "ZZZZ" not in message
+
+
+def test_imported_identity_keys_must_differ() -> None:
+    message = only_problem(
+        secret_keys=("noisePrivateKey", "derpPrivateKey"), noisePrivateKey=NOISE, derpPrivateKey=NOISE
+    )
+    assert (
+        message
+        == f"{PROJECT}:derpPrivateKey: must differ from noisePrivateKey (Headscale refuses equal keys), got [secret]"
+    )
+
+
+def test_imported_identity_keys_are_kept_when_valid() -> None:
+    config = parse(secret_keys=("noisePrivateKey", "derpPrivateKey"), noisePrivateKey=NOISE, derpPrivateKey=DERP)
+    assert (config.noise_private_key, config.derp_private_key) == (NOISE, DERP)
+
+
+def test_secret_strings_never_show_in_repr() -> None:
+    config = parse(secret_keys=("kubeconfig",), kubeconfig="token: hunter2")
+    assert "hunter2" not in repr(config)
+    assert config.kubeconfig is not None
+    assert config.kubeconfig.get_secret_value() == "token: hunter2"
+
+
+def test_oidc_needs_its_client_secret() -> None:
+    headscale = {**section("hydra", "headscale"), "oidc": {"issuer": "https://id.example.com", "clientId": "hs"}}
+    assert only_problem(headscale=headscale).startswith(f"{PROJECT}:oidcClientSecret: is required when headscale.oidc")
+    config = parse(secret_keys=("oidcClientSecret",), headscale=headscale, oidcClientSecret="s3cret")
+    assert config.headscale.oidc is not None
+    assert config.headscale.oidc.client_id == "hs"

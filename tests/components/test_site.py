@@ -1,0 +1,81 @@
+"""TailnetSite: the namespace, the provider, and the stack outputs of one cluster."""
+
+from __future__ import annotations
+
+from offline.harness import SECRET
+from offline.render import outputs_json, resource_tree
+
+SITE_TYPE = "headscale-ha:site:TailnetSite"
+NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
+
+
+def test_every_resource_hangs_under_the_site_component(run_stack) -> None:
+    run = run_stack("hydra")
+    (site,) = run.of_type(SITE_TYPE)
+    assert site.name == "hydra"
+    assert site.parent_urn is not None
+    assert site.parent_urn.endswith("::pulumi:pulumi:Stack::headscale-ha-hydra")
+    others = [r for r in run.resources if r is not site]
+    assert others
+    assert all(r.parent_urn == site.urn for r in others)
+    assert all(r.name.startswith("hydra-") for r in others), "children are named <site>-<role>"
+
+
+def test_namespace_enforces_restricted_pod_security(run_stack) -> None:
+    (namespace,) = run_stack("cosmos").of_type(NAMESPACE_TYPE)
+    metadata = namespace.inputs["metadata"]
+    assert metadata["name"] == "headscale"
+    for mode in ("enforce", "audit", "warn"):
+        assert metadata["labels"][f"pod-security.kubernetes.io/{mode}"] == "restricted"
+
+
+def test_outputs_describe_the_site(run_stack) -> None:
+    hydra, cosmos = run_stack("hydra").outputs, run_stack("cosmos").outputs
+    assert hydra["endpoints"] == {
+        "serverUrl": "https://headscale.example.com",
+        "adminUrl": "https://headscale.example.com/admin",
+        "site": "hydra",
+        "role": "active",
+        "dnsZone": "hydra.tn.internal.example.com",
+        "gatewayIp": "172.30.250.10",
+    }
+    assert cosmos["endpoints"]["role"] == "standby"
+    assert cosmos["endpoints"]["dnsZone"] == "cosmos.tn.internal.example.com"
+    assert hydra["namespace"] == "headscale"
+    assert hydra["headscaleVersion"] == "0.29.2"
+
+
+def test_no_admin_url_without_headplane(run_stack, project_copy) -> None:
+    project = project_copy(
+        lab="""
+        config:
+          headscale-ha:role: active
+          headscale-ha:cluster: {name: hydra, nodes: 3}
+          headscale-ha:headplane: {enabled: false}
+        """
+    )
+    assert "adminUrl" not in run_stack("lab", project_dir=project).outputs["endpoints"]
+
+
+def test_kubeconfig_secret_gets_an_explicit_provider_and_stays_secret(run_stack, project_copy) -> None:
+    project = project_copy(
+        lab="""
+        config:
+          headscale-ha:role: active
+          headscale-ha:cluster: {name: hydra, nodes: 3}
+          headscale-ha:kubeconfig:
+            secure: v1:c2VjcmV0LWNpcGhlcnRleHQ=
+        """
+    )
+    run = run_stack("lab", project_dir=project)
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] is SECRET
+    (namespace,) = run.of_type(NAMESPACE_TYPE)
+    assert namespace.provider is not None
+    assert namespace.provider.startswith(provider.urn)
+    assert "offline-placeholder" not in outputs_json(run) + resource_tree(run)
+
+
+def test_without_kubeconfig_the_ambient_provider_is_used(run_stack) -> None:
+    run = run_stack("hydra")
+    assert run.of_type("pulumi:providers:kubernetes") == []

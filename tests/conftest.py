@@ -1,0 +1,64 @@
+"""Shared fixtures: run the real program for a stack under mocks and hand the captured run to tests.
+
+Every run gets its own event loop and a reset Pulumi runtime (see offline.harness.run_program); the
+autouse fixture below also resets the runtime after each test, so no test sees another's state.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pulumi
+import pytest
+from pulumi.runtime import settings
+
+from offline.harness import PROJECT_DIR, ProgramRun
+from offline.plan import plan_stack
+
+SHARED_DIR = PROJECT_DIR.parent / "shared"
+STACKS = ("hydra", "cosmos")
+
+
+@pytest.fixture(autouse=True)
+def _reset_pulumi_runtime() -> Iterator[None]:
+    yield
+    settings.reset_options()
+    pulumi.runtime.set_all_config({}, [])
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    """../shared beside the checkout (reference data and the manifest validator)."""
+    if not (SHARED_DIR / "tools" / "validate_manifests.py").is_file():
+        pytest.skip(f"{SHARED_DIR} is absent: the shared reference data and validator are not on this machine")
+    return SHARED_DIR
+
+
+@pytest.fixture
+def project_copy(tmp_path: Path) -> Callable[..., Path]:
+    """A scratch project: the real Pulumi.yaml (and stack files), plus stack files a test writes.
+
+    ``project_copy(lab="config: ...")`` writes ``Pulumi.lab.yaml`` with that (dedented) text.
+    """
+
+    def make(**stack_files: str) -> Path:
+        for path in PROJECT_DIR.glob("Pulumi*.yaml"):
+            shutil.copy(path, tmp_path / path.name)
+        for stack, text in stack_files.items():
+            (tmp_path / f"Pulumi.{stack}.yaml").write_text(textwrap.dedent(text))
+        return tmp_path
+
+    return make
+
+
+@pytest.fixture
+def run_stack() -> Callable[..., ProgramRun]:
+    """Run the program for a stack: ``run_stack("hydra")`` or ``run_stack("lab", project_dir=...)``."""
+
+    def run(stack: str, project_dir: Path = PROJECT_DIR) -> ProgramRun:
+        return plan_stack(stack, project_dir=project_dir)
+
+    return run

@@ -1,0 +1,33 @@
+"""The README's configuration reference is the one generated from StackConfig."""
+
+from __future__ import annotations
+
+from components.config import SECRET_KEYS, StackConfig
+from offline import config_reference
+from offline.harness import PROJECT_DIR
+
+
+def test_readme_holds_the_generated_reference() -> None:
+    readme = (PROJECT_DIR / "README.md").read_text()
+    assert config_reference.block() in readme, (
+        "README.md's configuration reference is stale: paste the output of `python -m offline.config_reference`"
+    )
+
+
+def test_every_key_has_a_type_default_and_meaning() -> None:
+    rows = list(config_reference.rows())
+    keys = [key for key, *_ in rows]
+    assert len(keys) == len(set(keys))
+    top_level = {field.alias or name for name, field in StackConfig.model_fields.items()}
+    assert top_level <= set(keys)
+    assert {"tailnet.sites[].gatewayIp", "headscale.image", "database.stage", "gateway.routers.mode"} <= set(keys)
+    for key, type_name, default, meaning in rows:
+        assert type_name, key
+        assert default, key
+        assert meaning, key
+
+
+def test_secret_keys_are_marked() -> None:
+    table = config_reference.table()
+    for key in SECRET_KEYS:
+        assert f"| `{key}` (secret) |" in table
