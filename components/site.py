@@ -68,7 +68,7 @@ class TailnetSite(pulumi.ComponentResource):
             opts=child,
         )
         self.outputs = {
-            "namespace": self.namespace.metadata.apply(lambda m: m["name"] if isinstance(m, dict) else m.name),
+            "namespace": self.namespace.metadata.apply(lambda metadata: metadata.name),
             "endpoints": endpoints(config),
             "headscaleVersion": config.headscale.version,
             "databaseStage": config.database.stage.value,
