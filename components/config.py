@@ -443,17 +443,18 @@ def _model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:
         field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
         if field is None:
             return None
-        model = _unwrap_model(field.annotation)
+        model = model_in(field.annotation)
         if model is None:
             return None
     return model
 
 
-def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
+def model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (``X | None``, ``list[X]``, ``Annotated[X, ...]``), if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in get_args(annotation):
-        found = _unwrap_model(arg)
+        found = model_in(arg)
         if found is not None:
             return found
     return None
@@ -498,7 +499,7 @@ def _validation_problems(key: str, exc: ValidationError) -> list[str]:
 
 
 def _needs_json(annotation: Any) -> bool:
-    if get_origin(annotation) is list or _unwrap_model(annotation) is not None:
+    if get_origin(annotation) is list or model_in(annotation) is not None:
         return True
     return any(_needs_json(arg) for arg in get_args(annotation))
 
