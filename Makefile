@@ -29,8 +29,8 @@ lint: $(DEV_STAMP)
 test: lint
 	$(PY) -m pytest
 
-bench: $(RUNTIME_STAMP)
-	$(PY) bench/plan_time.py
+bench: $(DEV_STAMP)
+	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf rendered .pytest_cache .ruff_cache

@@ -17,7 +17,16 @@ from enum import StrEnum
 from typing import Annotated, Any, get_args, get_origin
 
 import pulumi
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from components.config_types import (
@@ -69,6 +78,11 @@ class FailoverMode(StrEnum):
     K8GB = "k8gb"
     EXTERNAL_DNS = "externalDns"
     NONE = "none"
+
+
+class RouteKind(StrEnum):
+    GATEWAY = "gateway"
+    INGRESS = "ingress"
 
 
 class RouterMode(StrEnum):
@@ -254,6 +268,19 @@ class Headscale(_Model):
     )
     derp: Derp = Field(default_factory=Derp, description="DERP relays.")
     oidc: Oidc | None = Field(default=None, description="OIDC login; off when absent.")
+    replicas: int = Field(
+        default=1, ge=0, description="1 to serve, 0 to stop; Headscale is a strict singleton, never more than 1."
+    )
+
+    @field_validator("replicas")
+    @classmethod
+    def _singleton(cls, replicas: int) -> int:
+        if replicas > 1:
+            raise ValueError(
+                "would run two Headscale writers: upstream supports one instance only "
+                "(SQLite has one writer; node cache, IP allocation and routes live in process memory)"
+            )
+        return replicas
 
     @model_validator(mode="after")
     def _version_matches_image(self) -> Headscale:
@@ -293,11 +320,22 @@ class Litestream(_Model):
     )
 
 
+class VolSync(_Model):
+    """A second, independent backup: restic snapshots of the SQLite volumes."""
+
+    repository: str = Field(min_length=1, description="Secret (in the namespace) holding the restic repository config.")
+    schedule: str = Field(default="0 */6 * * *", description="Snapshot cron (five fields).")
+    keep_daily: int = Field(default=7, ge=1, le=365, description="Daily snapshots kept.")
+    keep_weekly: int = Field(default=4, ge=0, le=104, description="Weekly snapshots kept.")
+    volume_snapshot_class: str | None = Field(default=None, description="VolumeSnapshotClass; default: the cluster's.")
+
+
 class Backup(_Model):
     nfs: Nfs | None = Field(
         default=None, description="NFS target of the Litestream replicas; required in the sqlite and migrating stages."
     )
     litestream: Litestream = Field(default_factory=Litestream, description="Litestream settings.")
+    volsync: VolSync | None = Field(default=None, description="Optional VolSync ReplicationSource per SQLite volume.")
 
 
 class ObjectStore(_Model):
@@ -360,13 +398,43 @@ class Gateway(_Model):
 class Endpoint(_Model):
     failover: FailoverMode = Field(default=FailoverMode.NONE, description="`k8gb`, `externalDns` or `none`.")
     ttl: int = Field(default=60, ge=5, le=3600, description="DNS TTL of the public record, seconds.")
-    tls_issuer: str | None = Field(default=None, description="cert-manager ClusterIssuer for the public certificate.")
+    route: RouteKind = Field(
+        default=RouteKind.GATEWAY, description="`gateway` (own Gateway + HTTPRoutes) or `ingress`."
+    )
+    gateway_class: str = Field(default="cilium", min_length=1, description="GatewayClass of the public Gateway.")
+    ingress_class: str = Field(default="nginx", min_length=1, description="IngressClass when `route` is `ingress`.")
+    tls_issuer: str = Field(default="letsencrypt", min_length=1, description="cert-manager issuer of the certificate.")
+    tls_issuer_kind: str = Field(
+        default="ClusterIssuer", pattern="^(ClusterIssuer|Issuer)$", description="`ClusterIssuer` or `Issuer`."
+    )
+
+
+class NetworkPolicy(_Model):
+    """Who may reach the pods; Headplane always reaches Headscale."""
+
+    enabled: bool = Field(default=True, description="Render NetworkPolicies for Headscale and Headplane.")
+    ingress_namespaces: list[DnsLabel] = Field(
+        default_factory=list,
+        description="Namespaces of the ingress data plane allowed to the HTTP ports; with `ingressCidrs` empty too, "
+        "the HTTP ports (the public endpoint) stay open to any source.",
+    )
+    ingress_cidrs: list[Cidr] = Field(
+        default_factory=list, description="Source ranges of proxies without a namespace (e.g. Cilium's envoy)."
+    )
+    monitoring_namespace: DnsLabel = Field(default="monitoring", description="The only namespace allowed to metrics.")
 
 
 # --------------------------------------------------------------------------------------------- the stack
 
 #: Keys whose values are secrets: they must be set with `pulumi config set --secret`.
-SECRET_KEYS = ("kubeconfig", "noisePrivateKey", "derpPrivateKey", "oidcClientSecret", "routerAuthKey")
+SECRET_KEYS = (
+    "kubeconfig",
+    "noisePrivateKey",
+    "derpPrivateKey",
+    "oidcClientSecret",
+    "routerAuthKey",
+    "headplaneApiKey",
+)
 
 
 class StackConfig(_Model):
@@ -382,6 +450,7 @@ class StackConfig(_Model):
     database: Database = Field(default_factory=Database, description="Database stage and PostgreSQL cluster.")
     gateway: Gateway = Field(default_factory=Gateway, description="Subnet routers and gateway services.")
     endpoint: Endpoint = Field(default_factory=Endpoint, description="Public endpoint and DNS failover.")
+    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies.")
     kubeconfig: SecretStr | None = Field(
         default=None, description="Secret. Admin kubeconfig; default: the ambient kubeconfig."
     )
@@ -396,6 +465,9 @@ class StackConfig(_Model):
     )
     router_auth_key: SecretStr | None = Field(
         default=None, description="Secret. Pre-auth key for the subnet routers; default: minted by the provider."
+    )
+    headplane_api_key: SecretStr | None = Field(
+        default=None, description="Secret. Headscale API key Headplane uses for OIDC logins; required with OIDC."
     )
 
     @property
@@ -573,6 +645,20 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
             _problem(
                 "oidcClientSecret",
                 "is required when headscale.oidc is set (pulumi config set --secret oidcClientSecret ...)",
+                _GONE,
+            )
+        )
+    if (
+        have("headscale", "headplane")
+        and sections["headscale"].oidc is not None
+        and sections["headplane"].enabled
+        and sections.get("headplaneApiKey") is None
+    ):
+        problems.append(
+            _problem(
+                "headplaneApiKey",
+                "is required when headscale.oidc is set and Headplane is enabled (Headplane's OIDC login "
+                "acts with a Headscale API key)",
                 _GONE,
             )
         )

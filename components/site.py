@@ -7,23 +7,21 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig
-
-PART_OF = "headscale-ha"
-
-
-def common_labels(component: str) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/part-of": PART_OF,
-        "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": "pulumi",
-    }
+from components import headplane as headplane_module
+from components import headscale as headscale_module
+from components.config import PROJECT, ConfigError, DatabaseStage, StackConfig
+from components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
+from components.headplane import Headplane, HeadplaneArgs
+from components.headscale import HeadscaleServer, HeadscaleServerArgs
+from components.inventory import must_back_up
+from components.network_policy import NetworkPolicies, ProtectedApp
+from components.pod import labels
 
 
 def namespace_labels() -> dict[str, str]:
     # Pod Security Admission: the control plane runs as non-root, read-only, without capabilities.
     return {
-        **common_labels("namespace"),
+        **labels("headscale-ha", "namespace"),
         "pod-security.kubernetes.io/enforce": "restricted",
         "pod-security.kubernetes.io/audit": "restricted",
         "pod-security.kubernetes.io/warn": "restricted",
@@ -31,10 +29,11 @@ def namespace_labels() -> dict[str, str]:
 
 
 def endpoints(config: StackConfig) -> dict[str, Any]:
-    """Where users and clients reach this site; pure, so tests and outputs agree."""
+    """Where users, clients and in-cluster tools reach this site; pure, so tests and outputs agree."""
     host = config.tailnet.public_hostname
     result: dict[str, Any] = {
         "serverUrl": f"https://{host}",
+        "apiUrl": f"http://{headscale_module.APP}.{config.namespace}.svc.cluster.local:{headscale_module.HTTP_PORT}",
         "site": config.site.name,
         "role": config.role.value,
         "dnsZone": config.dns_zone,
@@ -49,28 +48,74 @@ class TailnetSite(pulumi.ComponentResource):
     """Wires the components of one cluster; everything it creates is a child of it."""
 
     namespace: k8s.core.v1.Namespace
+    headscale: HeadscaleServer
+    headplane: Headplane | None
     outputs: dict[str, Any]
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:site:TailnetSite", name, None, opts)
+        if config.database.stage is not DatabaseStage.SQLITE:
+            raise ConfigError(
+                [
+                    f"{PROJECT}:database.stage: needs the CloudNativePG migration path, which this version of the "
+                    f"program does not contain yet; keep the stage at sqlite, got '{config.database.stage.value}'"
+                ]
+            )
         child = pulumi.ResourceOptions(parent=self)
         if config.kubeconfig is not None:
             provider = k8s.Provider(
-                f"{name}-kubernetes",
-                kubeconfig=pulumi.Output.secret(config.kubeconfig.get_secret_value()),
-                opts=child,
+                f"{name}-kubernetes", kubeconfig=pulumi.Output.secret(config.kubeconfig.get_secret_value()), opts=child
             )
             child = pulumi.ResourceOptions(parent=self, provider=provider)
 
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=config.namespace, labels=namespace_labels()),
-            opts=child,
+            f"{name}-namespace", metadata={"name": config.namespace, "labels": namespace_labels()}, opts=child
         )
+        in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        self.headscale = HeadscaleServer(
+            f"{name}-headscale", HeadscaleServerArgs(config=config, namespace=config.namespace), opts=in_namespace
+        )
+        self.headplane = None
+        apps = [
+            ProtectedApp(
+                app=headscale_module.APP,
+                http_port=headscale_module.HTTP_PORT,
+                metrics_port=headscale_module.METRICS_PORT,
+                also_from_apps=(headplane_module.APP,) if config.headplane.enabled else (),
+            )
+        ]
+        if config.headplane.enabled:
+            self.headplane = Headplane(
+                f"{name}-headplane",
+                HeadplaneArgs(config=config, namespace=config.namespace, headscale_url=self.headscale.api_url),
+                opts=in_namespace,
+            )
+            apps.append(ProtectedApp(app=headplane_module.APP, http_port=headplane_module.PORT))
+        PublicEndpoint(
+            f"{name}-endpoint",
+            PublicEndpointArgs(
+                config=config,
+                namespace=config.namespace,
+                headscale=Backend(service=headscale_module.APP, port=headscale_module.HTTP_PORT),
+                headplane=Backend(service=headplane_module.APP, port=headplane_module.PORT)
+                if config.headplane.enabled
+                else None,
+            ),
+            opts=in_namespace,
+        )
+        if config.network_policy.enabled:
+            NetworkPolicies(
+                f"{name}-network",
+                namespace=config.namespace,
+                settings=config.network_policy,
+                apps=apps,
+                opts=in_namespace,
+            )
         self.outputs = {
             "namespace": self.namespace.metadata.apply(lambda metadata: metadata.name),
             "endpoints": endpoints(config),
             "headscaleVersion": config.headscale.version,
             "databaseStage": config.database.stage.value,
+            "mustBackUp": must_back_up(config),
         }
         self.register_outputs(self.outputs)

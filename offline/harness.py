@@ -7,8 +7,11 @@ reset Pulumi runtime, so runs never see each other's resources or config.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import runpy
+import string
 import sys
 import threading
 from collections.abc import Mapping
@@ -55,6 +58,8 @@ class RegisteredResource:
     custom: bool
     inputs: dict[str, Any]
     provider: str | None = None
+    protect: bool = False
+    retain_on_delete: bool = False
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -81,12 +86,21 @@ class ProgramRun:
         return [r.inputs for r in self.resources if r.is_kubernetes_object]
 
 
+def _secret_leaves(value: Any) -> Any:
+    """Keep the shape of a secret value (its keys tell what it holds), hide every leaf."""
+    if isinstance(value, dict):
+        return {k: _secret_leaves(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_secret_leaves(v) for v in value]
+    return SECRET
+
+
 def _plain(value: Any) -> Any:
     """Wire properties → Python values, with secrets and unknowns replaced by markers."""
     if isinstance(value, dict):
         sig = value.get(rpc._special_sig_key)
         if sig == rpc._special_secret_sig:
-            return SECRET
+            return _secret_leaves(value.get("value"))
         if sig is not None and sig == rpc._special_resource_sig:
             return value.get("urn")
         return {k: _plain(v) for k, v in value.items()}
@@ -99,11 +113,36 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _offline_bytes(name: str, length: int) -> bytes:
+    """Deterministic stand-in bytes for a random resource: plans are reproducible, and obviously not real keys."""
+    out = b""
+    while len(out) < length:
+        out += hashlib.sha256(f"offline {name} {len(out)}".encode()).digest()
+    return out[:length]
+
+
+def _random_state(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    """What pulumi-random would compute, for the resources the program uses."""
+    length = int(inputs.get("length", 16))
+    raw = _offline_bytes(name, length)
+    if typ == "random:index/randomBytes:RandomBytes":
+        return {"hex": raw.hex(), "base64": base64.b64encode(raw).decode()}
+    if typ == "random:index/randomPassword:RandomPassword":
+        alphabet = string.ascii_letters + string.digits
+        return {"result": "".join(alphabet[b % len(alphabet)] for b in raw)}
+    if typ == "random:index/randomId:RandomId":
+        return {"hex": raw[: int(inputs.get("byteLength", 8))].hex()}
+    return None
+
+
 class _Mocks(pulumi_mocks.Mocks):
     """Echo inputs as state, the way a provider would for objects it creates as asked."""
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
         state = dict(args.inputs)
+        computed = _random_state(args.typ, args.name, state)
+        if computed is not None:
+            return f"{args.name}-id", {**state, **computed}
         if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
             metadata = state["metadata"]
             state["metadata"] = {**metadata, "name": metadata.get("name") or args.name}
@@ -148,6 +187,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 custom=bool(request.custom),
                 inputs=inputs,
                 provider=request.provider or None,
+                protect=bool(request.protect),
+                retain_on_delete=bool(request.retainOnDelete),
             )
             with self.lock:
                 self.registered.append(record)

@@ -116,3 +116,38 @@ def test_unreadable_stack_file_exits_2(project_copy) -> None:
     result = _plan_subprocess(project, "--stack", "broken")
     assert result.returncode == 2
     assert "Pulumi.broken.yaml: not valid YAML" in result.stderr
+
+
+KITCHEN_SINK = """\
+config:
+  headscale-ha:role: active
+  headscale-ha:cluster: {name: hydra, nodes: 3, storageClass: ceph-block}
+  headscale-ha:endpoint: {route: ingress, ingressClass: nginx, tlsIssuer: internal-ca, tlsIssuerKind: Issuer}
+  headscale-ha:networkPolicy: {ingressNamespaces: [ingress-nginx], ingressCidrs: [10.0.0.0/8]}
+  headscale-ha:oidcClientSecret:
+    secure: v1:AAAA
+  headscale-ha:headplaneApiKey:
+    secure: v1:BBBB
+  headscale-ha:kubeconfig:
+    secure: v1:CCCC
+"""
+
+
+@pytest.mark.parametrize("route", ["gateway", "ingress"])
+def test_optional_features_render_manifests_that_validate(route: str, shared_dir: Path, project_copy) -> None:
+    project = project_copy(lab=KITCHEN_SINK.replace("route: ingress", f"route: {route}"))
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    config = document["config"]
+    config["backup"]["value"]["volsync"] = {"repository": "restic-config", "volumeSnapshotClass": "ceph"}
+    config["headscale"]["value"]["oidc"] = {"issuer": "https://id.example.com", "clientId": "headscale"}
+    config["headscale"]["value"]["derp"] = {"embedded": True}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    run = plan_stack("lab", project_dir=project)
+    files = [f for f in write_rendered(run, project / "out") if f.suffix == ".yaml"]
+    kinds = {yaml.safe_load(f.read_text())["kind"] for f in files}
+    assert {"ReplicationSource", "Certificate", "NetworkPolicy"} <= kinds
+    assert ("Ingress" in kinds) == (route == "ingress")
+    result = _validate(shared_dir, files)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rendered = "".join(f.read_text() for f in files) + (project / "out" / "outputs.json").read_text()
+    assert "offline placeholder" not in rendered

@@ -316,9 +316,32 @@ def test_secret_strings_never_show_in_repr() -> None:
     assert config.kubeconfig.get_secret_value() == "token: hunter2"
 
 
-def test_oidc_needs_its_client_secret() -> None:
+def test_oidc_needs_its_client_secret_and_headplane_an_api_key() -> None:
     headscale = {**section("hydra", "headscale"), "oidc": {"issuer": "https://id.example.com", "clientId": "hs"}}
-    assert only_problem(headscale=headscale).startswith(f"{PROJECT}:oidcClientSecret: is required when headscale.oidc")
-    config = parse(secret_keys=("oidcClientSecret",), headscale=headscale, oidcClientSecret="s3cret")
+    found = problems(headscale=headscale)
+    assert len(found) == 2
+    assert found[0].startswith(f"{PROJECT}:headplaneApiKey: is required when headscale.oidc is set")
+    assert found[1].startswith(f"{PROJECT}:oidcClientSecret: is required when headscale.oidc")
+    config = parse(
+        secret_keys=("oidcClientSecret", "headplaneApiKey"),
+        headscale=headscale,
+        oidcClientSecret="s3cret",
+        headplaneApiKey="hskey-api-x",
+    )
     assert config.headscale.oidc is not None
     assert config.headscale.oidc.client_id == "hs"
+
+
+def test_more_than_one_headscale_replica_is_refused() -> None:
+    headscale = {**section("hydra", "headscale"), "replicas": 2}
+    message = only_problem(headscale=headscale)
+    assert message.startswith(f"{PROJECT}:headscale.replicas: would run two Headscale writers")
+    assert message.endswith("got 2")
+
+
+def test_headplane_without_oidc_needs_no_api_key() -> None:
+    headscale = {**section("hydra", "headscale"), "oidc": {"issuer": "https://id.example.com", "clientId": "hs"}}
+    config = parse(
+        secret_keys=("oidcClientSecret",), headscale=headscale, headplane={"enabled": False}, oidcClientSecret="s"
+    )
+    assert config.headplane_api_key is None

@@ -15,10 +15,17 @@ def test_every_resource_hangs_under_the_site_component(run_stack) -> None:
     assert site.name == "hydra"
     assert site.parent_urn is not None
     assert site.parent_urn.endswith("::pulumi:pulumi:Stack::headscale-ha-hydra")
+    parents = {r.urn: r.parent_urn for r in run.resources}
+
+    def under_site(urn: str | None) -> bool:
+        while urn is not None and urn != site.urn:
+            urn = parents.get(urn)
+        return urn == site.urn
+
     others = [r for r in run.resources if r is not site]
-    assert others
-    assert all(r.parent_urn == site.urn for r in others)
-    assert all(r.name.startswith("hydra-") for r in others), "children are named <site>-<role>"
+    assert len(others) > 10
+    assert all(under_site(r.parent_urn) for r in others)
+    assert all(r.name.startswith("hydra-") for r in others), "children are named <parent>-<role>"
 
 
 def test_namespace_enforces_restricted_pod_security(run_stack) -> None:
@@ -34,6 +41,7 @@ def test_outputs_describe_the_site(run_stack) -> None:
     assert hydra["endpoints"] == {
         "serverUrl": "https://headscale.example.com",
         "adminUrl": "https://headscale.example.com/admin",
+        "apiUrl": "http://headscale.headscale.svc.cluster.local:8080",
         "site": "hydra",
         "role": "active",
         "dnsZone": "hydra.tn.internal.example.com",

@@ -1,0 +1,93 @@
+"""Headplane's config.yaml, rendered from the typed stack config.
+
+Pure (no Pulumi, no I/O). Written for Headplane 0.6.x, whose keys are checked against the 0.6.3 example; any other
+minor is refused rather than guessed at (0.7 moved the API key to ``headscale.api_key``).
+
+Headplane runs in its own Deployment, not in the Headscale pod, so no integration is configured and no
+``headscale.config_path`` is given: Headplane works in its API-only mode. Secrets (cookie secret, Headscale API key,
+OIDC client secret) are only ever referenced by the ``*_path`` keys of files on a Secret mount.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from components.config import StackConfig
+from components.config_types import ImageRef
+
+#: Headplane minor whose config keys this renderer knows (from the 0.6.3 example config).
+SUPPORTED_HEADPLANE_MINOR = "0.6"
+HTTP_PORT = 3000
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadplanePaths:
+    """Where the Deployment mounts things; the defaults are what the Headplane component uses."""
+
+    data_dir: str = "/var/lib/headplane"  # own SQLite database (hp_persist.db) and caches; persistent volume
+    cookie_secret: str = "/etc/headplane/secrets/cookie_secret"  # exactly 32 characters
+    api_key: str = "/etc/headplane/secrets/headscale_api_key"
+    oidc_client_secret: str = "/etc/headplane/secrets/oidc_client_secret"
+
+
+def headplane_minor(config: StackConfig) -> str:
+    """The minor version (``0.6``) of the Headplane image tag."""
+    tag = ImageRef.parse(config.headplane.image).tag
+    return ".".join(tag.removeprefix("v").split("-")[0].split(".")[:2])
+
+
+def render_headplane_config(
+    config: StackConfig,
+    *,
+    headscale_url: str,
+    paths: HeadplanePaths = HeadplanePaths(),
+) -> dict[str, Any]:
+    """Headplane's configuration as a mapping.
+
+    ``headscale_url`` is Headscale's in-cluster HTTP address (its Service), not the public URL: Headplane's API calls
+    then stay inside the cluster. Raises ValueError when the image is not a 0.6 release.
+    """
+    minor = headplane_minor(config)
+    if minor != SUPPORTED_HEADPLANE_MINOR:
+        raise ValueError(
+            f"headplane.image {config.headplane.image}: only Headplane {SUPPORTED_HEADPLANE_MINOR}.x config keys are "
+            f"known (checked against 0.6.3), got {minor or 'no version'}; pin ghcr.io/tale/headplane:0.6.3"
+        )
+    public_url = f"https://{config.tailnet.public_hostname}"
+    rendered: dict[str, Any] = {
+        "server": {
+            "host": "0.0.0.0",
+            "port": HTTP_PORT,
+            # Without /admin: Headplane appends its fixed prefix (the OIDC callback is <base_url>/admin/oidc/callback).
+            "base_url": public_url,
+            "cookie_secret_path": paths.cookie_secret,
+            "cookie_secure": True,
+            "data_path": paths.data_dir,
+        },
+        "headscale": {"url": headscale_url, "public_url": public_url},
+    }
+    oidc = config.headscale.oidc
+    if oidc is not None:
+        # Same issuer and client as Headscale, as upstream advises; the IdP client needs both callback URLs.
+        rendered["oidc"] = {
+            "enabled": True,
+            "issuer": oidc.issuer,
+            "client_id": oidc.client_id,
+            "client_secret_path": paths.oidc_client_secret,
+            "headscale_api_key_path": paths.api_key,
+            "use_pkce": oidc.pkce,
+            "scope": " ".join(oidc.scope),
+        }
+    return rendered
+
+
+def headplane_config_yaml(config: StackConfig, **kwargs: Any) -> str:
+    """``render_headplane_config`` as YAML text; the same config always gives the same bytes (stable diffs)."""
+    body = yaml.safe_dump(
+        render_headplane_config(config, **kwargs), sort_keys=False, default_flow_style=False, width=120
+    )
+    tag = ImageRef.parse(config.headplane.image).tag
+    return f"# Headplane {tag} config, rendered by headscale-ha; edits are overwritten.\n{body}"

@@ -1,0 +1,230 @@
+"""HeadscaleServer: the strict singleton, its identity, its volume, its backup and its Service.
+
+One replica at most, strategy Recreate (two pods never overlap), worker nodes only, and in the SQLite
+stage no pod starts before the restore init container has checked the identity contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components.config import DatabaseStage, Role, StackConfig
+from components.headscale_config import HeadscalePaths, headscale_config_yaml
+from components.litestream import LitestreamBackup, LitestreamBackupArgs
+from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
+
+APP = "headscale"
+HTTP_PORT = 8080
+METRICS_PORT = 9090
+PATHS = HeadscalePaths()
+IDENTITY_SECRET = "headscale-identity"
+NOISE_ITEM, DERP_ITEM = "noise.key", "derp.key"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadscaleServerArgs:
+    config: StackConfig
+    namespace: str
+
+
+def headscale_replicas(config: StackConfig) -> int:
+    """0 on a standby and while migrating (registrations pause, tunnels keep running); else the configured 0 or 1."""
+    if config.role is Role.STANDBY or config.database.stage is DatabaseStage.MIGRATING:
+        return 0
+    return config.headscale.replicas
+
+
+def _node_key(name: str, imported: str | None, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """`privkey:` + 64 hex: imported from secret config, or 32 random bytes kept in Pulumi state."""
+    if imported is not None:
+        return pulumi.Output.secret(imported)
+    key = random.RandomBytes(name, length=32, opts=opts)
+    return pulumi.Output.secret(key.hex.apply(lambda value: f"privkey:{value}"))
+
+
+class HeadscaleServer(pulumi.ComponentResource):
+    """The Headscale Deployment and everything only it uses."""
+
+    identity: k8s.core.v1.Secret
+    config_map: k8s.core.v1.ConfigMap
+    volume: k8s.core.v1.PersistentVolumeClaim | None
+    backup: LitestreamBackup | None
+    deployment: k8s.apps.v1.Deployment
+    service: k8s.core.v1.Service
+    api_url: str
+
+    def __init__(self, name: str, args: HeadscaleServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("headscale-ha:headscale:HeadscaleServer", name, None, opts)
+        config, namespace = args.config, args.namespace
+        child = pulumi.ResourceOptions(parent=self)
+        meta = {"namespace": namespace, "labels": labels(APP, "control-plane")}
+
+        noise = _node_key(f"{name}-noise-key", config.noise_private_key, child)
+        derp = _node_key(f"{name}-derp-key", config.derp_private_key, child)
+        self.identity = k8s.core.v1.Secret(
+            f"{name}-identity",
+            metadata={**meta, "name": IDENTITY_SECRET},
+            type="Opaque",
+            string_data={NOISE_ITEM: noise, DERP_ITEM: derp},
+            opts=child,
+        )
+        secrets: dict[str, Any] = {}
+        if config.oidc_client_secret is not None:
+            secrets["oidc"] = k8s.core.v1.Secret(
+                f"{name}-oidc",
+                metadata={**meta, "name": "headscale-oidc"},
+                type="Opaque",
+                string_data={"client-secret": pulumi.Output.secret(config.oidc_client_secret.get_secret_value())},
+                opts=child,
+            )
+
+        config_text = headscale_config_yaml(config, paths=PATHS)
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-config",
+            metadata={**meta, "name": "headscale-config"},
+            data={"config.yaml": config_text},
+            opts=child,
+        )
+
+        sqlite = config.database.stage in (DatabaseStage.SQLITE, DatabaseStage.MIGRATING)
+        self.volume = None
+        self.backup = None
+        if sqlite:
+            self.volume = k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-data",
+                metadata={**meta, "name": "headscale-data"},
+                spec={
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": config.headscale.storage_size}},
+                    **({"storageClassName": config.cluster.storage_class} if config.cluster.storage_class else {}),
+                },
+                # The node registry lives here: a replace or destroy of the stack must never delete it.
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            )
+            self.backup = LitestreamBackup(
+                f"{name}-backup",
+                LitestreamBackupArgs(
+                    app=APP,
+                    namespace=namespace,
+                    settings=config.backup,
+                    db_path=f"{PATHS.data_dir}/db.sqlite",
+                    data_volume="data",
+                    data_mount=PATHS.data_dir,
+                    pvc_name="headscale-data",
+                    identity_volume="identity",
+                    identity_file=PATHS.noise_key,
+                    require_backup=config.role is Role.STANDBY,
+                ),
+                opts=child,
+            )
+
+        pod_annotations = {
+            "checksum/config": checksum(config_text, self.backup.config_checksum if self.backup else ""),
+        }
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata={**meta, "name": APP},
+            spec={
+                "replicas": headscale_replicas(config),
+                "strategy": {"type": "Recreate"},
+                "revisionHistoryLimit": 3,
+                "selector": {"matchLabels": selector(APP)},
+                "template": {
+                    "metadata": {"labels": labels(APP, "control-plane"), "annotations": pod_annotations},
+                    "spec": self._pod_spec(config, sqlite, oidc="oidc" in secrets),
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.identity, *secrets.values()]),
+        )
+        self.service = k8s.core.v1.Service(
+            f"{name}-service",
+            metadata={**meta, "name": APP},
+            spec={
+                "type": "ClusterIP",
+                "selector": selector(APP),
+                "ports": [
+                    {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+                    {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                ],
+            },
+            opts=child,
+        )
+        self.api_url = f"http://{APP}.{namespace}.svc.cluster.local:{HTTP_PORT}"
+        self.register_outputs({"apiUrl": self.api_url, "replicas": headscale_replicas(config)})
+
+    def _pod_spec(self, config: StackConfig, sqlite: bool, *, oidc: bool) -> dict[str, Any]:
+        volumes: list[dict[str, Any]] = [
+            {"name": "config", "configMap": {"name": "headscale-config", "defaultMode": 0o444}},
+            {
+                "name": "identity",
+                "secret": {
+                    "secretName": IDENTITY_SECRET,
+                    "defaultMode": 0o440,
+                    "items": [
+                        {"key": NOISE_ITEM, "path": PATHS.noise_key.rsplit("/", 1)[1]},
+                        {"key": DERP_ITEM, "path": PATHS.derp_key.rsplit("/", 1)[1]},
+                    ],
+                },
+            },
+            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        ]
+        mounts: list[dict[str, Any]] = [
+            {"name": "config", "mountPath": "/etc/headscale/config.yaml", "subPath": "config.yaml", "readOnly": True},
+            {"name": "identity", "mountPath": PATHS.noise_key.rsplit("/", 1)[0], "readOnly": True},
+            {"name": "run", "mountPath": PATHS.run_dir},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ]
+        if oidc:
+            oidc_file = PATHS.oidc_client_secret.rsplit("/", 1)[1]
+            volumes.append(
+                {
+                    "name": "oidc",
+                    "secret": {
+                        "secretName": "headscale-oidc",
+                        "defaultMode": 0o440,
+                        "items": [{"key": "client-secret", "path": oidc_file}],
+                    },
+                }
+            )
+            mounts.append({"name": "oidc", "mountPath": PATHS.oidc_client_secret.rsplit("/", 1)[0], "readOnly": True})
+        init_containers: list[dict[str, Any]] = []
+        if sqlite and self.backup is not None:
+            volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": "headscale-data"}})
+            mounts.append({"name": "data", "mountPath": PATHS.data_dir})
+            volumes.extend(self.backup.volumes)
+            init_containers = self.backup.init_containers
+        else:
+            volumes.append({"name": "data", "emptyDir": {"sizeLimit": "64Mi"}})
+            mounts.append({"name": "data", "mountPath": PATHS.data_dir})
+        http_probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 3}
+        container = {
+            "name": APP,
+            "image": config.headscale.image,
+            "args": ["serve"],
+            "ports": [
+                {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+                {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+            ],
+            "startupProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 60},
+            "livenessProbe": {**http_probe, "periodSeconds": 15, "failureThreshold": 4},
+            "readinessProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 2},
+            "resources": resources(config.headscale.resources),
+            "securityContext": container_security(),
+            "volumeMounts": mounts,
+        }
+        return {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 30,
+            "securityContext": pod_security(),
+            **scheduling(config.cluster),
+            "initContainers": init_containers,
+            "containers": [container],
+            "volumes": volumes,
+        }

@@ -1,0 +1,156 @@
+"""LitestreamBackup: continuous SQLite replication to NFS, and restore-before-serve.
+
+The component owns the backup's config (a ConfigMap with litestream.yml and the restore script) and,
+optionally, a VolSync ReplicationSource for the volume. The application's Deployment takes the pod-spec
+pieces it exposes: a restore init container that must succeed before anything else starts, and a native
+sidecar (an init container with restartPolicy Always) that replicates while the application runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import Backup
+from components.litestream_config import render_litestream_config, restore_script
+from components.pod import RUN_AS, checksum, container_security, labels, resources
+
+BACKUP_MOUNT = "/backup"
+CONFIG_MOUNT = "/etc/litestream"
+CONFIG_FILE = f"{CONFIG_MOUNT}/litestream.yml"
+SCRIPT_FILE = f"{CONFIG_MOUNT}/restore.sh"
+BACKUP_VOLUME = "backup"
+CONFIG_VOLUME = "litestream-config"
+TMP_VOLUME = "litestream-tmp"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LitestreamBackupArgs:
+    """Where the application keeps its database and how the backup of it must behave."""
+
+    app: str  # names the backup directory on NFS: <nfs path>/<app>
+    namespace: str
+    settings: Backup
+    db_path: str
+    data_volume: str  # pod volume that holds db_path
+    data_mount: str  # where that volume is mounted
+    pvc_name: str  # the claim behind data_volume (for VolSync)
+    identity_volume: str | None = None  # pod volume with the Noise key; None: no identity contract
+    identity_file: str | None = None
+    require_backup: bool = False  # a standby must restore, never start empty
+
+
+class LitestreamBackup(pulumi.ComponentResource):
+    """Backup of one application's SQLite database; see the module docstring."""
+
+    config_map: k8s.core.v1.ConfigMap
+    replication_source: k8s.apiextensions.CustomResource | None
+    init_containers: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    config_checksum: str
+    backup_dir: str
+
+    def __init__(self, name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("headscale-ha:litestream:LitestreamBackup", name, None, opts)
+        if args.settings.nfs is None:
+            raise ValueError(f"{args.app}: backup.nfs is required for a Litestream backup")
+        litestream = args.settings.litestream
+        self.backup_dir = f"{BACKUP_MOUNT}/{args.app}"
+        config_text = render_litestream_config(
+            db_path=args.db_path,
+            replica_path=f"{self.backup_dir}/replica",
+            sync_interval=litestream.sync_interval,
+            retention=litestream.retention,
+        )
+        script = restore_script()
+        self.config_checksum = checksum(config_text, script)
+        child = pulumi.ResourceOptions(parent=self)
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-config",
+            metadata={
+                "name": f"{args.app}-litestream",
+                "namespace": args.namespace,
+                "labels": labels(args.app, "backup"),
+            },
+            data={"litestream.yml": config_text, "restore.sh": script},
+            opts=child,
+        )
+        self.volumes = [
+            {"name": BACKUP_VOLUME, "nfs": {"server": args.settings.nfs.server, "path": args.settings.nfs.path}},
+            {"name": CONFIG_VOLUME, "configMap": {"name": f"{args.app}-litestream", "defaultMode": 0o444}},
+            {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        ]
+        self.init_containers = [self._restore(args), self._replicate(args)]
+        self.replication_source = self._volsync(name, args, child)
+        self.register_outputs(
+            {"configMap": self.config_map.metadata.apply(lambda m: m.name), "backupDir": self.backup_dir}
+        )
+
+    def _mounts(self, args: LitestreamBackupArgs) -> list[dict[str, Any]]:
+        return [
+            {"name": args.data_volume, "mountPath": args.data_mount},
+            {"name": BACKUP_VOLUME, "mountPath": BACKUP_MOUNT},
+            {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
+            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+        ]
+
+    def _restore(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+        env = [
+            {"name": "DB_PATH", "value": args.db_path},
+            {"name": "BACKUP_DIR", "value": self.backup_dir},
+            {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
+            {"name": "REQUIRE_BACKUP", "value": "true" if args.require_backup else "false"},
+        ]
+        mounts = self._mounts(args)
+        if args.identity_file is not None and args.identity_volume is not None:
+            env.append({"name": "IDENTITY_FILE", "value": args.identity_file})
+            identity_dir = args.identity_file.rsplit("/", 1)[0]
+            mounts.append({"name": args.identity_volume, "mountPath": identity_dir, "readOnly": True})
+        return {
+            "name": "restore",
+            "image": args.settings.litestream.image,
+            "command": ["/bin/sh", SCRIPT_FILE],
+            "env": env,
+            "volumeMounts": mounts,
+            "resources": resources(args.settings.litestream.resources),
+            "securityContext": container_security(),
+        }
+
+    def _replicate(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+        return {
+            "name": "litestream",
+            "image": args.settings.litestream.image,
+            "args": ["replicate", "-config", CONFIG_FILE],
+            "restartPolicy": "Always",  # native sidecar: starts after the restore, stops after the app
+            "volumeMounts": self._mounts(args),
+            "resources": resources(args.settings.litestream.resources),
+            "securityContext": container_security(),
+        }
+
+    @staticmethod
+    def _volsync(
+        name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions
+    ) -> k8s.apiextensions.CustomResource | None:
+        volsync = args.settings.volsync
+        if volsync is None:
+            return None
+        restic: dict[str, Any] = {
+            "repository": volsync.repository,
+            "copyMethod": "Snapshot",
+            "pruneIntervalDays": 7,
+            "retain": {"daily": volsync.keep_daily, "weekly": volsync.keep_weekly},
+            "moverSecurityContext": {"runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS},
+        }
+        if volsync.volume_snapshot_class:
+            restic["volumeSnapshotClassName"] = volsync.volume_snapshot_class
+        return k8s.apiextensions.CustomResource(
+            f"{name}-volsync",
+            api_version="volsync.backube/v1alpha1",
+            kind="ReplicationSource",
+            metadata={"name": f"{args.app}-data", "namespace": args.namespace, "labels": labels(args.app, "backup")},
+            spec={"sourcePVC": args.pvc_name, "trigger": {"schedule": volsync.schedule}, "restic": restic},
+            opts=opts,
+        )

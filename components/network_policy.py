@@ -1,0 +1,77 @@
+"""NetworkPolicies of the control plane: the HTTP ports from the ingress data plane, metrics from monitoring.
+
+Only ingress is restricted: Headscale must reach DERP maps and the OIDC issuer on the internet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import NetworkPolicy
+from components.pod import labels, selector
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProtectedApp:
+    app: str
+    http_port: int
+    metrics_port: int | None = None
+    also_from_apps: tuple[str, ...] = ()  # in-namespace clients of the HTTP port (Headplane → Headscale)
+
+
+def ingress_peers(settings: NetworkPolicy) -> list[dict[str, Any]]:
+    """Sources of public traffic; empty means "any source" (then no `from` is rendered)."""
+    namespaces = [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
+        for namespace in sorted(settings.ingress_namespaces)
+    ]
+    blocks = [{"ipBlock": {"cidr": cidr}} for cidr in sorted(settings.ingress_cidrs)]
+    return namespaces + blocks
+
+
+def policy_spec(app: ProtectedApp, settings: NetworkPolicy) -> dict[str, Any]:
+    peers = ingress_peers(settings)
+    http_rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": app.http_port}]}
+    if peers:
+        http_rule["from"] = peers + [{"podSelector": {"matchLabels": selector(other)}} for other in app.also_from_apps]
+    rules = [http_rule]
+    if app.metrics_port is not None:
+        monitoring = {"kubernetes.io/metadata.name": settings.monitoring_namespace}
+        rules.append(
+            {
+                "ports": [{"protocol": "TCP", "port": app.metrics_port}],
+                "from": [{"namespaceSelector": {"matchLabels": monitoring}}],
+            }
+        )
+    return {"podSelector": {"matchLabels": selector(app.app)}, "policyTypes": ["Ingress"], "ingress": rules}
+
+
+class NetworkPolicies(pulumi.ComponentResource):
+    """One NetworkPolicy per application."""
+
+    policies: list[k8s.networking.v1.NetworkPolicy]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        settings: NetworkPolicy,
+        apps: list[ProtectedApp],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("headscale-ha:network:NetworkPolicies", name, None, opts)
+        self.policies = [
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{app.app}",
+                metadata={"name": app.app, "namespace": namespace, "labels": labels(app.app, "network-policy")},
+                spec=policy_spec(app, settings),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for app in apps
+        ]
+        self.register_outputs({"count": len(self.policies)})

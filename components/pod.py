@@ -1,0 +1,86 @@
+"""Pure pieces of pod specs shared by the components: labels, restricted security, scheduling, resources.
+
+Everything returns plain camelCase dicts, exactly as the Kubernetes API spells them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from components.config import Cluster, ComputeResources
+
+PART_OF = "headscale-ha"
+#: The non-root identity every container runs as (the distroless "nonroot" user).
+RUN_AS = 65532
+
+
+def labels(app: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": app,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+    }
+
+
+def selector(app: str) -> dict[str, str]:
+    """The stable subset of labels used by selectors (selectors are immutable on a Deployment)."""
+    return {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": PART_OF}
+
+
+def pod_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security() -> dict[str, Any]:
+    """What the `restricted` Pod Security Standard asks of every container, plus a read-only root."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def resources(spec: ComputeResources) -> dict[str, Any]:
+    return spec.model_dump()
+
+
+def scheduling(cluster: Cluster) -> dict[str, Any]:
+    """Worker nodes only, never an excluded node; leave a failed node after `tolerationSeconds`."""
+    expressions: list[dict[str, Any]] = [{"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}]
+    if cluster.exclude_nodes:
+        expressions.append(
+            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(cluster.exclude_nodes)}
+        )
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": expressions}]
+                }
+            }
+        },
+        "tolerations": [
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": cluster.toleration_seconds}
+            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        ],
+    }
+
+
+def checksum(*parts: str) -> str:
+    """Content hash for a pod annotation, so a config change rolls the pod."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()

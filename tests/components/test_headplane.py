@@ -1,0 +1,67 @@
+"""Headplane: own Deployment, own SQLite and Litestream directory, a 32-character cookie secret."""
+
+from __future__ import annotations
+
+import yaml
+
+from offline.harness import SECRET, ProgramRun
+
+
+def _object(run: ProgramRun, kind: str, name: str) -> dict:
+    (obj,) = [o for o in run.kubernetes_objects() if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+def test_headplane_is_a_separate_recreated_singleton(run_stack) -> None:
+    hydra, cosmos = run_stack("hydra"), run_stack("cosmos")
+    spec = _object(hydra, "Deployment", "headplane")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    assert _object(cosmos, "Deployment", "headplane")["spec"]["replicas"] == 0
+
+
+def test_cookie_secret_is_32_random_alphanumerics_kept_secret(run_stack) -> None:
+    run = run_stack("hydra")
+    (password,) = run.of_type("random:index/randomPassword:RandomPassword")
+    assert password.inputs["length"] == 32
+    assert password.inputs["special"] is False
+    assert _object(run, "Secret", "headplane-secrets")["stringData"] == {"cookie-secret": SECRET}
+
+
+def test_config_points_at_the_in_cluster_headscale(run_stack) -> None:
+    run = run_stack("hydra")
+    config = yaml.safe_load(_object(run, "ConfigMap", "headplane-config")["data"]["config.yaml"])
+    assert config["headscale"]["url"] == "http://headscale.headscale.svc.cluster.local:8080"
+    assert config["server"]["base_url"] == "https://headscale.example.com"
+    assert config["server"]["cookie_secret_path"] == "/etc/headplane/secrets/cookie_secret"
+
+
+def test_probes_split_liveness_from_headscale_health(run_stack) -> None:
+    (container,) = _object(run_stack("hydra"), "Deployment", "headplane")["spec"]["template"]["spec"]["containers"]
+    assert container["livenessProbe"]["tcpSocket"] == {"port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/admin/healthz", "port": "http"}
+
+
+def test_own_database_and_backup_directory_without_identity_contract(run_stack) -> None:
+    pod = _object(run_stack("hydra"), "Deployment", "headplane")["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}
+    assert env["DB_PATH"] == "/var/lib/headplane/hp_persist.db"
+    assert env["BACKUP_DIR"] == "/backup/headplane"
+    assert "IDENTITY_FILE" not in env
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    assert claims == ["headplane-data"]
+
+
+def test_disabled_headplane_leaves_nothing_behind(run_stack, project_copy) -> None:
+    project = project_copy(
+        lab="""
+        config:
+          headscale-ha:role: active
+          headscale-ha:cluster: {name: hydra, nodes: 3}
+          headscale-ha:headplane: {enabled: false}
+        """
+    )
+    run = run_stack("lab", project_dir=project)
+    assert not [o for o in run.kubernetes_objects() if "headplane" in o["metadata"]["name"]]
+    route = _object(run, "HTTPRoute", "headscale-public")
+    assert [r["matches"][0]["path"]["value"] for r in route["spec"]["rules"]] == ["/"]

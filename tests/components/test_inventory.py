@@ -1,0 +1,50 @@
+"""mustBackUp: the state/backup/loss table, as data, from the stack's own config."""
+
+from __future__ import annotations
+
+from components.inventory import must_back_up
+from tests.components.test_config import parse
+
+
+def test_every_stateful_object_is_listed_with_its_backup() -> None:
+    rows = {row["name"]: row for row in must_back_up(parse("hydra"))}
+    assert set(rows) == {
+        "headscale/headscale-identity",
+        "pulumi-state",
+        "headscale/headscale-data",
+        "nfs://nfs.internal.example.com/export/headscale-backup/headscale",
+        "headscale/headplane-data",
+        "nfs://nfs.internal.example.com/export/headscale-backup/headplane",
+        "headscale/headplane-secrets",
+    }
+    assert rows["headscale/headscale-identity"]["backupRequired"] is True
+    assert "Pulumi state" in rows["headscale/headscale-identity"]["how"]
+    assert rows["headscale/headplane-secrets"]["backupRequired"] is False
+    assert "RPO about 1s" in rows["headscale/headscale-data"]["how"]
+    for row in rows.values():
+        assert set(row) == {"name", "kind", "owner", "lossMeans", "backupRequired", "how"}
+
+
+def test_imported_identity_and_oidc_change_the_advice() -> None:
+    headscale = {
+        "version": "0.29.2",
+        "image": "ghcr.io/juanfont/headscale:0.29.2",
+        "oidc": {"issuer": "https://id.example.com", "clientId": "hs"},
+    }
+    config = parse(
+        secret_keys=("noisePrivateKey", "derpPrivateKey", "oidcClientSecret", "headplaneApiKey"),
+        noisePrivateKey="privkey:" + "a" * 64,
+        derpPrivateKey="privkey:" + "b" * 64,
+        oidcClientSecret="x",
+        headplaneApiKey="y",
+        headscale=headscale,
+    )
+    rows = {row["name"]: row for row in must_back_up(config)}
+    assert "secret config" in rows["headscale/headscale-identity"]["how"]
+    assert rows["oidcClientSecret"]["backupRequired"] is True
+
+
+def test_the_table_is_a_stack_output(run_stack) -> None:
+    outputs = run_stack("cosmos").outputs
+    assert outputs["mustBackUp"] == must_back_up(parse("cosmos"))
+    assert outputs["endpoints"]["apiUrl"] == "http://headscale.headscale.svc.cluster.local:8080"
