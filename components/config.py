@@ -254,6 +254,12 @@ class Derp(_Model):
         description="DERP maps to load; empty with `embedded` for a private relay only.",
     )
 
+    @model_validator(mode="after")
+    def _some_relay(self) -> Derp:
+        if not self.urls and not self.embedded:
+            raise ValueError("urls is empty and embedded is off: clients would have no DERP relay")
+        return self
+
 
 class Headscale(_Model):
     version: str = Field(description="Headscale release, 0.28.x or 0.29.x; selects config keys and API dialect.")
@@ -304,6 +310,14 @@ class Headplane(_Model):
         default_factory=_resources("50m", "128Mi", "500m", "384Mi"), description="Container resources."
     )
     storage_size: Quantity = Field(default="256Mi", description="Size of Headplane's own data volume.")
+
+    @field_validator("image")
+    @classmethod
+    def _known_release(cls, image: str) -> str:
+        tag = ImageRef.parse(image).tag.removeprefix("v")
+        if not tag.startswith("0.6."):
+            raise ValueError("only Headplane 0.6.x config keys are known (checked against 0.6.3); pin :0.6.3")
+        return image
 
 
 class Nfs(_Model):

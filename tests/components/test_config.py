@@ -345,3 +345,15 @@ def test_headplane_without_oidc_needs_no_api_key() -> None:
         secret_keys=("oidcClientSecret",), headscale=headscale, headplane={"enabled": False}, oidcClientSecret="s"
     )
     assert config.headplane_api_key is None
+
+
+def test_headplane_release_must_be_one_whose_config_is_known() -> None:
+    message = only_problem(headplane={"image": "ghcr.io/tale/headplane:0.7.0-beta.4"})
+    assert message.startswith(f"{PROJECT}:headplane.image: only Headplane 0.6.x config keys are known")
+
+
+def test_clients_always_have_a_derp_relay() -> None:
+    headscale = {**section("hydra", "headscale"), "derp": {"urls": []}}
+    assert only_problem(headscale=headscale).startswith(f"{PROJECT}:headscale.derp: urls is empty and embedded is off")
+    headscale["derp"]["embedded"] = True
+    assert parse(headscale=headscale).headscale.derp.embedded is True

@@ -293,7 +293,10 @@ def test_embedded_derp_uses_the_configured_region_and_stun_port() -> None:
 
 
 def test_no_relay_at_all_is_refused() -> None:
-    config = stack_config(headscale={"derp": {"embedded": False, "urls": []}})
+    # StackConfig refuses this too; the renderer keeps its own guard for configs built without validation.
+    valid = stack_config()
+    derp = valid.headscale.derp.model_copy(update={"embedded": False, "urls": []})
+    config = valid.model_copy(update={"headscale": valid.headscale.model_copy(update={"derp": derp})})
     with pytest.raises(ValueError, match=r"headscale\.derp"):
         render_headscale_config(config)
 
