@@ -16,7 +16,8 @@ import pulumi_random as random
 from components.config import Role, StackConfig
 from components.headplane_config import HeadplanePaths, headplane_config_yaml
 from components.litestream import LitestreamBackup, LitestreamBackupArgs
-from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
+from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from components.workload import cluster_service, data_claim, singleton_deployment
 
 APP = "headplane"
 PORT = 3000
@@ -70,15 +71,13 @@ class Headplane(pulumi.ComponentResource):
             data={"config.yaml": config_text},
             opts=child,
         )
-        self.volume = k8s.core.v1.PersistentVolumeClaim(
+        self.volume = data_claim(
             f"{name}-data",
-            metadata={**meta, "name": "headplane-data"},
-            spec={
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": config.headplane.storage_size}},
-                **({"storageClassName": config.cluster.storage_class} if config.cluster.storage_class else {}),
-            },
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            meta=meta,
+            name="headplane-data",
+            size=config.headplane.storage_size,
+            storage_class=config.cluster.storage_class,
+            parent=self,
         )
         self.backup = LitestreamBackup(
             f"{name}-backup",
@@ -100,34 +99,17 @@ class Headplane(pulumi.ComponentResource):
             "oidc-client-secret": PATHS.oidc_client_secret,
         }
         pod_spec = self._pod_spec(config, {k: v for k, v in secret_files.items() if k in items})
-        self.deployment = k8s.apps.v1.Deployment(
+        self.deployment = singleton_deployment(
             f"{name}-deployment",
-            metadata={**meta, "name": APP},
-            spec={
-                "replicas": headplane_replicas(config),
-                "strategy": {"type": "Recreate"},
-                "revisionHistoryLimit": 3,
-                "selector": {"matchLabels": selector(APP)},
-                "template": {
-                    "metadata": {
-                        "labels": labels(APP, "ui"),
-                        "annotations": {"checksum/config": checksum(config_text, self.backup.config_checksum)},
-                    },
-                    "spec": pod_spec,
-                },
-            },
+            meta=meta,
+            app=APP,
+            component="ui",
+            replicas=headplane_replicas(config),
+            pod_spec=pod_spec,
+            annotations={"checksum/config": checksum(config_text, self.backup.config_checksum)},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.secrets]),
         )
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
-            metadata={**meta, "name": APP},
-            spec={
-                "type": "ClusterIP",
-                "selector": selector(APP),
-                "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}],
-            },
-            opts=child,
-        )
+        self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self)
         self.register_outputs({"url": f"https://{config.tailnet.public_hostname}/admin"})
 
     def _pod_spec(self, config: StackConfig, secret_files: dict[str, str]) -> dict[str, Any]:

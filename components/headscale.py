@@ -16,7 +16,8 @@ import pulumi_random as random
 from components.config import DatabaseStage, Role, StackConfig
 from components.headscale_config import HeadscalePaths, headscale_config_yaml
 from components.litestream import LitestreamBackup, LitestreamBackupArgs
-from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
+from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from components.workload import cluster_service, data_claim, singleton_deployment
 
 APP = "headscale"
 HTTP_PORT = 8080
@@ -95,16 +96,13 @@ class HeadscaleServer(pulumi.ComponentResource):
         self.volume = None
         self.backup = None
         if sqlite:
-            self.volume = k8s.core.v1.PersistentVolumeClaim(
+            self.volume = data_claim(
                 f"{name}-data",
-                metadata={**meta, "name": "headscale-data"},
-                spec={
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": config.headscale.storage_size}},
-                    **({"storageClassName": config.cluster.storage_class} if config.cluster.storage_class else {}),
-                },
-                # The node registry lives here: a replace or destroy of the stack must never delete it.
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+                meta=meta,
+                name="headscale-data",
+                size=config.headscale.storage_size,
+                storage_class=config.cluster.storage_class,
+                parent=self,
             )
             self.backup = LitestreamBackup(
                 f"{name}-backup",
@@ -126,33 +124,18 @@ class HeadscaleServer(pulumi.ComponentResource):
         pod_annotations = {
             "checksum/config": checksum(config_text, self.backup.config_checksum if self.backup else ""),
         }
-        self.deployment = k8s.apps.v1.Deployment(
+        self.deployment = singleton_deployment(
             f"{name}-deployment",
-            metadata={**meta, "name": APP},
-            spec={
-                "replicas": headscale_replicas(config),
-                "strategy": {"type": "Recreate"},
-                "revisionHistoryLimit": 3,
-                "selector": {"matchLabels": selector(APP)},
-                "template": {
-                    "metadata": {"labels": labels(APP, "control-plane"), "annotations": pod_annotations},
-                    "spec": self._pod_spec(config, sqlite, oidc="oidc" in secrets),
-                },
-            },
+            meta=meta,
+            app=APP,
+            component="control-plane",
+            replicas=headscale_replicas(config),
+            pod_spec=self._pod_spec(config, sqlite, oidc="oidc" in secrets),
+            annotations=pod_annotations,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.identity, *secrets.values()]),
         )
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
-            metadata={**meta, "name": APP},
-            spec={
-                "type": "ClusterIP",
-                "selector": selector(APP),
-                "ports": [
-                    {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
-                    {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
-                ],
-            },
-            opts=child,
+        self.service = cluster_service(
+            f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
         )
         self.api_url = f"http://{APP}.{namespace}.svc.cluster.local:{HTTP_PORT}"
         self.register_outputs({"apiUrl": self.api_url, "replicas": headscale_replicas(config)})

@@ -54,6 +54,20 @@ def project_copy(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+#: A stack "lab" that runs the hydra site as the active one; tests append the keys they vary.
+LAB_STACK = "config:\n  headscale-ha:role: active\n  headscale-ha:cluster: {name: hydra, nodes: 3}\n"
+
+
+@pytest.fixture
+def lab_project(project_copy: Callable[..., Path]) -> Callable[[str], Path]:
+    """``lab_project("  headscale-ha:headplane: {enabled: false}\\n")``: a scratch project with that stack "lab"."""
+
+    def make(extra_config: str = "") -> Path:
+        return project_copy(lab=LAB_STACK + extra_config)
+
+    return make
+
+
 @pytest.fixture
 def run_stack() -> Callable[..., ProgramRun]:
     """Run the program for a stack: ``run_stack("hydra")`` or ``run_stack("lab", project_dir=...)``."""

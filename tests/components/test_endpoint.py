@@ -44,15 +44,8 @@ def test_certificate_comes_from_the_configured_issuer(run_stack) -> None:
     }
 
 
-def test_ingress_mode_serves_the_same_paths(run_stack, project_copy) -> None:
-    project = project_copy(
-        lab="""
-        config:
-          headscale-ha:role: active
-          headscale-ha:cluster: {name: hydra, nodes: 3}
-          headscale-ha:endpoint: {route: ingress, ingressClass: nginx}
-        """
-    )
+def test_ingress_mode_serves_the_same_paths(run_stack, lab_project) -> None:
+    project = lab_project("  headscale-ha:endpoint: {route: ingress, ingressClass: nginx}\n")
     run = run_stack("lab", project_dir=project)
     assert _objects(run, "Gateway") == []
     (ingress,) = _objects(run, "Ingress")

@@ -52,15 +52,8 @@ def test_own_database_and_backup_directory_without_identity_contract(run_stack) 
     assert claims == ["headplane-data"]
 
 
-def test_disabled_headplane_leaves_nothing_behind(run_stack, project_copy) -> None:
-    project = project_copy(
-        lab="""
-        config:
-          headscale-ha:role: active
-          headscale-ha:cluster: {name: hydra, nodes: 3}
-          headscale-ha:headplane: {enabled: false}
-        """
-    )
+def test_disabled_headplane_leaves_nothing_behind(run_stack, lab_project) -> None:
+    project = lab_project("  headscale-ha:headplane: {enabled: false}\n")
     run = run_stack("lab", project_dir=project)
     assert not [o for o in run.kubernetes_objects() if "headplane" in o["metadata"]["name"]]
     route = _object(run, "HTTPRoute", "headscale-public")

@@ -116,17 +116,9 @@ def test_identity_never_lands_in_a_config_map(run_stack) -> None:
     assert config["policy"]["mode"] == "database"
 
 
-def test_imported_identity_replaces_the_generated_one(run_stack, project_copy) -> None:
-    project = project_copy(
-        lab="""
-        config:
-          headscale-ha:role: active
-          headscale-ha:cluster: {name: hydra, nodes: 3}
-          headscale-ha:noisePrivateKey:
-            secure: v1:AAAA
-          headscale-ha:derpPrivateKey:
-            secure: v1:BBBB
-        """
+def test_imported_identity_replaces_the_generated_one(run_stack, lab_project) -> None:
+    project = lab_project(
+        "  headscale-ha:noisePrivateKey:\n    secure: v1:AAAA\n  headscale-ha:derpPrivateKey:\n    secure: v1:BBBB\n"
     )
     run = run_stack("lab", project_dir=project)
     assert not [r for r in run.resources if r.type.startswith("random:index/randomBytes")]

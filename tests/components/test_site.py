@@ -53,20 +53,13 @@ def test_outputs_describe_the_site(run_stack) -> None:
     assert hydra["headscaleVersion"] == "0.29.2"
 
 
-def _lab(project_copy, extra: str):
-    """A stack 'lab' that runs the hydra site, plus ``extra`` lines of stack config."""
-    return project_copy(
-        lab=f"config:\n  headscale-ha:role: active\n  headscale-ha:cluster: {{name: hydra, nodes: 3}}\n{extra}"
-    )
-
-
-def test_no_admin_url_without_headplane(run_stack, project_copy) -> None:
-    project = _lab(project_copy, "  headscale-ha:headplane: {enabled: false}\n")
+def test_no_admin_url_without_headplane(run_stack, lab_project) -> None:
+    project = lab_project("  headscale-ha:headplane: {enabled: false}\n")
     assert "adminUrl" not in run_stack("lab", project_dir=project).outputs["endpoints"]
 
 
-def test_kubeconfig_secret_gets_an_explicit_provider_and_stays_secret(run_stack, project_copy) -> None:
-    project = _lab(project_copy, "  headscale-ha:kubeconfig:\n    secure: v1:c2VjcmV0LWNpcGhlcnRleHQ=\n")
+def test_kubeconfig_secret_gets_an_explicit_provider_and_stays_secret(run_stack, lab_project) -> None:
+    project = lab_project("  headscale-ha:kubeconfig:\n    secure: v1:c2VjcmV0LWNpcGhlcnRleHQ=\n")
     run = run_stack("lab", project_dir=project)
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] is SECRET

@@ -1,0 +1,105 @@
+"""Pure renderer for the Litestream 0.5.17 config of one SQLite application, plus the restore script text.
+
+The config replicates ONE database to a ``type: file`` replica on the NFS backup volume. Keys are the ones
+Litestream 0.5.17 actually parses (checked against the real binary, see tests/components/test_litestream_config.py):
+
+- top level ``snapshot.retention``: how long snapshots (and the compacted LTX files they supersede) are kept.
+  0.5 has no per-replica ``retention``/``snapshot-interval`` (0.3 had them; 0.5.17 silently ignores them), so
+  retention is emitted globally; ``snapshot.interval`` keeps Litestream's default (24h).
+- ``dbs[].path`` and ``dbs[].replica`` (singular; ``replicas`` is the deprecated list form) with ``type: file``,
+  ``path`` and ``sync-interval``.
+
+No Pulumi import and no I/O except :func:`restore_script`, which reads packaged data.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from importlib import resources
+
+__all__ = ["RESTORE_SCRIPT_NAME", "parse_go_duration", "render_litestream_config", "restore_script"]
+
+RESTORE_SCRIPT_NAME = "litestream-restore.sh"
+
+# Go's time.ParseDuration grammar: an optional sign then one or more <decimal><unit>, or a bare "0".
+_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_GO_DURATION = re.compile(r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+|[-+]?0")
+_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9}
+_UNIT_NS["h"] = 3600 * 10**9
+
+
+def parse_go_duration(value: str, *, argument: str) -> int:
+    """Return a Go duration string in nanoseconds; Litestream unmarshals these with time.ParseDuration.
+
+    Raises ValueError naming ``argument`` when the text is not a Go duration (e.g. "1d", "5", "") so a bad knob
+    fails at plan time instead of crash-looping the sidecar.
+    """
+    if not isinstance(value, str) or not _GO_DURATION.fullmatch(value):
+        raise ValueError(f"{argument}: {value!r} is not a Go duration (examples: '1s', '500ms', '1h30m', '72h')")
+    sign = -1 if value.startswith("-") else 1
+    total = 0.0
+    for number, unit in _GO_DURATION_PART.findall(value):
+        total += float(number) * _UNIT_NS[unit]
+    return sign * int(total)
+
+
+def _positive_duration(value: str, *, argument: str) -> str:
+    if parse_go_duration(value, argument=argument) <= 0:
+        raise ValueError(f"{argument}: {value!r} must be a positive duration (Litestream rejects zero or less)")
+    return value
+
+
+def _absolute_path(value: str, *, argument: str) -> str:
+    """Accept only normalised absolute POSIX paths that survive YAML quoting and Litestream's env expansion."""
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ValueError(f"{argument}: {value!r} must be an absolute path")
+    if value == "/" or posixpath.normpath(value) != value:
+        raise ValueError(f"{argument}: {value!r} must be a normalised absolute path to a file or directory")
+    if "$" in value:
+        # Litestream expands $VAR / ${VAR} in the config text before parsing it.
+        raise ValueError(f"{argument}: {value!r} must not contain '$' (Litestream expands environment variables)")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise ValueError(f"{argument}: {value!r} must not contain control characters")
+    return value
+
+
+def _yaml_str(value: str) -> str:
+    # A JSON string is a valid YAML double-quoted scalar, so any path is emitted unambiguously.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_litestream_config(*, db_path: str, replica_path: str, sync_interval: str, retention: str) -> str:
+    """Render litestream.yml (0.5.17) replicating ``db_path`` to a file replica at ``replica_path``.
+
+    Deterministic: the same arguments always give byte-identical text, so the ConfigMap only changes (and the pod
+    only rolls) when a knob does.
+    """
+    db_path = _absolute_path(db_path, argument="db_path")
+    replica_path = _absolute_path(replica_path, argument="replica_path")
+    if replica_path == db_path or db_path.startswith(replica_path + "/") or replica_path.startswith(db_path + "/"):
+        raise ValueError(f"replica_path: {replica_path!r} must be separate from db_path {db_path!r}")
+    sync_interval = _positive_duration(sync_interval, argument="sync_interval")
+    retention = _positive_duration(retention, argument="retention")
+    return (
+        "# Rendered by headscale-ha (components/litestream_config.py) for Litestream 0.5.17. Do not edit.\n"
+        "snapshot:\n"
+        f"  retention: {retention}\n"
+        "dbs:\n"
+        f"  - path: {_yaml_str(db_path)}\n"
+        "    replica:\n"
+        "      type: file\n"
+        f"      path: {_yaml_str(replica_path)}\n"
+        f"      sync-interval: {sync_interval}\n"
+    )
+
+
+def restore_script() -> str:
+    """Text of the restore-before-serve init container script, shipped as package data next to this module."""
+    return (
+        resources.files(__package__ or "components")
+        .joinpath("scripts")
+        .joinpath(RESTORE_SCRIPT_NAME)
+        .read_text("utf-8")
+    )

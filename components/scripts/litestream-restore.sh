@@ -1,0 +1,366 @@
+#!/bin/sh
+# Restore-before-serve init container for one SQLite application (Headscale or Headplane).
+#
+# Runs in litestream/litestream (alpine: busybox ash + litestream only), so: POSIX sh, busybox tools, no sqlite3.
+# Decides, before the application starts, whether to serve the local database, restore it from the Litestream
+# file replica on the NFS backup volume, first-start an empty one, or refuse. It fails closed: whenever a backup
+# should exist but cannot be found or read, or belongs to another identity, the pod does not start, because a
+# silent first start would overwrite the node registry on the next sync and a foreign Noise key disconnects
+# every client.
+#
+# Environment:
+#   DB_PATH            the application's SQLite file on its local volume (absolute)
+#   BACKUP_DIR         this application's directory on the NFS backup volume (absolute; its parent must exist)
+#   LITESTREAM_CONFIG  rendered litestream.yml; its file replica path is "$BACKUP_DIR/replica"
+#   IDENTITY_FILE      optional: Noise private key file ("privkey:" + 64 hex); unset/empty = no identity contract
+#   REQUIRE_BACKUP     optional: "true" on a standby, which must never first-start
+#   LITESTREAM_BIN     optional: litestream executable (default: litestream)
+#
+# "Local database exists" means DB_PATH is a non-empty file; then the database is never modified: the identity
+# is checked against the backup's fingerprint and the local marker, and missing markers are recorded. Before a restore or a first start, leftovers that
+# would corrupt or confuse the new database (a zero-length DB_PATH, -wal/-shm/-journal without their database,
+# Litestream's metadata dir) are renamed to "<name>.orphaned-<UTC time>", never deleted. A restore goes to
+# "$DB_PATH.restoring" and is renamed into place only once it checks out.
+#
+# Markers (written to a temp file, then mv, so a crash never leaves half a marker):
+#   with identity:    $BACKUP_DIR/identity.sha256 and $(dirname DB_PATH)/.backup-identity.sha256
+#                     = sha256 hex of the key file content with surrounding whitespace trimmed
+#   without identity: $BACKUP_DIR/.backup-initialised and $(dirname DB_PATH)/.backup-initialised = "initialised"
+#
+# Exit codes:
+#    0  ok: serving the existing database, first start, or restored
+#    2  bad invocation: missing/relative path variable, config unreadable or not covering DB_PATH, no litestream
+#   10  IDENTITY_FILE is set but missing, unreadable or empty
+#   11  identity fingerprint differs from the one recorded with the backup (or with the local database)
+#   12  a replica exists but carries no identity fingerprint, so it cannot be matched to this identity
+#   20  BACKUP_DIR is missing or unreadable while a backup should exist (or unreadable with no local database)
+#   21  a fingerprint/marker says a backup exists, but the replica holds no data
+#   22  the replica data cannot be read (litestream cannot list it)
+#   23  REQUIRE_BACKUP=true and there is no backup to restore
+#   30  litestream restore failed, or produced no valid SQLite file
+#   31  the local volume could not be prepared (markers, moving stale files aside)
+#
+# Never run with `set -x`: the key content passes through a shell variable. Messages print at most the first
+# 12 hex digits of a fingerprint, never key material.
+set -eu
+
+PROG=litestream-restore
+EX_USAGE=2
+EX_IDENTITY_UNAVAILABLE=10
+EX_IDENTITY_MISMATCH=11
+EX_IDENTITY_UNRECORDED=12
+EX_BACKUP_DIR_UNAVAILABLE=20
+EX_REPLICA_MISSING=21
+EX_REPLICA_UNREADABLE=22
+EX_BACKUP_REQUIRED=23
+EX_RESTORE_FAILED=30
+EX_LOCAL_STATE=31
+
+info() {
+    printf '%s: %s\n' "$PROG" "$1" >&2
+}
+
+# die CODE MESSAGE: one paragraph saying what happened and what to do, then exit CODE.
+die() {
+    printf '%s: REFUSING TO START (exit %s): %s\n' "$PROG" "$1" "$2" >&2
+    exit "$1"
+}
+
+short() {
+    printf '%.12s' "$1"
+}
+
+require_absolute() {
+    case "$2" in
+        /*) ;;
+        *) die "$EX_USAGE" "$1 must be an absolute path (got '$2'). Fix the init container environment." ;;
+    esac
+}
+
+# Atomic write: temp file in the target directory, then rename over the target.
+write_marker() {
+    wm_tmp=$(mktemp "$1.tmp.XXXXXX") || return 1
+    # A fingerprint is not a secret: keep it readable for operators comparing stacks.
+    if printf '%s\n' "$2" >"$wm_tmp" && chmod 0644 "$wm_tmp" && mv -f "$wm_tmp" "$1"; then
+        return 0
+    fi
+    rm -f "$wm_tmp"
+    return 1
+}
+
+read_marker() {
+    rm_value=$(cat "$1") || return 1
+    printf '%s' "$rm_value" | tr -d ' \t\r\n'
+}
+
+# Move a stale file aside (never delete: it may be the only copy of something an operator wants to inspect).
+move_aside() {
+    if [ -e "$1" ] || [ -L "$1" ]; then
+        ma_target="$1.orphaned-$STAMP"
+        mv "$1" "$ma_target" || die "$EX_LOCAL_STATE" "Could not move stale '$1' aside to '$ma_target' on the \
+local volume. Check that the volume is mounted read-write and not full, then restart the pod."
+        info "moved stale '$1' aside to '$ma_target'."
+    fi
+}
+
+# --- inputs -------------------------------------------------------------------------------------------------
+DB_PATH=${DB_PATH:-}
+BACKUP_DIR=${BACKUP_DIR:-}
+LITESTREAM_CONFIG=${LITESTREAM_CONFIG:-}
+IDENTITY_FILE=${IDENTITY_FILE:-}
+REQUIRE_BACKUP=${REQUIRE_BACKUP:-}
+LITESTREAM_BIN=${LITESTREAM_BIN:-litestream}
+
+require_absolute DB_PATH "$DB_PATH"
+require_absolute BACKUP_DIR "$BACKUP_DIR"
+require_absolute LITESTREAM_CONFIG "$LITESTREAM_CONFIG"
+BACKUP_DIR=${BACKUP_DIR%/}
+[ -n "$BACKUP_DIR" ] || die "$EX_USAGE" "BACKUP_DIR must not be '/'. Point it at this application's own \
+directory on the backup volume."
+case "$REQUIRE_BACKUP" in
+    true) REQUIRE_BACKUP=true ;;
+    '' | false) REQUIRE_BACKUP=false ;;
+    *) die "$EX_USAGE" "REQUIRE_BACKUP must be 'true', 'false' or empty (got '$REQUIRE_BACKUP')." ;;
+esac
+command -v "$LITESTREAM_BIN" >/dev/null 2>&1 || die "$EX_USAGE" "The litestream executable '$LITESTREAM_BIN' was \
+not found. Run this script in the litestream image or set LITESTREAM_BIN."
+if [ ! -f "$LITESTREAM_CONFIG" ] || [ ! -r "$LITESTREAM_CONFIG" ]; then
+    die "$EX_USAGE" "The Litestream config '$LITESTREAM_CONFIG' is missing or unreadable. Check the ConfigMap \
+volume mount of the init container."
+fi
+if ! DATABASES=$("$LITESTREAM_BIN" databases -json -config "$LITESTREAM_CONFIG" 2>&1); then
+    die "$EX_USAGE" "Litestream rejected the config '$LITESTREAM_CONFIG' ($DATABASES). Fix the rendered config."
+fi
+case "$DATABASES" in
+    *"\"path\": \"$DB_PATH\""*) ;;
+    *) die "$EX_USAGE" "The Litestream config '$LITESTREAM_CONFIG' does not replicate DB_PATH '$DB_PATH'. The \
+config and the init container environment must name the same database file." ;;
+esac
+
+DB_DIR=$(dirname "$DB_PATH")
+DB_NAME=$(basename "$DB_PATH")
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+[ -d "$DB_DIR" ] || die "$EX_LOCAL_STATE" "The database directory '$DB_DIR' does not exist. Check the data \
+volume mount of the init container."
+
+# --- identity ------------------------------------------------------------------------------------------------
+if [ -n "$IDENTITY_FILE" ]; then
+    BACKUP_MARKER="$BACKUP_DIR/identity.sha256"
+    LOCAL_MARKER="$DB_DIR/.backup-identity.sha256"
+    if [ ! -f "$IDENTITY_FILE" ] || [ ! -r "$IDENTITY_FILE" ] || ! KEY=$(cat "$IDENTITY_FILE" 2>/dev/null); then
+        die "$EX_IDENTITY_UNAVAILABLE" "The identity key file IDENTITY_FILE='$IDENTITY_FILE' is missing or \
+unreadable. Without it the application would generate a new Noise key and every client would be disconnected. \
+Restore the identity Secret (from the stack that wrote the backup in '$BACKUP_DIR') and check its volume mount."
+    fi
+    # Trim surrounding whitespace (like Python's str.strip() for ASCII whitespace).
+    KEY="${KEY#"${KEY%%[![:space:]]*}"}"
+    KEY="${KEY%"${KEY##*[![:space:]]}"}"
+    if [ -z "$KEY" ]; then
+        die "$EX_IDENTITY_UNAVAILABLE" "The identity key file IDENTITY_FILE='$IDENTITY_FILE' is empty. Restore \
+the identity Secret (from the stack that wrote the backup in '$BACKUP_DIR') and check its volume mount."
+    fi
+    # printf is a shell builtin: the key never appears in any process's argv.
+    FINGERPRINT=$(printf '%s' "$KEY" | sha256sum | cut -d ' ' -f 1)
+    KEY=
+    MARKER_VALUE=$FINGERPRINT
+else
+    BACKUP_MARKER="$BACKUP_DIR/.backup-initialised"
+    LOCAL_MARKER="$DB_DIR/.backup-initialised"
+    FINGERPRINT=
+    MARKER_VALUE=initialised
+fi
+
+identity_mismatch() {
+    die "$EX_IDENTITY_MISMATCH" "The identity key fingerprint $(short "$FINGERPRINT")... does not match the one \
+recorded in $1 ($(short "$2")...). Serving that database with another Noise key would disconnect every client. \
+Restore the identity Secret from the stack that wrote the backup, or, if this key is meant to start a new \
+tailnet, move '$BACKUP_DIR' aside and delete the database and '$LOCAL_MARKER'."
+}
+
+# --- backup directory state ----------------------------------------------------------------------------------
+# BACKUP_STATE: ok | missing | unreadable
+if [ -d "$BACKUP_DIR" ]; then
+    if [ -r "$BACKUP_DIR" ] && [ -x "$BACKUP_DIR" ] && ls "$BACKUP_DIR" >/dev/null 2>&1; then
+        BACKUP_STATE=ok
+    else
+        BACKUP_STATE=unreadable
+    fi
+elif [ -e "$BACKUP_DIR" ] || [ -L "$BACKUP_DIR" ]; then
+    BACKUP_STATE=unreadable
+else
+    BACKUP_STATE=missing
+fi
+
+BACKUP_FP=
+HAVE_BACKUP_MARKER=false
+if [ "$BACKUP_STATE" = ok ] && { [ -e "$BACKUP_MARKER" ] || [ -L "$BACKUP_MARKER" ]; }; then
+    BACKUP_FP=$(read_marker "$BACKUP_MARKER" 2>/dev/null) || die "$EX_BACKUP_DIR_UNAVAILABLE" "The backup \
+marker '$BACKUP_MARKER' exists but cannot be read. Check the NFS backup volume and its permissions."
+    HAVE_BACKUP_MARKER=true
+fi
+LOCAL_FP=
+HAVE_LOCAL_MARKER=false
+if [ -e "$LOCAL_MARKER" ] || [ -L "$LOCAL_MARKER" ]; then
+    LOCAL_FP=$(read_marker "$LOCAL_MARKER" 2>/dev/null) || die "$EX_LOCAL_STATE" "The local marker \
+'$LOCAL_MARKER' exists but cannot be read. Check the data volume."
+    HAVE_LOCAL_MARKER=true
+fi
+
+write_local_marker() {
+    write_marker "$LOCAL_MARKER" "$MARKER_VALUE"
+}
+
+write_backup_marker() {
+    if [ ! -d "$BACKUP_DIR" ]; then
+        mkdir "$BACKUP_DIR" || return 1
+    fi
+    write_marker "$BACKUP_MARKER" "$MARKER_VALUE"
+}
+
+# --- a. a local database exists: serve it, never touch it ----------------------------------------------------
+if [ -f "$DB_PATH" ] && [ -s "$DB_PATH" ]; then
+    if [ -n "$FINGERPRINT" ]; then
+        if [ "$HAVE_BACKUP_MARKER" = true ] && [ "$BACKUP_FP" != "$FINGERPRINT" ]; then
+            identity_mismatch "the backup '$BACKUP_MARKER'" "$BACKUP_FP"
+        fi
+        if [ "$HAVE_LOCAL_MARKER" = true ] && [ "$LOCAL_FP" != "$FINGERPRINT" ]; then
+            identity_mismatch "the local marker '$LOCAL_MARKER'" "$LOCAL_FP"
+        fi
+    fi
+    if [ "$HAVE_LOCAL_MARKER" = false ] && ! write_local_marker; then
+        info "warning: could not write the local marker '$LOCAL_MARKER'; continuing."
+    fi
+    case "$BACKUP_STATE" in
+        ok | missing)
+            if [ "$HAVE_BACKUP_MARKER" = false ] && ! write_backup_marker; then
+                info "warning: could not record the backup marker '$BACKUP_MARKER'; continuing."
+            fi
+            ;;
+        unreadable)
+            info "warning: the backup directory '$BACKUP_DIR' is unreadable; replication will fail until the \
+NFS backup volume is fixed."
+            ;;
+    esac
+    info "serving existing database '$DB_PATH' (left untouched)."
+    exit 0
+fi
+
+# From here on there is no usable local database.
+if [ -d "$DB_PATH" ]; then
+    die "$EX_LOCAL_STATE" "DB_PATH '$DB_PATH' is a directory. Move it away and restart the pod."
+fi
+
+if [ "$BACKUP_STATE" = unreadable ]; then
+    die "$EX_BACKUP_DIR_UNAVAILABLE" "There is no local database and the backup directory '$BACKUP_DIR' cannot \
+be read, so it is impossible to tell whether a backup exists. Not starting empty. Fix the NFS backup volume \
+(mount, export, permissions) and restart the pod."
+fi
+
+BACKUP_EXPECTED_BY=
+if [ "$HAVE_BACKUP_MARKER" = true ]; then
+    BACKUP_EXPECTED_BY="'$BACKUP_MARKER'"
+elif [ "$HAVE_LOCAL_MARKER" = true ]; then
+    BACKUP_EXPECTED_BY="the local marker '$LOCAL_MARKER'"
+fi
+
+if [ "$BACKUP_STATE" = missing ] && [ -n "$BACKUP_EXPECTED_BY" ]; then
+    die "$EX_BACKUP_DIR_UNAVAILABLE" "There is no local database, $BACKUP_EXPECTED_BY says a backup was made, \
+but the backup directory '$BACKUP_DIR' does not exist. Not starting empty over a lost backup. Restore \
+'$BACKUP_DIR' on the NFS backup volume (or mount the right one); if the data is knowingly gone, delete \
+'$LOCAL_MARKER' to allow a first start."
+fi
+
+# --- replica state (litestream is the authority on its own layout) --------------------------------------------
+REPLICA_FILES=0
+if [ "$BACKUP_STATE" = ok ]; then
+    if ! LTX=$("$LITESTREAM_BIN" ltx -json -level all -config "$LITESTREAM_CONFIG" "$DB_PATH" 2>&1); then
+        die "$EX_REPLICA_UNREADABLE" "The Litestream replica under '$BACKUP_DIR' cannot be read ($LTX). Not \
+starting empty over a backup that may exist. Fix the NFS backup volume or the replica files and restart the pod."
+    fi
+    # One JSON object (with a quoted "min_txid" key) per LTX file; log lines never contain that quoted key.
+    REPLICA_FILES=$(printf '%s\n' "$LTX" | grep -c '"min_txid"' || true)
+fi
+
+remove_restore_tmp() {
+    rm -f "$RESTORE_TMP" "$RESTORE_TMP.tmp" "$RESTORE_TMP-wal" "$RESTORE_TMP-shm"
+}
+
+move_stale_local_files() {
+    # A zero-length DB file, a WAL/SHM/journal without its database, or Litestream's metadata for a database
+    # that is gone would be applied to (or confuse) the new database: SQLite replays a stale WAL onto it.
+    move_aside "$DB_PATH"
+    move_aside "$DB_PATH-wal"
+    move_aside "$DB_PATH-shm"
+    move_aside "$DB_PATH-journal"
+    move_aside "$DB_DIR/.$DB_NAME-litestream"
+}
+
+if [ "$REPLICA_FILES" -gt 0 ]; then
+    # --- c/d. a backup exists: restore it if it belongs to this identity ---------------------------------------
+    if [ -n "$FINGERPRINT" ]; then
+        if [ "$HAVE_BACKUP_MARKER" = false ]; then
+            die "$EX_IDENTITY_UNRECORDED" "A replica exists in '$BACKUP_DIR' but has no identity fingerprint \
+'$BACKUP_MARKER', so it cannot be matched to this identity key. Restore the identity Secret from the stack that \
+wrote the backup and write the sha256 of its trimmed key content to '$BACKUP_MARKER', or move '$BACKUP_DIR' aside \
+to start empty."
+        fi
+        if [ "$BACKUP_FP" != "$FINGERPRINT" ]; then
+            identity_mismatch "the backup '$BACKUP_MARKER'" "$BACKUP_FP"
+        fi
+    fi
+    move_stale_local_files
+    # Restore next to the database, then rename: an interrupted restore never leaves a partial DB_PATH that the
+    # next run would take for an existing database (case a). litestream itself also writes "<output>.tmp".
+    RESTORE_TMP="$DB_PATH.restoring"
+    remove_restore_tmp
+    info "restoring '$DB_PATH' from the Litestream replica in '$BACKUP_DIR' ($REPLICA_FILES LTX files)."
+    if ! "$LITESTREAM_BIN" restore -config "$LITESTREAM_CONFIG" -if-replica-exists -integrity-check quick \
+        -o "$RESTORE_TMP" "$DB_PATH" >&2; then
+        remove_restore_tmp
+        die "$EX_RESTORE_FAILED" "litestream restore from '$BACKUP_DIR' failed (see its output above). The local \
+database was not created. Check the replica files on the NFS backup volume; restore '$BACKUP_DIR' from an older \
+copy if they are damaged, then restart the pod."
+    fi
+    HEADER=$(head -c 15 "$RESTORE_TMP" 2>/dev/null || true)
+    if [ ! -s "$RESTORE_TMP" ] || [ "$HEADER" != "SQLite format 3" ]; then
+        remove_restore_tmp
+        die "$EX_RESTORE_FAILED" "litestream restore from '$BACKUP_DIR' did not produce a non-empty SQLite \
+database. Check the replica files on the NFS backup volume; restore '$BACKUP_DIR' from an older copy if they \
+are damaged, then restart the pod."
+    fi
+    if [ -e "$RESTORE_TMP-wal" ]; then
+        remove_restore_tmp
+        die "$EX_RESTORE_FAILED" "litestream restore left a WAL next to the restored file, which cannot be moved \
+atomically. Restart the pod to retry; report it if it persists."
+    fi
+    rm -f "$RESTORE_TMP-shm"
+    mv -f "$RESTORE_TMP" "$DB_PATH" || die "$EX_LOCAL_STATE" "Could not move the restored database into place \
+at '$DB_PATH'. Check that the data volume is writable, then restart the pod."
+    write_local_marker || die "$EX_LOCAL_STATE" "The database was restored to '$DB_PATH' but the local marker \
+'$LOCAL_MARKER' could not be written. Check that the data volume is writable, then restart the pod."
+    info "restored '$DB_PATH' from the backup in '$BACKUP_DIR'."
+    exit 0
+fi
+
+# --- no replica data ------------------------------------------------------------------------------------------
+if [ -n "$BACKUP_EXPECTED_BY" ]; then
+    die "$EX_REPLICA_MISSING" "There is no local database and $BACKUP_EXPECTED_BY says a backup was made, but \
+the replica in '$BACKUP_DIR' holds no data. Not starting empty over a lost backup. Restore the replica directory \
+'$BACKUP_DIR/replica' from a copy of the NFS backup volume. If this application never finished its first start \
+(no data was ever written), delete '$BACKUP_MARKER' and '$LOCAL_MARKER' to allow a first start."
+fi
+
+if [ "$REQUIRE_BACKUP" = true ]; then
+    die "$EX_BACKUP_REQUIRED" "REQUIRE_BACKUP=true (a standby never first-starts) and there is neither a local \
+database nor a backup in '$BACKUP_DIR'. Make the active stack's backup available at '$BACKUP_DIR' (NFS backup \
+volume) and restart the pod, or promote this stack deliberately by setting REQUIRE_BACKUP to false."
+fi
+
+# --- b. first start -------------------------------------------------------------------------------------------
+move_stale_local_files
+write_backup_marker || die "$EX_LOCAL_STATE" "First start: could not write '$BACKUP_MARKER'. Check that the NFS \
+backup volume is mounted read-write (its parent directory must exist), then restart the pod."
+write_local_marker || die "$EX_LOCAL_STATE" "First start: could not write the local marker '$LOCAL_MARKER'. \
+Check that the data volume is writable, then restart the pod."
+info "first start: no local database and no backup; recorded the backup marker in '$BACKUP_DIR' and '$DB_DIR'."
+exit 0

@@ -1,0 +1,80 @@
+"""Kubernetes objects every stateful singleton of the control plane is made of: a volume, a Deployment, a Service.
+
+Kept in one place so Headscale and Headplane cannot drift apart on what makes them safe (Recreate, retained
+volumes, selectors that never change).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.pod import labels, selector
+
+
+def data_claim(
+    resource_name: str,
+    *,
+    meta: dict[str, Any],
+    name: str,
+    size: str,
+    storage_class: str | None,
+    parent: pulumi.Resource,
+) -> k8s.core.v1.PersistentVolumeClaim:
+    """An RWO volume for a SQLite database, retained when the stack is destroyed or the claim replaced."""
+    return k8s.core.v1.PersistentVolumeClaim(
+        resource_name,
+        metadata={**meta, "name": name},
+        spec={
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": size}},
+            **({"storageClassName": storage_class} if storage_class else {}),
+        },
+        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=True),
+    )
+
+
+def singleton_deployment(
+    resource_name: str,
+    *,
+    meta: dict[str, Any],
+    app: str,
+    component: str,
+    replicas: int,
+    pod_spec: dict[str, Any],
+    annotations: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> k8s.apps.v1.Deployment:
+    """At most one pod, replaced by stopping the old one first: a SQLite file has one writer."""
+    return k8s.apps.v1.Deployment(
+        resource_name,
+        metadata={**meta, "name": app},
+        spec={
+            "replicas": replicas,
+            "strategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector(app)},
+            "template": {"metadata": {"labels": labels(app, component), "annotations": annotations}, "spec": pod_spec},
+        },
+        opts=opts,
+    )
+
+
+def cluster_service(
+    resource_name: str, *, meta: dict[str, Any], app: str, ports: dict[str, int], parent: pulumi.Resource
+) -> k8s.core.v1.Service:
+    """A ClusterIP Service whose named ports target the container ports of the same names."""
+    return k8s.core.v1.Service(
+        resource_name,
+        metadata={**meta, "name": app},
+        spec={
+            "type": "ClusterIP",
+            "selector": selector(app),
+            "ports": [
+                {"name": port, "port": number, "targetPort": port, "protocol": "TCP"} for port, number in ports.items()
+            ],
+        },
+        opts=pulumi.ResourceOptions(parent=parent),
+    )

