@@ -12,6 +12,18 @@ import yaml
 
 from offline.harness import ProgramRun, RegisteredResource, Secret, Unknown
 
+
+class _ManifestDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """libyaml's emitter when present (plans write thousands of scalars); multi-line strings as `|` blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ManifestDumper.add_representer(str, _represent_str)
+
 REDACTED = "[secret]"
 UNKNOWN_TEXT = "[unknown]"
 _SECRET_DATA = base64.b64encode(REDACTED.encode()).decode()
@@ -62,7 +74,7 @@ def manifests(run: ProgramRun) -> dict[str, str]:
         path = manifest_path(obj)
         if path in files:
             raise ValueError(f"two Kubernetes objects render to {path}; names must be unique per kind")
-        files[path] = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+        files[path] = yaml.dump(obj, Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=120)
     return dict(sorted(files.items()))
 
 
