@@ -37,7 +37,6 @@ from components.config_types import (
     Fqdn,
     HttpsUrl,
     Image,
-    ImageRef,
     IPAddress,
     IPv4,
     NodePrivateKey,
@@ -45,6 +44,7 @@ from components.config_types import (
     Quantity,
     quantity_value,
 )
+from policy.images import ImageRef
 
 PROJECT = "headscale-ha"
 SUPPORTED_HEADSCALE_MINORS = ("0.28", "0.29")

@@ -8,42 +8,16 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import AfterValidator
 
+from policy.images import EXACT_POSTGRES_TAG, EXACT_VERSION_TAG, image_problem
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_EXACT_VERSION_TAG = re.compile(r"^v?\d+\.\d+\.\d+(\.\d+)?([-+][0-9A-Za-z][0-9A-Za-z.\-]*)?$")
-#: PostgreSQL releases are major.minor (15.18); a bare major (15) moves.
-_EXACT_POSTGRES_TAG = re.compile(r"^\d+\.\d+([-+][0-9A-Za-z][0-9A-Za-z.\-]*)?$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _QUANTITY = re.compile(r"^(\d+(\.\d+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)")
 _NODE_KEY = re.compile(r"^privkey:[0-9a-f]{64}$")
-
-#: Tags that name a channel rather than a release: the image behind them changes without a config change.
-MOVING_TAGS = frozenset(
-    {
-        "latest",
-        "stable",
-        "main",
-        "master",
-        "development",
-        "develop",
-        "dev",
-        "edge",
-        "nightly",
-        "next",
-        "unstable",
-        "canary",
-        "beta",
-        "alpha",
-        "rc",
-        "head",
-        "release",
-    }
-)
 
 _QUANTITY_FACTORS = {
     None: 1.0,
@@ -141,44 +115,10 @@ def duration_seconds(duration: str) -> float:
     return sum(float(n) * _DURATION_SECONDS[unit] for n, unit in _DURATION_PART.findall(duration))
 
 
-@dataclass(frozen=True, kw_only=True)
-class ImageRef:
-    """A parsed container image reference."""
-
-    repository: str
-    tag: str
-    digest: str | None
-
-    @classmethod
-    def parse(cls, reference: str) -> ImageRef:
-        name, _, digest = reference.partition("@")
-        last_slash = name.rfind("/")
-        colon = name.rfind(":")
-        if colon > last_slash:
-            repository, tag = name[:colon], name[colon + 1 :]
-        else:
-            repository, tag = name, ""
-        return cls(repository=repository, tag=tag, digest=digest or None)
-
-    def __str__(self) -> str:
-        return f"{self.repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
-
-
-def _image(value: str, *, exact_tag: re.Pattern[str] = _EXACT_VERSION_TAG, example: str = "1.2.3") -> str:
-    ref = ImageRef.parse(value)
-    if not ref.repository or any(c.isspace() or c.isupper() for c in ref.repository):
-        raise ValueError("must be an image reference such as ghcr.io/owner/name:1.2.3")
-    if not ref.tag:
-        raise ValueError("has no tag; pin an exact version such as :1.2.3 (optionally @sha256:...)")
-    if ref.tag.lower() in MOVING_TAGS or ref.tag.lower().split("-")[0] in MOVING_TAGS:
-        raise ValueError(f"uses the moving tag '{ref.tag}'; pin an exact version such as :1.2.3")
-    if not exact_tag.match(ref.tag):
-        raise ValueError(
-            f"tag '{ref.tag}' is not an exact version; pin a full release such as :{example} "
-            "(a shorter tag moves with every patch release)"
-        )
-    if ref.digest is not None and not _DIGEST.match(ref.digest):
-        raise ValueError("has a digest that is not sha256: followed by 64 lowercase hex characters")
+def _image(value: str, *, exact_tag: re.Pattern[str] = EXACT_VERSION_TAG, example: str = "1.2.3") -> str:
+    problem = image_problem(value, exact_tag=exact_tag, example=example)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -192,5 +132,5 @@ Duration = Annotated[str, AfterValidator(_duration)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 HttpsUrl = Annotated[str, AfterValidator(_https_url)]
 Image = Annotated[str, AfterValidator(_image)]
-PostgresImage = Annotated[str, AfterValidator(lambda v: _image(v, exact_tag=_EXACT_POSTGRES_TAG, example="15.18"))]
+PostgresImage = Annotated[str, AfterValidator(lambda v: _image(v, exact_tag=EXACT_POSTGRES_TAG, example="15.18"))]
 NodePrivateKey = Annotated[str, AfterValidator(_node_private_key)]

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from components.config import StackConfig
-from components.config_types import ImageRef
+from policy.images import ImageRef
 
 #: Headplane minor whose config keys this renderer knows (from the 0.6.3 example config).
 SUPPORTED_HEADPLANE_MINOR = "0.6"

@@ -9,11 +9,11 @@ from components.config_types import (
     Duration,
     Fqdn,
     Image,
-    ImageRef,
     PostgresImage,
     duration_seconds,
     quantity_value,
 )
+from policy.images import ImageRef
 
 
 @pytest.mark.parametrize(

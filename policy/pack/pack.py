@@ -1,0 +1,30 @@
+"""The rules of ``rules.py`` as CrossGuard resource-validation policies (mandatory)."""
+
+from __future__ import annotations
+
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+
+from policy.pack.rules import RULES, Rule, Subject
+
+PACK_NAME = "headscale-ha-guardrails"
+
+
+def _validator(rule: Rule):  # noqa: ANN202 - CrossGuard's callback signature
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        subject = Subject(type=args.resource_type, name=args.name, props=args.props)
+        for message in rule.check(subject):
+            report_violation(f"{args.name}: {message}", None)
+
+    return validate
+
+
+def build_policies() -> list[ResourceValidationPolicy]:
+    return [
+        ResourceValidationPolicy(
+            name=rule.name,
+            description=rule.description,
+            enforcement_level=EnforcementLevel.MANDATORY,
+            validate=_validator(rule),
+        )
+        for rule in RULES
+    ]

@@ -1,0 +1,133 @@
+"""The CrossGuard guard rails: silent on both stacks, each one firing on a deliberately broken resource."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from pulumi_policy import ResourceValidationArgs
+
+from offline.harness import ProgramRun, RegisteredResource
+from policy.pack.pack import PACK_NAME, build_policies
+from policy.pack.rules import RULES, Subject, violations
+
+
+def _subject(resource: RegisteredResource, props: dict[str, Any] | None = None) -> Subject:
+    return Subject(type=resource.type, name=resource.name, props=props if props is not None else resource.inputs)
+
+
+def _find(run: ProgramRun, kind: str, name: str) -> RegisteredResource:
+    (found,) = [r for r in run.resources if r.type.endswith(f":{kind}") and r.inputs["metadata"]["name"] == name]
+    return found
+
+
+@pytest.mark.parametrize("stack", ["hydra", "cosmos"])
+def test_every_rule_passes_on_the_shipped_stacks(stack: str, run_stack) -> None:
+    run = run_stack(stack)
+    found = {r.name: violations(_subject(r)) for r in run.resources}
+    assert {name: v for name, v in found.items() if v} == {}
+    checked = [r for r in run.resources if r.type == "kubernetes:apps/v1:Deployment"]
+    assert len(checked) == 2, "the rules saw both workloads"
+
+
+def _broken(run_stack, kind: str, name: str, mutate) -> dict[str, list[str]]:
+    resource = _find(run_stack("hydra"), kind, name)
+    props = copy.deepcopy(resource.inputs)
+    mutate(props)
+    return violations(_subject(resource, props))
+
+
+def _pod(props: dict) -> dict:
+    return props["spec"]["template"]["spec"]
+
+
+def test_moving_tag_fires(run_stack) -> None:
+    def mutate(props: dict) -> None:
+        _pod(props)["initContainers"][1]["image"] = "docker.io/litestream/litestream:latest"
+
+    found = _broken(run_stack, "Deployment", "headplane", mutate)
+    assert list(found) == ["no-moving-image-tags"]
+    assert "'litestream'" in found["no-moving-image-tags"][0]
+    assert "moving tag 'latest'" in found["no-moving-image-tags"][0]
+
+
+def test_second_headscale_replica_fires(run_stack) -> None:
+    found = _broken(run_stack, "Deployment", "headscale", lambda p: p["spec"].update(replicas=2))
+    assert found == {"headscale-singleton": ["replicas is 2: Headscale supports exactly one instance (0 or 1)"]}
+
+
+def test_rolling_update_of_headscale_fires(run_stack) -> None:
+    found = _broken(
+        run_stack, "Deployment", "headscale", lambda p: p["spec"].update(strategy={"type": "RollingUpdate"})
+    )
+    assert list(found) == ["headscale-singleton"]
+    assert "Recreate" in found["headscale-singleton"][0]
+
+
+@pytest.mark.parametrize(("drop", "expected"), [(0, "no restore init container"), (1, "no Litestream `replicate`")])
+def test_missing_backup_container_fires(drop: int, expected: str, run_stack) -> None:
+    found = _broken(run_stack, "Deployment", "headscale", lambda p: _pod(p)["initContainers"].pop(drop))
+    assert list(found) == ["sqlite-backed-up"]
+    assert found["sqlite-backed-up"][0].startswith(expected)
+
+
+def test_replicate_as_a_plain_init_container_does_not_count(run_stack) -> None:
+    """An init container without restartPolicy Always would block the pod forever, not replicate alongside it."""
+    found = _broken(run_stack, "Deployment", "headscale", lambda p: _pod(p)["initContainers"][1].pop("restartPolicy"))
+    assert list(found) == ["sqlite-backed-up"]
+
+
+def test_identity_in_a_config_map_fires(run_stack) -> None:
+    key = "privkey:" + "0" * 64
+    found = _broken(run_stack, "ConfigMap", "headscale-config", lambda p: p["data"].update({"noise.key": key}))
+    assert found == {
+        "identity-only-in-secrets": ["data['noise.key'] holds a node private key; keys belong in a Secret"]
+    }
+
+
+def test_identity_in_an_environment_variable_fires(run_stack) -> None:
+    key = "privkey:" + "a" * 64
+
+    def mutate(props: dict) -> None:
+        _pod(props)["containers"][0]["env"] = [{"name": "NOISE", "value": key}]
+
+    found = _broken(run_stack, "Deployment", "headscale", mutate)
+    assert list(found) == ["identity-only-in-secrets"]
+    assert key not in found["identity-only-in-secrets"][0]
+
+
+def test_missing_limit_fires(run_stack) -> None:
+    found = _broken(
+        run_stack, "Deployment", "headplane", lambda p: _pod(p)["containers"][0]["resources"]["limits"].pop("memory")
+    )
+    assert found == {"containers-limited-non-root": ["container 'headplane': no memory limit"]}
+
+
+def test_root_container_fires(run_stack) -> None:
+    def mutate(props: dict) -> None:
+        _pod(props)["containers"][0]["securityContext"]["runAsUser"] = 0
+
+    found = _broken(run_stack, "Deployment", "headscale", mutate)
+    assert list(found) == ["containers-limited-non-root"]
+
+
+def test_unrelated_resources_are_not_judged() -> None:
+    subject = Subject(type="random:index/randomBytes:RandomBytes", name="k", props={"length": 32})
+    assert violations(subject) == {}
+
+
+def test_crossguard_adapter_reports_each_rule(run_stack) -> None:
+    resource = _find(run_stack("hydra"), "Deployment", "headscale")
+    props = copy.deepcopy(resource.inputs)
+    props["spec"]["replicas"] = 3
+    _pod(props)["containers"][0]["image"] = "ghcr.io/juanfont/headscale:stable"
+    policies = build_policies()
+    assert [p.name for p in policies] == [rule.name for rule in RULES]
+    reported: dict[str, list[str]] = {}
+    for policy in policies:
+        args = ResourceValidationArgs(resource.type, props, resource.urn, resource.name, None, None)
+        policy.validate(args, lambda message, urn=None, name=policy.name: reported.setdefault(name, []).append(message))
+    assert set(reported) == {"headscale-singleton", "no-moving-image-tags"}
+    assert all(message.startswith(f"{resource.name}: ") for messages in reported.values() for message in messages)
+    assert PACK_NAME == "headscale-ha-guardrails"
