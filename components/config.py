@@ -423,6 +423,28 @@ class Endpoint(_Model):
     )
 
 
+class PolicyMode(StrEnum):
+    DRY_RUN = "dryRun"
+    APPLY = "apply"
+
+
+class TailnetPolicySettings(_Model):
+    """Where the tailnet ACL policy comes from and who owns the live one."""
+
+    mode: PolicyMode = Field(
+        default=PolicyMode.DRY_RUN,
+        description="`dryRun` renders and publishes for review; `apply` owns the live policy.",
+    )
+    file: str = Field(
+        default="policy/base.hujson", min_length=1, description="Base policy (HuJSON), relative to the project."
+    )
+    router_tag_owner: str = Field(
+        default="group:admins",
+        pattern=r"^(group:[a-z0-9][a-z0-9._-]*|[^@\s]+@[^\s]*)$",
+        description="Owner of the generated `tag:subnet-router-<site>` tags (a group or a user of the base policy).",
+    )
+
+
 class NetworkPolicy(_Model):
     """Who may reach the pods; Headplane always reaches Headscale."""
 
@@ -465,6 +487,7 @@ class StackConfig(_Model):
     gateway: Gateway = Field(default_factory=Gateway, description="Subnet routers and gateway services.")
     endpoint: Endpoint = Field(default_factory=Endpoint, description="Public endpoint and DNS failover.")
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies.")
+    policy: TailnetPolicySettings = Field(default_factory=TailnetPolicySettings, description="The tailnet ACL policy.")
     kubeconfig: SecretStr | None = Field(
         default=None, description="Secret. Admin kubeconfig; default: the ambient kubeconfig."
     )

@@ -16,6 +16,7 @@ from components.headscale import HeadscaleServer, HeadscaleServerArgs
 from components.inventory import must_back_up
 from components.network_policy import NetworkPolicies, ProtectedApp
 from components.pod import labels
+from components.tailnet_policy import CONFIG_MAP, TailnetPolicy, TailnetPolicyArgs
 
 
 def namespace_labels() -> dict[str, str]:
@@ -50,6 +51,7 @@ class TailnetSite(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     headscale: HeadscaleServer
     headplane: Headplane | None
+    policy: TailnetPolicy
     outputs: dict[str, Any]
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -103,6 +105,9 @@ class TailnetSite(pulumi.ComponentResource):
             ),
             opts=in_namespace,
         )
+        self.policy = TailnetPolicy(
+            f"{name}-policy", TailnetPolicyArgs(config=config, namespace=config.namespace), opts=in_namespace
+        )
         if config.network_policy.enabled:
             NetworkPolicies(
                 f"{name}-network",
@@ -117,5 +122,10 @@ class TailnetSite(pulumi.ComponentResource):
             "headscaleVersion": config.headscale.version,
             "databaseStage": config.database.stage.value,
             "mustBackUp": must_back_up(config),
+            "policy": {
+                "mode": config.policy.mode.value,
+                "sha256": self.policy.rendered.sha256,
+                "configMap": f"{config.namespace}/{CONFIG_MAP}",
+            },
         }
         self.register_outputs(self.outputs)

@@ -1,0 +1,285 @@
+"""Deterministic render of the tailnet policy: the base policy from Git plus what each site's routers need.
+
+The same inputs give byte-identical text and hash whatever the order of the sites, of their routes or of the
+keys in the base, so the policy resource only sees a diff when the policy really changed. Per site the render
+adds the router tag, the gateway host, the route auto-approvals and one ACL rule (see :func:`render_policy`),
+then validates the result for the target Headscale minor (on 0.28 IP grants are converted to ACLs first).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import ipaddress
+import itertools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policy.model import (
+    TAILNET_RANGES,
+    PolicyError,
+    PolicyProblem,
+    format_path,
+    grants_to_acls,
+    headscale_minor,
+    load_hujson,
+    parse_network,
+    policy_document,
+    validate_policy,
+)
+
+__all__ = ["RenderedPolicy", "SiteRoutes", "gateway_host", "render_policy", "router_tag"]
+
+_SITE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def router_tag(site: str) -> str:
+    """The tag a site's subnet routers join with (their pre-auth key carries it)."""
+    return f"tag:subnet-router-{site}"
+
+
+def gateway_host(site: str) -> str:
+    """The hosts entry naming a site's gateway IP, for base rules such as ``gateway-hydra:6443``."""
+    return f"gateway-{site}"
+
+
+def _site_path(name: str, *parts: str | int) -> str:
+    return f"sites[{json.dumps(name)}]" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def _route_key(network: _Network) -> tuple[int, int, int]:
+    return (network.version, int(network.network_address), network.prefixlen)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SiteRoutes:
+    """A site as the policy sees it: its name, its gateway IP and every CIDR its subnet routers advertise
+    (cluster CIDRs plus the LB pool that holds the gateway IP). Checked on construction."""
+
+    name: str
+    gateway_ip: str
+    routes: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        problems: list[PolicyProblem] = []
+        name = self.name if isinstance(self.name, str) else repr(self.name)
+        if not isinstance(self.name, str) or not _SITE_RE.match(self.name):
+            problems.append(PolicyProblem(_site_path(name, "name"), "a site name is a lower-case DNS label"))
+        if isinstance(self.routes, str):
+            problems.append(PolicyProblem(_site_path(name, "routes"), "routes is a sequence of CIDRs, not one string"))
+        else:
+            object.__setattr__(self, "routes", tuple(self.routes))
+        networks: list[_Network] = []
+        if not self.routes or isinstance(self.routes, str):
+            problems.append(PolicyProblem(_site_path(name, "routes"), "a site advertises at least one route"))
+        else:
+            for index, route in enumerate(self.routes):
+                try:
+                    networks.append(_site_route(route))
+                except ValueError as exc:
+                    problems.append(PolicyProblem(_site_path(name, "routes", index), str(exc)))
+        try:
+            if not isinstance(self.gateway_ip, str) or "/" in self.gateway_ip:
+                raise ValueError(f"{self.gateway_ip!r} is not an IP address")
+            gateway = parse_network(self.gateway_ip)
+        except ValueError as exc:
+            problems.append(PolicyProblem(_site_path(name, "gateway_ip"), str(exc)))
+        else:
+            if networks and not any(gateway.subnet_of(n) for n in networks if n.version == gateway.version):
+                problems.append(
+                    PolicyProblem(
+                        _site_path(name, "gateway_ip"),
+                        f"{self.gateway_ip} is outside every route of the site: nobody could reach the gateway",
+                    )
+                )
+        if problems:
+            raise PolicyError(problems)
+
+    def networks(self) -> list[_Network]:
+        """The routes, deduplicated and in canonical order."""
+        return sorted({parse_network(route) for route in self.routes}, key=_route_key)
+
+
+def _site_route(text: str) -> _Network:
+    if not isinstance(text, str) or "/" not in text:
+        raise ValueError(f"{text!r} is not a CIDR")
+    network = parse_network(text)
+    if network.prefixlen == 0:
+        raise ValueError(f"{text} is a default route: exit nodes are not site routes")
+    for tailnet in TAILNET_RANGES:
+        if network.version == tailnet.version and network.overlaps(tailnet):
+            raise ValueError(f"{text} overlaps the tailnet range {tailnet}")
+    return network
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RenderedPolicy:
+    """The policy to apply: canonical JSON text, the same as a document, its SHA-256 and the Headscale minor."""
+
+    text: str
+    document: dict[str, Any]
+    sha256: str
+    version: str
+
+
+def render_policy(
+    base_text: str,
+    *,
+    sites: Sequence[SiteRoutes],
+    version: str,
+    router_tag_owner: str = "group:admins",
+) -> RenderedPolicy:
+    """Render the base policy for a Headscale minor, with per site:
+
+    - ``tagOwners["tag:subnet-router-<site>"] = [router_tag_owner]``
+    - ``hosts["gateway-<site>"] = "<gateway_ip>/32"`` (``/128`` for IPv6)
+    - ``autoApprovers.routes[<cidr>] = ["tag:subnet-router-<site>"]`` for every route
+    - one ACL rule ``router_tag_owner → <every route>:*``, appended after the base rules (sites by name), unless
+      the base has neither ``acls`` nor ``grants``: it then allows everything and one rule would deny the rest.
+
+    Why that rule: the routes serve nobody until a rule reaches them, and only the render knows a stack's CIDRs.
+    Its principal is the router tag's owner because that owner can already put a router under the tag and so
+    carry traffic for those CIDRs; the rule hands out no power it does not have. Anyone else is granted access
+    in the base (which may use ``gateway-<site>`` hosts).
+
+    A base entry with one of those keys defined differently, a site routing what another site routes, or a
+    result the model refuses, raises :class:`PolicyError` with the path of the problem.
+    """
+    minor = headscale_minor(version)
+    base = load_hujson(base_text)
+    if not isinstance(base, dict):
+        raise PolicyError([PolicyProblem("(root)", "the policy must be a JSON object")])
+    merged = _merge(base, _ordered_sites(sites), router_tag_owner)
+    if minor == "0.28" and "grants" in merged:
+        policy = grants_to_acls(validate_policy(merged, version="0.29"), version=minor)
+    else:
+        policy = validate_policy(merged, version=minor)
+    text = json.dumps(_canonical(policy_document(policy)), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return RenderedPolicy(
+        text=text,
+        document=json.loads(text),
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        version=minor,
+    )
+
+
+def _ordered_sites(sites: Sequence[SiteRoutes]) -> list[SiteRoutes]:
+    """Sites by name; two sites with one name, or routes claimed by two sites, are refused."""
+    problems: list[PolicyProblem] = []
+    for site in sites:
+        if not isinstance(site, SiteRoutes):
+            raise TypeError(f"sites holds SiteRoutes, not {type(site).__name__}")
+    ordered = sorted(sites, key=lambda site: site.name)
+    for previous, site in itertools.pairwise(ordered):
+        if previous.name == site.name:
+            problems.append(PolicyProblem(_site_path(site.name), "two sites have this name"))
+    for position, site in enumerate(ordered):
+        for other in ordered[:position]:
+            if other.name == site.name:
+                continue
+            for index, route in enumerate(site.routes):
+                for theirs in other.routes:
+                    if parse_network(route).overlaps(parse_network(theirs)):
+                        problems.append(
+                            PolicyProblem(
+                                _site_path(site.name, "routes", index),
+                                f"{route} overlaps {theirs} of site {other.name!r}: both sites' routers would "
+                                "claim it and clients could be routed to the wrong cluster",
+                            )
+                        )
+    if problems:
+        raise PolicyError(problems)
+    return ordered
+
+
+def _object(container: dict[str, Any], key: str, path: list[str], problems: list[PolicyProblem]) -> dict[str, Any]:
+    value = container.setdefault(key, {})
+    if not isinstance(value, dict):
+        problems.append(PolicyProblem(format_path([*path, key]), "must be a JSON object for the render to add to it"))
+        return {}
+    return value
+
+
+def _merge(base: dict[str, Any], sites: list[SiteRoutes], owner: str) -> dict[str, Any]:
+    document = copy.deepcopy(base)
+    if not sites:
+        return document
+    problems: list[PolicyProblem] = []
+    tag_owners = _object(document, "tagOwners", [], problems)
+    hosts = _object(document, "hosts", [], problems)
+    approvers = _object(document, "autoApprovers", [], problems)
+    routes = _object(approvers, "routes", ["autoApprovers"], problems) if "autoApprovers" in document else {}
+    access = "acls" in document or "grants" in document
+    acls = document.setdefault("acls", []) if access else []
+    if not isinstance(acls, list):
+        problems.append(PolicyProblem("acls", "must be a JSON array for the render to add to it"))
+    if problems:
+        raise PolicyError(problems)
+    for site in sites:
+        tag = router_tag(site.name)
+        if tag not in tag_owners:
+            tag_owners[tag] = [owner]
+        elif not (isinstance(tag_owners[tag], list) and set(tag_owners[tag]) == {owner}):
+            problems.append(
+                PolicyProblem(
+                    format_path(["tagOwners", tag]),
+                    f"the render owns this tag and sets its owners to [{owner!r}]; the base defines "
+                    f"{tag_owners[tag]!r}: remove it from the base or render with that router_tag_owner",
+                )
+            )
+        host, gateway = gateway_host(site.name), str(parse_network(site.gateway_ip))
+        if host not in hosts or _network_or_none(hosts[host]) == parse_network(gateway):
+            hosts[host] = gateway
+        else:
+            problems.append(
+                PolicyProblem(
+                    format_path(["hosts", host]),
+                    f"the render owns this host and sets it to {gateway!r} (site {site.name!r}); the base defines "
+                    f"{hosts[host]!r}",
+                )
+            )
+        networks = site.networks()
+        for network in networks:
+            key = next((k for k in routes if _network_or_none(k) == network), None)
+            if key is None:
+                routes[str(network)] = [tag]
+            elif not (isinstance(routes[key], list) and set(routes[key]) == {tag}):
+                problems.append(
+                    PolicyProblem(
+                        format_path(["autoApprovers", "routes", key]),
+                        f"a route of site {site.name!r}: the render approves it with [{tag!r}] only; the base "
+                        f"defines {routes[key]!r}",
+                    )
+                )
+        rule = {"action": "accept", "src": [owner], "dst": [f"{network}:*" for network in networks]}
+        if access and rule not in acls:
+            acls.append(rule)
+    if problems:
+        raise PolicyError(problems)
+    return document
+
+
+def _network_or_none(text: Any) -> _Network | None:
+    try:
+        return ipaddress.ip_network(text, strict=False) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _canonical(document: dict[str, Any]) -> dict[str, Any]:
+    """Sort and deduplicate the lists whose order means nothing (members, owners, approvers); keep rule order."""
+    document = copy.deepcopy(document)
+    for members in (document.get("groups") or {}).values():
+        members[:] = sorted(set(members))
+    for owners in (document.get("tagOwners") or {}).values():
+        owners[:] = sorted(set(owners))
+    approvers = document.get("autoApprovers") or {}
+    for route_approvers in (approvers.get("routes") or {}).values():
+        route_approvers[:] = sorted(set(route_approvers))
+    if "exitNode" in approvers:
+        approvers["exitNode"] = sorted(set(approvers["exitNode"]))
+    return document

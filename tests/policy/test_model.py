@@ -1,0 +1,635 @@
+"""Policy model: what Headscale 0.28 and 0.29 accept and refuse, with a path and a reason per problem, and the
+grants→ACL conversion checked flow by flow against a small reference evaluator."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policy.model import (
+    PolicyError,
+    PolicyProblem,
+    grants_to_acls,
+    headscale_minor,
+    parse_policy,
+    policy_document,
+    validate_policy,
+)
+
+BASE = Path(__file__).resolve().parents[2] / "policy" / "base.hujson"
+VERSIONS = ("0.28", "0.29")
+
+
+def minimal(**extra: Any) -> dict[str, Any]:
+    """A small valid policy; keyword arguments replace or add top-level keys."""
+    policy: dict[str, Any] = {
+        "groups": {"group:admins": ["alice@"], "group:ops": ["bob@", "carol@example.com"]},
+        "tagOwners": {"tag:server": ["group:admins"], "tag:router": ["group:admins", "tag:server"]},
+        "hosts": {"web": "10.1.0.0/24", "db": "10.2.0.5"},
+        "acls": [{"action": "accept", "src": ["group:ops"], "proto": "tcp", "dst": ["tag:server:22", "web:443"]}],
+        "ssh": [{"action": "accept", "src": ["group:ops"], "dst": ["tag:server"], "users": ["autogroup:nonroot"]}],
+        "autoApprovers": {"routes": {"10.20.0.0/16": ["tag:router"]}, "exitNode": ["group:admins"]},
+    }
+    policy.update(extra)
+    return policy
+
+
+def with_acl(rule: dict[str, Any]) -> dict[str, Any]:
+    return minimal(acls=[{"action": "accept", **rule}])
+
+
+def with_ssh(rule: dict[str, Any]) -> dict[str, Any]:
+    return minimal(ssh=[{"action": "accept", "users": ["root"], **rule}])
+
+
+def problems_of(data: Any, version: str) -> list[PolicyProblem]:
+    with pytest.raises(PolicyError) as caught:
+        validate_policy(data, version=version)
+    return caught.value.problems
+
+
+def assert_problem(data: Any, version: str, path: str, fragment: str) -> None:
+    problems = problems_of(data, version)
+    assert any(p.path == path and fragment in p.reason for p in problems), "\n".join(map(str, problems))
+
+
+# --- the shipped base policy and HuJSON ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_shipped_base_policy_validates(version: str) -> None:
+    policy = parse_policy(BASE.read_text(), version=version)
+    assert policy.grants is None
+    assert policy.acls
+    assert all("@" in member for members in (policy.groups or {}).values() for member in members)
+    assert not any(dst.startswith("*") for acl in policy.acls for dst in acl.dst)
+
+
+def test_hujson_comments_and_trailing_commas_parse() -> None:
+    text = """
+    // a comment
+    {
+      /* block */ "groups": {"group:admins": ["alice@",],},
+      "acls": [
+        {"action": "accept", "src": ["group:admins"], "dst": ["autogroup:member:*",],}, // trailing
+      ],
+    }
+    """
+    policy = parse_policy(text, version="0.28")
+    assert policy_document(policy) == {
+        "groups": {"group:admins": ["alice@"]},
+        "acls": [{"action": "accept", "src": ["group:admins"], "dst": ["autogroup:member:*"]}],
+    }
+
+
+def test_duplicate_keys_are_refused_like_headscale() -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy('{"acls": [], "acls": []}', version="0.29")
+    assert caught.value.problems[0].path == "(root)"
+    assert "Duplicate key" in caught.value.problems[0].reason
+
+
+@pytest.mark.parametrize(("text", "fragment"), [("{", "not valid HuJSON"), ("[]", "must be a JSON object")])
+def test_broken_documents_are_reported_at_the_root(text: str, fragment: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(text, version="0.28")
+    assert caught.value.problems[0].path == "(root)"
+    assert fragment in caught.value.problems[0].reason
+
+
+def test_absent_and_empty_acls_stay_distinct() -> None:
+    assert policy_document(validate_policy({}, version="0.28")) == {}
+    assert policy_document(validate_policy({"acls": []}, version="0.28")) == {"acls": []}
+
+
+def test_error_lists_every_problem_one_per_line() -> None:
+    data = minimal(groups={"group:admins": ["alice"]}, hosts={"web": "10.1.0.1/24"}, acl=[])
+    with pytest.raises(PolicyError) as caught:
+        validate_policy(data, version="0.28")
+    problems = caught.value.problems
+    assert len(problems) == 3
+    assert str(caught.value).splitlines() == [f"{p.path}: {p.reason}" for p in problems]
+    assert {p.path for p in problems} == {'groups["group:admins"][0]', 'hosts["web"]', "acl"}
+
+
+def test_semantic_problems_are_collected_together() -> None:
+    data = with_acl({"src": ["group:nope", "tag:nope"], "dst": ["nohost:22"]})
+    assert [p.path for p in problems_of(data, "0.29")] == ["acls[0].src[0]", "acls[0].src[1]", "acls[0].dst[0]"]
+
+
+# --- error classes --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("data", "path", "fragment"),
+    [
+        (minimal(acl=[]), "acl", "did you mean 'acls'?"),
+        (minimal(TagOwners={}), "TagOwners", "did you mean 'tagOwners'?"),
+        (with_acl({"src": ["group:ops"], "dst": ["web:22"], "destination": []}), "acls[0].destination", "'dst'"),
+        (with_acl({"src": ["group:ops"], "dst": ["web:22"], "#note": "x"}), 'acls[0]["#note"]', "// comments"),
+        (with_ssh({"src": ["group:ops"], "dst": ["tag:server"], "user": []}), "ssh[0].user", "'users'"),
+        (minimal(autoApprovers={"exitnode": []}), "autoApprovers.exitnode", "did you mean 'exitNode'?"),
+        (minimal(postures={}), "postures", "not supported"),
+    ],
+)
+def test_unknown_keys_are_refused_with_a_hint(data: dict[str, Any], path: str, fragment: str, version: str) -> None:
+    assert_problem(data, version, path, fragment)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("data", "path", "fragment"),
+    [
+        (with_acl({"src": ["group:nope"], "dst": ["web:22"]}), "acls[0].src[0]", "group 'group:nope' is not defined"),
+        (with_acl({"src": ["group:ops"], "dst": ["tag:nope:22"]}), "acls[0].dst[0]", "'tag:nope' has no tagOwners"),
+        (with_acl({"src": ["group:ops"], "dst": ["wbe:22"]}), "acls[0].dst[0]", "did you mean 'web'?"),
+        (with_acl({"src": ["bob"], "dst": ["web:22"]}), "acls[0].src[0]", "host 'bob' is not defined"),
+        (with_ssh({"src": ["group:nope"], "dst": ["tag:server"]}), "ssh[0].src[0]", "'group:nope' is not defined"),
+        (with_ssh({"src": ["group:ops"], "dst": ["tag:nope"]}), "ssh[0].dst[0]", "'tag:nope' has no tagOwners"),
+        (
+            minimal(autoApprovers={"routes": {"10.20.0.0/16": ["group:nope"]}}),
+            'autoApprovers.routes["10.20.0.0/16"][0]',
+            "'group:nope' is not defined",
+        ),
+        (minimal(autoApprovers={"exitNode": ["tag:nope"]}), "autoApprovers.exitNode[0]", "no tagOwners entry"),
+        (minimal(tagOwners={"tag:server": ["group:nope"]}), 'tagOwners["tag:server"][0]', "'group:nope' is not"),
+        (minimal(tagOwners={"tag:server": ["tag:nope"]}), 'tagOwners["tag:server"][0]', "'tag:nope' has no"),
+    ],
+)
+def test_undefined_references_are_refused(data: dict[str, Any], path: str, fragment: str, version: str) -> None:
+    assert_problem(data, version, path, fragment)
+
+
+def test_undefined_host_hints_at_a_user() -> None:
+    assert_problem(with_acl({"src": ["bob"], "dst": ["web:22"]}), "0.28", "acls[0].src[0]", "write 'bob@'")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_auto_approver_tags_need_tag_owners(version: str) -> None:
+    data = minimal(autoApprovers={"routes": {"10.20.0.0/16": ["tag:routr"]}})
+    problems = problems_of(data, version)
+    assert [p.path for p in problems] == ['autoApprovers.routes["10.20.0.0/16"][0]']
+    assert "'tag:routr' has no tagOwners entry" in problems[0].reason
+    assert "never applies" in problems[0].reason
+    assert "did you mean 'tag:router'?" in problems[0].reason
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("data", "path", "fragment"),
+    [
+        (minimal(hosts={"web": "10.1.0.300"}), 'hosts["web"]', "not a valid IP address"),
+        (minimal(hosts={"web": "10.1.0.1/24"}), 'hosts["web"]', "host bits set; the network is '10.1.0.0/24'"),
+        (minimal(hosts={"web": "FD00::1"}), 'hosts["web"]', "write 'FD00::1' as 'fd00::1'"),
+        (minimal(hosts={"a:b": "10.1.0.1"}), 'hosts["a:b"]', "cannot be a host name"),
+        (with_acl({"src": ["group:ops"], "dst": ["10.0.0.0/33:22"]}), "acls[0].dst[0]", "not a valid CIDR"),
+        (with_acl({"src": ["10.0.0.1/8"], "dst": ["web:22"]}), "acls[0].src[0]", "host bits set"),
+        (
+            minimal(autoApprovers={"routes": {"10.20.0.0/33": ["tag:router"]}}),
+            'autoApprovers.routes["10.20.0.0/33"]',
+            "not a valid CIDR",
+        ),
+        (
+            minimal(autoApprovers={"routes": {"10.20.0.1": ["tag:router"]}}),
+            'autoApprovers.routes["10.20.0.1"]',
+            "routes are CIDRs",
+        ),
+    ],
+)
+def test_invalid_addresses_are_refused(data: dict[str, Any], path: str, fragment: str, version: str) -> None:
+    assert_problem(data, version, path, fragment)
+
+
+@pytest.mark.parametrize(
+    "dst", ["web:*", "web:22", "web:80,443", "web:1000-2000,3000", "db:1-65535", "fd00:1::/64:443"]
+)
+def test_valid_ports_and_destinations(dst: str) -> None:
+    validate_policy(with_acl({"src": ["group:ops"], "dst": [dst]}), version="0.28")
+
+
+@pytest.mark.parametrize(
+    ("dst", "fragment"),
+    [
+        ("web:0", "invalid port '0'"),
+        ("web:70000", "above 65535"),
+        ("web:90-80", "inverted"),
+        ("web:22,,23", "invalid port ''"),
+        ("web:http", "invalid port 'http'"),
+        ("web:22, 23", "invalid port ' 23'"),
+        ("web:0-10", "invalid port '0-10'"),
+        ("tag:server", "has no ports: write 'tag:server:*'"),
+        ("web", "has no ports"),
+        ("[fd00::1]:443", "without brackets"),
+    ],
+)
+def test_invalid_ports_are_refused(dst: str, fragment: str) -> None:
+    assert_problem(with_acl({"src": ["group:ops"], "dst": [dst]}), "0.29", "acls[0].dst[0]", fragment)
+
+
+@pytest.mark.parametrize(("version", "proto"), [(v, p) for v in VERSIONS for p in ("tcp", "udp", "17", "132", "gre")])
+def test_valid_protocols(version: str, proto: str) -> None:
+    validate_policy(with_acl({"src": ["group:ops"], "proto": proto, "dst": ["web:*"]}), version=version)
+
+
+@pytest.mark.parametrize(
+    ("version", "proto", "fragment"),
+    [
+        ("0.28", "TCP", "lower case: 'tcp'"),
+        ("0.29", "*", "'*' is not a protocol"),
+        ("0.28", "0", "1-255 without leading zeros"),
+        ("0.29", "256", "1-255 without leading zeros"),
+        ("0.28", "06", "1-255 without leading zeros"),
+        ("0.29", "tcpp", "did you mean 'tcp'?"),
+        ("0.28", "ipv6-icmp", "write '58'"),
+        ("0.28", "fc", "write '133'"),
+    ],
+)
+def test_invalid_protocols_are_refused(version: str, proto: str, fragment: str) -> None:
+    data = with_acl({"src": ["group:ops"], "proto": proto, "dst": ["web:*"]})
+    assert_problem(data, version, "acls[0].proto", fragment)
+
+
+def test_protocol_names_new_in_029_are_accepted_there() -> None:
+    for proto in ("ipv6-icmp", "fc"):
+        validate_policy(with_acl({"src": ["group:ops"], "proto": proto, "dst": ["web:*"]}), version="0.29")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_ports_on_a_protocol_without_ports_are_refused(version: str) -> None:
+    data = with_acl({"src": ["group:ops"], "proto": "icmp", "dst": ["web:*", "db:22"]})
+    problems = problems_of(data, version)
+    assert [(p.path, p.reason) for p in problems] == [("acls[0].dst[1]", "protocol 'icmp' has no ports: write 'db:*'")]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        (minimal(groups={"group:admins": ["alice"]}), 'groups["group:admins"][0]'),
+        (minimal(tagOwners={"tag:server": ["alice"]}), 'tagOwners["tag:server"][0]'),
+        (minimal(autoApprovers={"exitNode": ["alice"]}), "autoApprovers.exitNode[0]"),
+        (with_ssh({"src": ["alice"], "dst": ["tag:server"]}), "ssh[0].src[0]"),
+    ],
+)
+def test_users_without_at_are_refused(data: dict[str, Any], path: str, version: str) -> None:
+    assert_problem(data, version, path, "users must contain '@': write 'alice@'")
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "fragment"),
+    [
+        (minimal(groups={"group:admins": ["group:ops"]}), 'groups["group:admins"][0]', "groups cannot contain groups"),
+        (minimal(groups={"admins": ["alice@"]}), 'groups["admins"]', "group names start with 'group:'"),
+        (minimal(tagOwners={"tag:1st": ["alice@"]}), 'tagOwners["tag:1st"]', "after 'tag:' a letter"),
+        (minimal(tagOwners={"tag:a": ["tag:b"], "tag:b": ["tag:a"]}), 'tagOwners["tag:a"]', "tag:a → tag:b → tag:a"),
+        (with_acl({"src": ["autogroup:internet"], "dst": ["web:22"]}), "acls[0].src[0]", "cannot be used in a source"),
+        (with_acl({"src": ["group:ops"], "dst": ["autogroup:nonroot:*"]}), "acls[0].dst[0]", "cannot be used in a"),
+        (with_acl({"src": ["autogroup:admin"], "dst": ["web:22"]}), "acls[0].src[0]", "Headscale does not support"),
+        (with_acl({"action": "deny", "src": ["group:ops"], "dst": ["web:22"]}), "acls[0].action", "'accept'"),
+        (
+            with_acl({"src": ["tag:server"], "dst": ["autogroup:self:*"]}),
+            "acls[0].src[0]",
+            "cannot reach autogroup:self",
+        ),
+        (with_acl({"src": [], "dst": ["web:22"]}), "acls[0].src", "at least 1 item"),
+        (with_acl({"src": "group:ops", "dst": ["web:22"]}), "acls[0].src", "valid list"),
+        (minimal(acls=[{"src": ["group:ops"], "dst": ["web:22"]}]), "acls[0].action", "required key is missing"),
+    ],
+)
+def test_structure_and_placement_rules(data: dict[str, Any], path: str, fragment: str) -> None:
+    for version in VERSIONS:
+        assert_problem(data, version, path, fragment)
+
+
+@pytest.mark.parametrize(
+    ("rule", "path", "fragment"),
+    [
+        ({"src": ["group:ops"], "dst": ["*"]}, "ssh[0].dst[0]", "'*' is not an SSH destination"),
+        ({"src": ["group:ops"], "dst": ["web"]}, "ssh[0].dst[0]", "cannot be an SSH destination"),
+        ({"src": ["group:ops"], "dst": ["group:admins"]}, "ssh[0].dst[0]", "cannot be used in an SSH destination"),
+        ({"src": ["tag:server"], "dst": ["alice@"]}, "ssh[0].dst[0]", "cannot SSH to user-owned devices"),
+        ({"src": ["tag:server"], "dst": ["autogroup:member"]}, "ssh[0].dst[0]", "cannot SSH to autogroup:member"),
+        ({"src": ["autogroup:tagged"], "dst": ["autogroup:self"]}, "ssh[0].dst[0]", "cannot SSH to autogroup:self"),
+        ({"src": ["group:admins"], "dst": ["alice@"]}, "ssh[0].dst[0]", "as the only source; use autogroup:self"),
+        ({"src": ["group:ops"], "dst": ["tag:server"], "users": ["*"]}, "ssh[0].users[0]", "not an SSH user"),
+        ({"src": ["group:ops"], "dst": ["tag:server"], "users": ["bob@"]}, "ssh[0].users[0]", "login names"),
+        ({"src": ["group:ops"], "dst": ["tag:server"], "users": []}, "ssh[0].users", "at least 1 item"),
+        ({"src": ["group:ops"], "dst": ["tag:server"], "checkPeriod": "1h"}, "ssh[0].checkPeriod", "only applies"),
+        (
+            {"action": "check", "src": ["group:ops"], "dst": ["tag:server"], "checkPeriod": "169h"},
+            "ssh[0].checkPeriod",
+            "above the maximum of 168h",
+        ),
+        ({"action": "reject", "src": ["group:ops"], "dst": ["tag:server"]}, "ssh[0].action", "'accept' or 'check'"),
+    ],
+)
+def test_ssh_rules(rule: dict[str, Any], path: str, fragment: str) -> None:
+    for version in VERSIONS:
+        assert_problem(with_ssh(rule), version, path, fragment)
+
+
+def test_same_user_ssh_and_check_action_are_accepted() -> None:
+    for version in VERSIONS:
+        validate_policy(with_ssh({"src": ["alice@"], "dst": ["alice@"]}), version=version)
+        validate_policy(
+            with_ssh({"action": "check", "src": ["group:ops"], "dst": ["tag:server"], "checkPeriod": "1h30m"}),
+            version=version,
+        )
+
+
+# --- 0.29-only features ---------------------------------------------------------------------------------------------
+
+NEW_IN_029: list[tuple[dict[str, Any], str]] = [
+    (minimal(grants=[{"src": ["group:ops"], "dst": ["tag:server"], "ip": ["tcp:22"]}]), "grants"),
+    (minimal(nodeAttrs=[{"target": ["autogroup:member"], "attr": ["magicdns-aaaa"]}]), "nodeAttrs"),
+    (minimal(tests=[{"src": "bob@", "proto": "tcp", "accept": ["tag:server:22"], "deny": ["db:5432"]}]), "tests"),
+    (minimal(sshTests=[{"src": "bob@", "dst": ["tag:server"], "accept": ["ubuntu"], "deny": ["root"]}]), "sshTests"),
+    (minimal(randomizeClientPort=True), "randomizeClientPort"),
+    (with_ssh({"src": ["group:ops"], "dst": ["tag:server"], "acceptEnv": ["GIT_*"]}), "ssh[0].acceptEnv"),
+    (with_ssh({"src": ["group:ops"], "dst": ["tag:server"], "users": ["localpart:*@example.com"]}), "ssh[0].users[0]"),
+    (
+        with_ssh({"action": "check", "src": ["group:ops"], "dst": ["tag:server"], "checkPeriod": "always"}),
+        "ssh[0].checkPeriod",
+    ),
+    (with_acl({"src": ["autogroup:danger-all"], "dst": ["web:443"]}), "acls[0].src[0]"),
+    (with_acl({"src": ["group:ops"], "proto": "ipv6-icmp", "dst": ["web:*"]}), "acls[0].proto"),
+]
+
+
+@pytest.mark.parametrize(("data", "path"), NEW_IN_029, ids=[path for _, path in NEW_IN_029])
+def test_features_new_in_029_are_refused_on_028(data: dict[str, Any], path: str) -> None:
+    problems = problems_of(data, "0.28")
+    assert [p.path for p in problems] == [path]
+    assert "0.29" in problems[0].reason
+
+
+@pytest.mark.parametrize(("data", "path"), NEW_IN_029, ids=[path for _, path in NEW_IN_029])
+def test_features_new_in_029_are_accepted_on_029(data: dict[str, Any], path: str) -> None:
+    validate_policy(data, version="0.29")
+
+
+def test_grants_on_028_point_at_the_conversion_and_other_problems_still_show() -> None:
+    data = minimal(grants=[{"src": ["*"]}], hosts={"web": "10.1.0.1/24"})
+    problems = problems_of(data, "0.28")
+    assert [p.path for p in problems] == ["grants", 'hosts["web"]']
+    assert "grants_to_acls()" in problems[0].reason
+
+
+@pytest.mark.parametrize(
+    ("grant", "path", "fragment"),
+    [
+        ({"src": ["group:ops"], "dst": ["web"]}, "grants[0]", "needs 'ip' or 'app'"),
+        ({"src": ["group:ops"], "dst": ["web"], "ip": ["icmp:22"]}, "grants[0].ip[0]", "no ports: write 'icmp:*'"),
+        ({"src": ["group:ops"], "dst": ["web"], "ip": ["tcp:22:23"]}, "grants[0].ip[0]", "more than one ':'"),
+        ({"src": ["group:ops"], "dst": ["web"], "ip": ["*:22"]}, "grants[0].ip[0]", "'*' is not a protocol"),
+        ({"src": ["group:ops"], "dst": ["0.0.0.0/0"], "ip": ["*"]}, "grants[0].dst[0]", "use autogroup:internet"),
+        ({"src": ["*"], "dst": ["autogroup:self"], "ip": ["*"]}, "grants[0].src[0]", "'*' is refused too"),
+        (
+            {"src": ["group:ops"], "dst": ["web"], "ip": ["*"], "via": ["web"]},
+            "grants[0].via[0]",
+            "cannot be used in via",
+        ),
+        ({"src": ["group:ops"], "dst": ["web"], "ip": ["*"], "via": ["tag:exit"]}, "grants[0].via[0]", "no tagOwners"),
+        (
+            {"src": ["group:ops"], "dst": ["autogroup:internet"], "app": {"example.com/cap/x": [{}]}},
+            "grants[0].dst[0]",
+            "app grants cannot target autogroup:internet",
+        ),
+        (
+            {"src": ["group:ops"], "dst": ["web"], "app": {"tailscale.com/cap/funnel": [{}]}},
+            'grants[0].app["tailscale.com/cap/funnel"]',
+            "not grantable",
+        ),
+    ],
+)
+def test_grant_rules_on_029(grant: dict[str, Any], path: str, fragment: str) -> None:
+    assert_problem(minimal(grants=[grant]), "0.29", path, fragment)
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "fragment"),
+    [
+        (minimal(nodeAttrs=[{"target": ["autogroup:self"], "attr": ["x"]}]), "nodeAttrs[0].target[0]", "cannot be"),
+        (minimal(nodeAttrs=[{"target": ["tag:server"], "attr": ["funnel"]}]), "nodeAttrs[0].attr[0]", "funnel"),
+        (minimal(nodeAttrs=[{"target": ["*"], "attr": ["x"], "ipPool": []}]), "nodeAttrs[0].ipPool", "not supported"),
+        (minimal(tests=[{"src": "bob@", "accept": ["tag:server:22-23"]}]), "tests[0].accept[0]", "names one port"),
+        (minimal(tests=[{"src": "bob@", "deny": ["10.0.0.0/8:22"]}]), "tests[0].deny[0]", "not a CIDR"),
+        (minimal(tests=[{"src": "bob@", "accept": ["web:22"]}]), "tests[0].accept[0]", "'web' is a range"),
+        (minimal(tests=[{"src": "bob@", "proto": "icmp", "accept": ["db:1"]}]), "tests[0].proto", "tcp, udp or sctp"),
+        (minimal(tests=[{"src": "bob@"}]), "tests[0]", "needs 'accept' or 'deny'"),
+        (minimal(sshTests=[{"src": "bob@", "dst": ["tag:nope"], "accept": ["a"]}]), "sshTests[0].dst[0]", "tagOwners"),
+        (minimal(randomizeClientPort="yes"), "randomizeClientPort", "valid boolean"),
+    ],
+)
+def test_other_029_sections(data: dict[str, Any], path: str, fragment: str) -> None:
+    assert_problem(data, "0.29", path, fragment)
+
+
+@pytest.mark.parametrize(
+    ("version", "minor"), [("0.28", "0.28"), ("0.29.2", "0.29"), ("v0.28.0", "0.28"), (" 0.29", None), ("0.30", None)]
+)
+def test_headscale_minor(version: str, minor: str | None) -> None:
+    if minor is None:
+        with pytest.raises(ValueError, match="unsupported Headscale version"):
+            headscale_minor(version)
+    else:
+        assert headscale_minor(version) == minor
+
+
+# --- grants → ACLs --------------------------------------------------------------------------------------------------
+
+
+def grants_policy(*grants: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return minimal(grants=list(grants), **extra)
+
+
+def converted_acls(*grants: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ACL rules the grants became (after the base policy's own rule)."""
+    policy = grants_to_acls(validate_policy(grants_policy(*grants), version="0.29"), version="0.28")
+    document = policy_document(policy)
+    assert "grants" not in document
+    return document["acls"][1:]
+
+
+def test_grant_protocols_become_one_acl_rule_each() -> None:
+    grant = {"src": ["group:ops"], "dst": ["tag:server", "web"], "ip": ["tcp:22", "udp:53", "tcp:443", "icmp:*"]}
+    assert converted_acls(grant) == [
+        {"action": "accept", "proto": "1", "src": ["group:ops"], "dst": ["tag:server:*", "web:*"]},
+        {"action": "accept", "proto": "tcp", "src": ["group:ops"], "dst": ["tag:server:22,443", "web:22,443"]},
+        {"action": "accept", "proto": "udp", "src": ["group:ops"], "dst": ["tag:server:53", "web:53"]},
+    ]
+
+
+def test_grant_without_protocol_gets_an_icmp_companion_rule() -> None:
+    grant = {"src": ["autogroup:danger-all"], "dst": ["web"], "ip": ["443", "80"]}
+    assert converted_acls(grant) == [
+        {"action": "accept", "src": ["*"], "dst": ["web:443,80"]},
+        {"action": "accept", "proto": "icmp", "src": ["*"], "dst": ["web:*"]},
+    ]
+
+
+def test_grants_without_acl_equivalent_are_refused_with_their_paths() -> None:
+    policy = validate_policy(
+        grants_policy(
+            {"src": ["group:ops"], "dst": ["web"], "ip": ["tcp:22"]},
+            {"src": ["group:ops"], "dst": ["web"], "app": {"example.com/cap/x": [{}]}},
+            {"src": ["group:ops"], "dst": ["autogroup:internet"], "ip": ["*"], "via": ["tag:router"]},
+            {"src": ["*"], "dst": ["*"], "ip": ["*"]},
+        ),
+        version="0.29",
+    )
+    with pytest.raises(PolicyError) as caught:
+        grants_to_acls(policy, version="0.28")
+    problems = caught.value.problems
+    assert [p.path for p in problems] == ["grants[1].app", "grants[2].via", "grants[3].src[0]", "grants[3].dst[0]"]
+    assert "no ACL equivalent" in problems[0].reason
+    assert "every IP on 0.28" in problems[2].reason
+
+
+def test_empty_grants_stay_deny_all_on_028() -> None:
+    policy = validate_policy({"grants": []}, version="0.29")
+    assert policy_document(grants_to_acls(policy, version="0.28")) == {"acls": []}
+
+
+def test_grants_are_kept_on_029() -> None:
+    policy = validate_policy(grants_policy({"src": ["group:ops"], "dst": ["web"], "ip": ["*"]}), version="0.29")
+    assert grants_to_acls(policy, version="0.29") is policy
+
+
+def test_conversion_still_refuses_other_029_features() -> None:
+    data = grants_policy({"src": ["group:ops"], "dst": ["web"], "ip": ["*"]}, randomizeClientPort=True)
+    with pytest.raises(PolicyError) as caught:
+        grants_to_acls(validate_policy(data, version="0.29"), version="0.28")
+    assert [p.path for p in caught.value.problems] == ["randomizeClientPort"]
+
+
+# A tiny reference evaluator, written independently of the model: does a policy let (source, IP, protocol, port)
+# through? Grants are read with 0.29 semantics, ACLs with 0.28 semantics; ICMP ignores ports, protocols without
+# ports need '*', a rule without protocol means TCP+UDP+ICMP+ICMPv6 on 0.29 and TCP+UDP on 0.28.
+
+TAG_NETWORKS = {"tag:server": "100.64.10.0/24", "autogroup:internet": "198.51.100.0/24"}
+HOSTS = {"web": "10.1.0.0/24", "db": "10.2.0.5/32"}
+GRANT_SOURCES = ["group:admins", "group:ops", "alice@", "tag:server", "autogroup:member", "autogroup:danger-all"]
+PRINCIPALS = ["group:admins", "group:ops", "alice@", "tag:server", "autogroup:member", "bob@"]
+GRANT_DESTINATIONS = ["web", "db", "10.20.0.0/16", "192.168.1.7", "fd00:1::/64", "tag:server", "autogroup:internet"]
+NUMBERS = {"tcp": 6, "udp": 17, "sctp": 132, "icmp": 1, "ipv6-icmp": 58, "gre": 47, "esp": 50}
+PORT_PROTOCOLS = (6, 17, 132)
+PORTLESS = (1, 58, 47, 50)
+
+
+def network(alias: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    return ipaddress.ip_network(HOSTS.get(alias) or TAG_NETWORKS.get(alias) or alias)
+
+
+def port_ranges(text: str) -> list[tuple[int, int]]:
+    if text == "*":
+        return [(0, 65535)]
+    ranges = []
+    for item in text.split(","):
+        first, _, last = item.partition("-")
+        ranges.append((int(first), int(last or first)))
+    return ranges
+
+
+def ports_allow(proto: int, port: int, ranges: list[tuple[int, int]]) -> bool:
+    if proto in PORT_PROTOCOLS:
+        return any(first <= port <= last for first, last in ranges)
+    return proto in (1, 58) or (0, 65535) in ranges
+
+
+def number(proto: str) -> int:
+    return NUMBERS[proto] if proto in NUMBERS else int(proto)
+
+
+def grants_allow(grants: list[dict[str, Any]], flow: tuple[str, Any, int, int]) -> bool:
+    src, address, proto, port = flow
+    for grant in grants:
+        if not any(s in (src, "autogroup:danger-all") for s in grant["src"]):
+            continue
+        if not any(address in network(d) for d in grant["dst"]):
+            continue
+        for entry in grant["ip"]:
+            if ":" in entry:
+                protos, ports = {number(entry.split(":")[0])}, entry.split(":")[1]
+            else:
+                protos, ports = {6, 17, 1, 58}, entry
+            if proto in protos and ports_allow(proto, port, port_ranges(ports)):
+                return True
+    return False
+
+
+def acls_allow(acls: list[dict[str, Any]], flow: tuple[str, Any, int, int]) -> bool:
+    src, address, proto, port = flow
+    for acl in acls:
+        if not any(s in (src, "*") for s in acl["src"]):
+            continue
+        protos = {"icmp": {1, 58}}.get(acl.get("proto", ""), {number(acl["proto"])} if "proto" in acl else {6, 17})
+        for dst in acl["dst"]:
+            alias, _, ports = dst.rpartition(":")
+            if address in network(alias) and proto in protos and ports_allow(proto, port, port_ranges(ports)):
+                return True
+    return False
+
+
+def flows(grants: list[dict[str, Any]]) -> list[tuple[str, Any, int, int]]:
+    """Every principal, edge addresses of each destination (and outside ones), boundary ports per protocol."""
+    addresses = {ipaddress.ip_address(a) for a in ("10.1.1.1", "1.1.1.1", "fd00:2::1")}
+    for alias in GRANT_DESTINATIONS:
+        addresses |= {network(alias)[0], network(alias)[-1]}
+    ports = {1, 22, 443, 65535}
+    for grant in grants:
+        for entry in grant["ip"]:
+            for first, last in port_ranges(entry.rpartition(":")[2]):
+                ports |= {p for p in (first - 1, first, last, last + 1) if 1 <= p <= 65535}
+    combos = [(proto, port) for proto in PORT_PROTOCOLS for port in sorted(ports)] + [(p, 0) for p in PORTLESS]
+    return [(s, a, proto, port) for s in PRINCIPALS for a in sorted(addresses, key=str) for proto, port in combos]
+
+
+port = st.integers(1, 65535)
+port_item = st.one_of(port.map(str), st.tuples(port, port).map(lambda t: f"{min(t)}-{max(t)}"))
+port_list = st.lists(port_item, min_size=1, max_size=3).map(",".join)
+ip_entry = st.one_of(
+    st.just("*"),
+    port_list,
+    st.builds("{}:{}".format, st.sampled_from(["tcp", "udp", "sctp", "6", "17"]), st.one_of(st.just("*"), port_list)),
+    st.sampled_from(["icmp:*", "ipv6-icmp:*", "gre:*", "47:*", "esp:*", "1:*", "58:*"]),
+)
+grant_strategy = st.fixed_dictionaries(
+    {
+        "src": st.lists(st.sampled_from(GRANT_SOURCES), min_size=1, max_size=3, unique=True),
+        "dst": st.lists(st.sampled_from(GRANT_DESTINATIONS), min_size=1, max_size=3, unique=True),
+        "ip": st.lists(ip_entry, min_size=1, max_size=4),
+    }
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(grants=st.lists(grant_strategy, min_size=1, max_size=3))
+def test_converted_acls_allow_exactly_the_flows_of_the_grants(grants: list[dict[str, Any]]) -> None:
+    data = {
+        "groups": {"group:admins": ["alice@"], "group:ops": ["bob@"]},
+        "tagOwners": {"tag:server": ["group:admins"]},
+        "hosts": dict(HOSTS),
+        "grants": copy.deepcopy(grants),
+    }
+    document = policy_document(grants_to_acls(validate_policy(data, version="0.29"), version="0.28"))
+    assert "grants" not in document
+    for flow in flows(grants):
+        assert grants_allow(grants, flow) == acls_allow(document["acls"], flow), (flow, document["acls"])
+
+
+def test_reference_evaluator_tells_the_versions_apart() -> None:
+    """The evaluator itself: the same rule means different flows on 0.28 and 0.29 (so the test above can fail)."""
+    flow = ("group:ops", ipaddress.ip_address("10.1.0.1"), 1, 0)
+    assert grants_allow([{"src": ["group:ops"], "dst": ["web"], "ip": ["443"]}], flow)
+    assert not acls_allow([{"action": "accept", "src": ["group:ops"], "dst": ["web:443"]}], flow)
+    icmp6 = ("group:ops", ipaddress.ip_address("10.1.0.1"), 58, 0)
+    assert not grants_allow([{"src": ["group:ops"], "dst": ["web"], "ip": ["icmp:*"]}], icmp6)
+    assert acls_allow([{"action": "accept", "src": ["group:ops"], "proto": "icmp", "dst": ["web:*"]}], icmp6)
