@@ -141,6 +141,15 @@ class Site(_Model):
         return self
 
 
+class TailnetUser(_Model):
+    """A Headscale user the active stack manages through the API."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$", description="User name (policies write it `name@`).")
+    display_name: str = Field(default="", description="Display name.")
+    email: str = Field(default="", pattern=r"^$|^[^@\s]+@[^@\s]+$", description="E-mail address.")
+    force_delete: bool = Field(default=False, description="Delete the user with its nodes when removed from config.")
+
+
 class Prefixes(_Model):
     v4: Cidr = Field(default="100.64.0.0/10", description="Tailnet IPv4 range; must lie inside 100.64.0.0/10.")
     v6: Cidr = Field(default="fd7a:115c:a1e0::/48", description="Tailnet IPv6 range; inside fd7a:115c:a1e0::/48.")
@@ -165,6 +174,7 @@ class Tailnet(_Model):
     internal_domain: Fqdn = Field(description="Parent of the per-site split-DNS zones `<site>.tn.<internalDomain>`.")
     sites: list[Site] = Field(min_length=1, description="Every cluster of the tailnet.")
     prefixes: Prefixes = Field(default_factory=Prefixes, description="Tailnet address ranges.")
+    users: list[TailnetUser] = Field(default_factory=list, description="Users managed by the active stack.")
     nameservers: list[IPAddress] = Field(
         default_factory=lambda: ["1.1.1.1", "1.0.0.1"], min_length=1, description="Global resolvers pushed to clients."
     )
@@ -384,6 +394,12 @@ class Database(_Model):
 
 class Routers(_Model):
     replicas: int = Field(default=1, ge=1, le=10, description="Subnet-router pods; at most `cluster.nodes`.")
+    auth_key_lifetime: str = Field(
+        default="2160h", pattern=r"^(\d+[dhms])+$", description="Lifetime of the routers' minted pre-auth key."
+    )
+    auth_key_rotate_before: str = Field(
+        default="336h", pattern=r"^(\d+[dhms])+$", description="Mint a new router key this long before expiry."
+    )
     mode: RouterMode = Field(
         default=RouterMode.USERSPACE, description="`userspace` (no capabilities) or `kernel` (NET_ADMIN)."
     )
@@ -470,6 +486,7 @@ SECRET_KEYS = (
     "oidcClientSecret",
     "routerAuthKey",
     "headplaneApiKey",
+    "bootstrapApiKey",
 )
 
 
@@ -502,6 +519,15 @@ class StackConfig(_Model):
     )
     router_auth_key: SecretStr | None = Field(
         default=None, description="Secret. Pre-auth key for the subnet routers; default: minted by the provider."
+    )
+    bootstrap_api_key: SecretStr | None = Field(
+        default=None,
+        description="Secret. Headscale API key the provider uses; with it the stack manages users, keys and policy.",
+    )
+    headscale_api_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        description="Headscale API as reached from where `pulumi up` runs (http(s) URL); default the public URL.",
     )
     headplane_api_key: SecretStr | None = Field(
         default=None, description="Secret. Headscale API key Headplane uses for OIDC logins; required with OIDC."
@@ -690,12 +716,13 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
         and sections["headscale"].oidc is not None
         and sections["headplane"].enabled
         and sections.get("headplaneApiKey") is None
+        and sections.get("bootstrapApiKey") is None
     ):
         problems.append(
             _problem(
                 "headplaneApiKey",
                 "is required when headscale.oidc is set and Headplane is enabled (Headplane's OIDC login "
-                "acts with a Headscale API key)",
+                "acts with a Headscale API key), unless bootstrapApiKey lets the stack mint one",
                 _GONE,
             )
         )

@@ -31,6 +31,7 @@ class HeadplaneArgs:
     config: StackConfig
     namespace: str
     headscale_url: str  # in-cluster URL of Headscale's HTTP port
+    api_key: pulumi.Output[str] | None = None  # minted by the provider; else the headplaneApiKey config
 
 
 def headplane_replicas(config: StackConfig) -> int:
@@ -56,11 +57,12 @@ class Headplane(pulumi.ComponentResource):
         # Exactly 32 characters: Headplane's schema demands it; letters and digits survive any trimming.
         cookie = random.RandomPassword(f"{name}-cookie-secret", length=32, special=False, opts=child)
         items = {"cookie-secret": pulumi.Output.secret(cookie.result)}
-        if config.headscale.oidc is not None:
-            if config.headplane_api_key is not None:
-                items["headscale-api-key"] = pulumi.Output.secret(config.headplane_api_key.get_secret_value())
-            if config.oidc_client_secret is not None:
-                items["oidc-client-secret"] = pulumi.Output.secret(config.oidc_client_secret.get_secret_value())
+        if args.api_key is not None:
+            items["headscale-api-key"] = args.api_key
+        elif config.headplane_api_key is not None:
+            items["headscale-api-key"] = pulumi.Output.secret(config.headplane_api_key.get_secret_value())
+        if config.headscale.oidc is not None and config.oidc_client_secret is not None:
+            items["oidc-client-secret"] = pulumi.Output.secret(config.oidc_client_secret.get_secret_value())
         self.secrets = k8s.core.v1.Secret(
             f"{name}-secrets", metadata={**meta, "name": SECRET_NAME}, type="Opaque", string_data=items, opts=child
         )

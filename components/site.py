@@ -16,6 +16,7 @@ from components.headscale import HeadscaleServer, HeadscaleServerArgs
 from components.inventory import must_back_up
 from components.network_policy import NetworkPolicies, ProtectedApp
 from components.pod import labels
+from components.tailnet_objects import TailnetObjects, TailnetObjectsArgs, next_steps
 from components.tailnet_policy import CONFIG_MAP, TailnetPolicy, TailnetPolicyArgs
 
 
@@ -52,6 +53,7 @@ class TailnetSite(pulumi.ComponentResource):
     headscale: HeadscaleServer
     headplane: Headplane | None
     policy: TailnetPolicy
+    objects: TailnetObjects | None
     outputs: dict[str, Any]
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -86,10 +88,20 @@ class TailnetSite(pulumi.ComponentResource):
                 also_from_apps=(headplane_module.APP,) if config.headplane.enabled else (),
             )
         ]
+        self.objects = None
+        if config.bootstrap_api_key is not None:
+            self.objects = TailnetObjects(
+                f"{name}-tailnet", TailnetObjectsArgs(config=config, namespace=config.namespace), opts=in_namespace
+            )
         if config.headplane.enabled:
             self.headplane = Headplane(
                 f"{name}-headplane",
-                HeadplaneArgs(config=config, namespace=config.namespace, headscale_url=self.headscale.api_url),
+                HeadplaneArgs(
+                    config=config,
+                    namespace=config.namespace,
+                    headscale_url=self.headscale.api_url,
+                    api_key=self.objects.headplane_api_key if self.objects else None,
+                ),
                 opts=in_namespace,
             )
             apps.append(ProtectedApp(app=headplane_module.APP, http_port=headplane_module.PORT))
@@ -122,6 +134,7 @@ class TailnetSite(pulumi.ComponentResource):
             "headscaleVersion": config.headscale.version,
             "databaseStage": config.database.stage.value,
             "mustBackUp": must_back_up(config),
+            **({} if config.bootstrap_api_key is not None else {"nextSteps": next_steps(config)}),
             "policy": {
                 "mode": config.policy.mode.value,
                 "sha256": self.policy.rendered.sha256,

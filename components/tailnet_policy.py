@@ -15,6 +15,8 @@ import pulumi_kubernetes as k8s
 
 from components.config import PROJECT, ConfigError, PolicyMode, StackConfig
 from components.pod import labels
+from components.tailnet_objects import api_url, manages_tailnet
+from headscale_provider.resources import HeadscalePolicy, PolicyProvider
 from policy.model import PolicyError
 from policy.render import RenderedPolicy, SiteRoutes, render_policy
 
@@ -61,7 +63,8 @@ def render_stack_policy(config: StackConfig, project_root: Path = PROJECT_ROOT) 
 
 
 class TailnetPolicy(pulumi.ComponentResource):
-    """The rendered policy, published in a ConfigMap; in `apply` mode also the owner of the live policy."""
+    """The rendered policy, published in a ConfigMap; with API access also compared with (`dryRun`) or written
+    to (`apply`) the live policy."""
 
     rendered: RenderedPolicy
     config_map: k8s.core.v1.ConfigMap
@@ -69,11 +72,11 @@ class TailnetPolicy(pulumi.ComponentResource):
     def __init__(self, name: str, args: TailnetPolicyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:policy:TailnetPolicy", name, None, opts)
         config = args.config
-        if config.policy.mode is PolicyMode.APPLY:
+        if config.policy.mode is PolicyMode.APPLY and not manages_tailnet(config):
             raise ConfigError(
                 [
-                    f"{PROJECT}:policy.mode: apply needs the Headscale API provider, which this version of the program "
-                    "does not contain yet; use dryRun and apply the published policy by hand, got 'apply'"
+                    f"{PROJECT}:policy.mode: apply needs API access on the active stack (set bootstrapApiKey there; "
+                    "a standby never writes the policy), got 'apply'"
                 ]
             )
         self.rendered = render_stack_policy(config)
@@ -88,4 +91,13 @@ class TailnetPolicy(pulumi.ComponentResource):
             data={"policy.json": self.rendered.text},
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.live: HeadscalePolicy | None = None
+        if manages_tailnet(config):
+            self.live = HeadscalePolicy(
+                f"{name}-live",
+                policy=self.rendered.text,
+                mode=config.policy.mode.value,
+                provider=PolicyProvider(api_url=api_url(config), version=config.headscale.version),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.register_outputs({"sha256": self.rendered.sha256, "mode": config.policy.mode.value})

@@ -121,6 +121,16 @@ def _offline_bytes(name: str, length: int) -> bytes:
     return out[:length]
 
 
+#: Outputs of the Headscale dynamic resources that only a real server computes.
+_DYNAMIC_OUTPUTS: dict[str, dict[str, str]] = {
+    "PreAuthKey": {"key": "[offline pre-auth key]", "keyId": "0", "prefix": "offline", "expiration": ""},
+    "ApiKey": {"key": "[offline api key]", "prefix": "offline", "expiration": ""},
+    "User": {"userId": "0"},
+    "NodeSettings": {"nodeId": "0"},
+    "Policy": {"appliedSha256": "", "liveSha256": "", "liveDiff": ""},
+}
+
+
 def _random_state(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any] | None:
     """What pulumi-random would compute, for the resources the program uses."""
     length = int(inputs.get("length", 16))
@@ -143,6 +153,9 @@ class _Mocks(pulumi_mocks.Mocks):
         computed = _random_state(args.typ, args.name, state)
         if computed is not None:
             return f"{args.name}-id", {**state, **computed}
+        if args.typ.startswith("pulumi-python:dynamic/headscale:"):
+            filled = _DYNAMIC_OUTPUTS.get(args.typ.rsplit(":", 1)[1], {})
+            return f"{args.name}-id", {**state, **{k: v for k, v in filled.items() if state.get(k) is None}}
         if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
             metadata = state["metadata"]
             state["metadata"] = {**metadata, "name": metadata.get("name") or args.name}

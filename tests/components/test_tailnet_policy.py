@@ -38,11 +38,6 @@ def test_every_site_route_is_auto_approved_for_its_router_tag(run_stack) -> None
     assert policy["tagOwners"]["tag:subnet-router-cosmos"] == ["group:admins"]
 
 
-def test_apply_mode_waits_for_the_provider(run_stack, lab_project) -> None:
-    with pytest.raises(ConfigError, match=r"headscale-ha:policy\.mode: apply needs the Headscale API provider"):
-        run_stack("lab", project_dir=lab_project("  headscale-ha:policy: {mode: apply}\n"))
-
-
 def test_a_broken_base_policy_fails_the_plan_with_its_path(run_stack, lab_project, tmp_path) -> None:
     broken = tmp_path / "broken.hujson"
     broken.write_text(

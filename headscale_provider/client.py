@@ -1,0 +1,451 @@
+"""A REST client for the Headscale API, 0.28 and 0.29.
+
+Written against the upstream OpenAPI documents and their quirks: 64-bit ids are strings, creating a key
+without an expiration makes it born expired (so this client always sends one), listings mask key material,
+and most failures are HTTP 500 with a gRPC-status body whose `message` says what happened.
+
+Retries are for reads and idempotent writes only (connection errors, 502/503/504). A call that mints
+something (a user, a pre-auth key, an API key) is never retried blindly: a retry after a lost response
+could mint a second live key. Error messages name the call and the server's message, never a key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+
+SUPPORTED_MINORS = ("0.28", "0.29")
+ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+_TRANSIENT_STATUS = frozenset({502, 503, 504})
+_SECRETISH = re.compile(r"hskey-(api|auth|authreq|client|oauthtok)-[A-Za-z0-9_\-]+|[0-9a-f]{48}")
+
+
+def redact(text: str) -> str:
+    """Key material never leaves this module in a message."""
+    return _SECRETISH.sub(lambda m: m.group(0)[:20] + "***" if m.group(0).startswith("hskey") else "***", text)
+
+
+class HeadscaleError(Exception):
+    """A call failed; `call` names it (e.g. `CreatePreAuthKey`), `status` is the HTTP status if one came back."""
+
+    def __init__(self, call: str, message: str, *, status: int | None = None) -> None:
+        self.call = call
+        self.status = status
+        self.server_message = redact(message)
+        where = f" (HTTP {status})" if status is not None else ""
+        super().__init__(f"Headscale {call} failed{where}: {self.server_message}")
+
+
+class UnauthorizedError(HeadscaleError):
+    """The API key is missing, wrong or expired."""
+
+
+class NotFoundError(HeadscaleError):
+    """The object does not exist (404, or a 500 whose message says so)."""
+
+
+class TransientError(HeadscaleError):
+    """The server or the network failed in a way a later call may not; the outcome of a write is unknown."""
+
+
+class UnsupportedError(HeadscaleError):
+    """The server's version lacks this call."""
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """RFC 3339 → aware datetime; null and the zero time (`0001-01-01T00:00:00Z`) → None."""
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return None if parsed.year <= 1 else parsed
+
+
+def format_time(value: datetime) -> str:
+    if value.tzinfo is None:
+        raise ValueError("timestamps sent to Headscale must be timezone-aware")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, kw_only=True)
+class User:
+    id: str
+    name: str
+    display_name: str = ""
+    email: str = ""
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> User:
+        return cls(
+            id=str(data.get("id", "")),
+            name=data.get("name", ""),
+            display_name=data.get("displayName", ""),
+            email=data.get("email", ""),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Node:
+    id: str
+    name: str
+    given_name: str
+    user: User | None
+    tags: tuple[str, ...]
+    approved_routes: tuple[str, ...]
+    available_routes: tuple[str, ...]
+    online: bool = False
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> Node:
+        user = data.get("user")
+        tags = data.get("tags")
+        if tags is None:  # releases before 0.28 split tags; kept readable for old servers
+            tags = [*(data.get("forcedTags") or []), *(data.get("validTags") or [])]
+        return cls(
+            id=str(data.get("id", "")),
+            name=data.get("name", ""),
+            given_name=data.get("givenName", ""),
+            user=User.from_api(user) if user and user.get("id") not in (None, "", "0") else None,
+            tags=tuple(sorted(tags)),
+            approved_routes=tuple(sorted(data.get("approvedRoutes") or [])),
+            available_routes=tuple(sorted(data.get("availableRoutes") or [])),
+            online=bool(data.get("online", False)),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreAuthKeyInfo:
+    id: str
+    key: str  # the full key only in a create response; listings carry a masked form
+    user: User | None
+    reusable: bool
+    ephemeral: bool
+    used: bool
+    expiration: datetime | None
+    created_at: datetime | None
+    acl_tags: tuple[str, ...] = ()
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> PreAuthKeyInfo:
+        user = data.get("user")
+        return cls(
+            id=str(data.get("id", "")),
+            key=data.get("key", ""),
+            user=User.from_api(user) if isinstance(user, Mapping) and user.get("id") not in (None, "", "0") else None,
+            reusable=bool(data.get("reusable", False)),
+            ephemeral=bool(data.get("ephemeral", False)),
+            used=bool(data.get("used", False)),
+            expiration=parse_time(data.get("expiration")),
+            created_at=parse_time(data.get("createdAt")),
+            acl_tags=tuple(sorted(data.get("aclTags") or [])),
+        )
+
+    @property
+    def prefix(self) -> str:
+        """The public part of an `hskey-auth-<prefix>-<secret>` key (also readable from a masked listing)."""
+        parts = self.key.split("-")
+        return parts[2] if len(parts) >= 4 and self.key.startswith("hskey-auth-") else ""
+
+    def expired(self, now: datetime) -> bool:
+        return self.expiration is None or self.expiration <= now
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApiKeyInfo:
+    id: str
+    prefix: str
+    expiration: datetime | None
+    created_at: datetime | None
+    last_seen: datetime | None = None
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> ApiKeyInfo:
+        return cls(
+            id=str(data.get("id", "")),
+            prefix=data.get("prefix", ""),
+            expiration=parse_time(data.get("expiration")),
+            created_at=parse_time(data.get("createdAt")),
+            last_seen=parse_time(data.get("lastSeen")),
+        )
+
+    def expired(self, now: datetime) -> bool:
+        return self.expiration is None or self.expiration <= now
+
+
+def api_key_prefix(key: str) -> str:
+    """The prefix Headscale lists for a full API key: `hskey-api-<prefix>-<secret>` (0.28+) or `<prefix>.<secret>`."""
+    if key.startswith("hskey-api-"):
+        return key[len("hskey-api-") :].split("-", 1)[0]
+    return key.split(".", 1)[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LivePolicy:
+    text: str
+    updated_at: datetime | None
+
+
+@dataclass
+class CallCounter:
+    """Requests made, by method; the bench and the fault tests read it."""
+
+    reads: int = 0
+    writes: int = 0
+    by_call: dict[str, int] = field(default_factory=dict)
+
+
+class HeadscaleClient:
+    """One server, one API key. `version` pins the minor; otherwise it is read from `/version`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        version: str | None = None,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if not api_key:
+            raise ValueError("api_key is empty")
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._version = _minor(version) if version else None
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.session = session or requests.Session()
+        self._sleep = sleep
+        self.calls = CallCounter()
+
+    def __repr__(self) -> str:
+        return f"HeadscaleClient({self.base_url!r}, version={self._version!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        raise TypeError("HeadscaleClient holds an API key and must not be pickled")
+
+    # ------------------------------------------------------------------------------------------ transport
+
+    def _request(
+        self,
+        call: str,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, str] | None = None,
+        idempotent: bool,
+        auth: bool = True,
+    ) -> Any:
+        attempts = 1 + (self.retries if idempotent else 0)
+        headers = {"Accept": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        last: HeadscaleError | None = None
+        for attempt in range(attempts):
+            if attempt:
+                self._sleep(self.backoff * (2 ** (attempt - 1)))
+            self._count(call, method)
+            try:
+                response = self.session.request(
+                    method,
+                    f"{self.base_url}{path}",
+                    params=dict(query or {}),
+                    data=json.dumps(body) if body is not None else None,
+                    headers={**headers, **({"Content-Type": "application/json"} if body is not None else {})},
+                    timeout=self.timeout,
+                )
+            except requests.RequestException as exc:
+                last = TransientError(call, f"no response from {self.base_url}: {type(exc).__name__}")
+                continue
+            if response.status_code in _TRANSIENT_STATUS:
+                last = TransientError(call, _message(response), status=response.status_code)
+                continue
+            return self._decode(call, response)
+        assert last is not None
+        raise last
+
+    def _count(self, call: str, method: str) -> None:
+        if method == "GET":
+            self.calls.reads += 1
+        else:
+            self.calls.writes += 1
+        self.calls.by_call[call] = self.calls.by_call.get(call, 0) + 1
+
+    @staticmethod
+    def _decode(call: str, response: requests.Response) -> Any:
+        status = response.status_code
+        if status == 401:
+            raise UnauthorizedError(call, "the API key is missing, wrong or expired", status=status)
+        if status == 404:
+            raise NotFoundError(call, _message(response), status=status)
+        if status >= 400:
+            message = _message(response)
+            if "not found" in message.lower() or "record not found" in message.lower():
+                raise NotFoundError(call, message, status=status)
+            raise HeadscaleError(call, message, status=status)
+        try:
+            return response.json() if response.content else {}
+        except ValueError:
+            raise TransientError(call, "the server answered with malformed JSON", status=status) from None
+
+    # ------------------------------------------------------------------------------------------ version
+
+    @property
+    def version(self) -> str:
+        """The server's minor version ("0.28" or "0.29")."""
+        if self._version is None:
+            data = self._request("Version", "GET", "/version", idempotent=True, auth=False)
+            self._version = _minor(str(data.get("version", "")))
+        return self._version
+
+    @property
+    def has_policy_check(self) -> bool:
+        return self.version >= "0.29"
+
+    # ------------------------------------------------------------------------------------------ users
+
+    def list_users(self, *, name: str | None = None, id_: str | None = None) -> list[User]:
+        query = {k: v for k, v in {"name": name, "id": id_}.items() if v}
+        data = self._request("ListUsers", "GET", "/api/v1/user", query=query, idempotent=True)
+        return [User.from_api(u) for u in data.get("users") or []]
+
+    def find_user(self, name: str) -> User | None:
+        return next((u for u in self.list_users(name=name) if u.name == name), None)
+
+    def create_user(self, name: str, *, display_name: str = "", email: str = "") -> User:
+        body = {"name": name, "displayName": display_name, "email": email}
+        data = self._request("CreateUser", "POST", "/api/v1/user", body=body, idempotent=False)
+        return User.from_api(data["user"])
+
+    def rename_user(self, user_id: str, new_name: str) -> User:
+        path = f"/api/v1/user/{user_id}/rename/{new_name}"
+        return User.from_api(self._request("RenameUser", "POST", path, idempotent=True)["user"])
+
+    def delete_user(self, user_id: str) -> None:
+        self._request("DeleteUser", "DELETE", f"/api/v1/user/{user_id}", idempotent=True)
+
+    # ------------------------------------------------------------------------------------------ nodes
+
+    def list_nodes(self, *, user: str | None = None) -> list[Node]:
+        query = {"user": user} if user else None
+        data = self._request("ListNodes", "GET", "/api/v1/node", query=query, idempotent=True)
+        return [Node.from_api(n) for n in data.get("nodes") or []]
+
+    def get_node(self, node_id: str) -> Node:
+        return Node.from_api(self._request("GetNode", "GET", f"/api/v1/node/{node_id}", idempotent=True)["node"])
+
+    def set_tags(self, node_id: str, tags: list[str]) -> Node:
+        path = f"/api/v1/node/{node_id}/tags"
+        return Node.from_api(self._request("SetTags", "POST", path, body={"tags": tags}, idempotent=True)["node"])
+
+    def set_approved_routes(self, node_id: str, routes: list[str]) -> Node:
+        path = f"/api/v1/node/{node_id}/approve_routes"
+        data = self._request("SetApprovedRoutes", "POST", path, body={"routes": routes}, idempotent=True)
+        return Node.from_api(data["node"])
+
+    def rename_node(self, node_id: str, new_name: str) -> Node:
+        path = f"/api/v1/node/{node_id}/rename/{new_name}"
+        return Node.from_api(self._request("RenameNode", "POST", path, idempotent=True)["node"])
+
+    def delete_node(self, node_id: str) -> None:
+        self._request("DeleteNode", "DELETE", f"/api/v1/node/{node_id}", idempotent=True)
+
+    # ------------------------------------------------------------------------------------------ pre-auth keys
+
+    def list_preauth_keys(self) -> list[PreAuthKeyInfo]:
+        data = self._request("ListPreAuthKeys", "GET", "/api/v1/preauthkey", idempotent=True)
+        return [PreAuthKeyInfo.from_api(k) for k in data.get("preAuthKeys") or []]
+
+    def create_preauth_key(
+        self,
+        *,
+        user_id: str | None,
+        reusable: bool,
+        ephemeral: bool,
+        expiration: datetime,
+        acl_tags: list[str],
+    ) -> PreAuthKeyInfo:
+        """Mint a key; never retried (a lost response must be reconciled by listing, not by minting again)."""
+        if user_id is None and not acl_tags:
+            raise ValueError("a pre-auth key without a user must carry ACL tags (a tag-only key)")
+        body: dict[str, Any] = {
+            "reusable": reusable,
+            "ephemeral": ephemeral,
+            "expiration": format_time(expiration),
+            "aclTags": sorted(acl_tags),
+        }
+        if user_id is not None:
+            body["user"] = user_id
+        data = self._request("CreatePreAuthKey", "POST", "/api/v1/preauthkey", body=body, idempotent=False)
+        return PreAuthKeyInfo.from_api(data["preAuthKey"])
+
+    def expire_preauth_key(self, key_id: str) -> None:
+        self._request("ExpirePreAuthKey", "POST", "/api/v1/preauthkey/expire", body={"id": key_id}, idempotent=True)
+
+    def delete_preauth_key(self, key_id: str) -> None:
+        self._request("DeletePreAuthKey", "DELETE", "/api/v1/preauthkey", query={"id": key_id}, idempotent=True)
+
+    # ------------------------------------------------------------------------------------------ API keys
+
+    def list_api_keys(self) -> list[ApiKeyInfo]:
+        data = self._request("ListApiKeys", "GET", "/api/v1/apikey", idempotent=True)
+        return [ApiKeyInfo.from_api(k) for k in data.get("apiKeys") or []]
+
+    def create_api_key(self, *, expiration: datetime) -> str:
+        """Mint an API key and return it (shown once); never retried."""
+        body = {"expiration": format_time(expiration)}
+        return str(self._request("CreateApiKey", "POST", "/api/v1/apikey", body=body, idempotent=False)["apiKey"])
+
+    def expire_api_key(self, prefix: str) -> None:
+        self._request("ExpireApiKey", "POST", "/api/v1/apikey/expire", body={"prefix": prefix}, idempotent=True)
+
+    def delete_api_key(self, prefix: str) -> None:
+        self._request("DeleteApiKey", "DELETE", f"/api/v1/apikey/{prefix}", idempotent=True)
+
+    # ------------------------------------------------------------------------------------------ policy
+
+    def get_policy(self) -> LivePolicy:
+        data = self._request("GetPolicy", "GET", "/api/v1/policy", idempotent=True)
+        return LivePolicy(text=data.get("policy", "") or "", updated_at=parse_time(data.get("updatedAt")))
+
+    def check_policy(self, text: str) -> None:
+        """Validate without saving (0.29+); raises HeadscaleError with the server's reason."""
+        if not self.has_policy_check:
+            raise UnsupportedError("CheckPolicy", f"Headscale {self.version} has no policy check endpoint")
+        self._request("CheckPolicy", "POST", "/api/v1/policy/check", body={"policy": text}, idempotent=True)
+
+    def set_policy(self, text: str) -> LivePolicy:
+        data = self._request("SetPolicy", "PUT", "/api/v1/policy", body={"policy": text}, idempotent=True)
+        return LivePolicy(text=data.get("policy", text) or text, updated_at=parse_time(data.get("updatedAt")))
+
+
+def _minor(version: str) -> str:
+    match = re.match(r"^v?(\d+)\.(\d+)", version.strip())
+    minor = f"{match.group(1)}.{match.group(2)}" if match else version
+    if minor not in SUPPORTED_MINORS:
+        raise UnsupportedError("Version", f"Headscale {version or '(unknown)'} is not supported (0.28 or 0.29 only)")
+    return minor
+
+
+def _message(response: requests.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason or "no message"
+    if isinstance(data, Mapping):
+        return str(data.get("message") or data.get("detail") or data.get("title") or data)[:300]
+    return str(data)[:300]

@@ -1,0 +1,87 @@
+"""TailnetObjects: provider resources with a bootstrap key, `nextSteps` without one."""
+
+from __future__ import annotations
+
+import base64
+
+import dill
+import pytest
+
+from components.config import ConfigError
+from offline.harness import SECRET, ProgramRun
+
+BOOTSTRAP = "  headscale-ha:bootstrapApiKey:\n    secure: v1:AAAA\n"
+DYNAMIC = "pulumi-python:dynamic/headscale:"
+
+
+def _dynamic(run: ProgramRun) -> dict[str, str]:
+    return {r.name: r.type.removeprefix(DYNAMIC) for r in run.resources if r.type.startswith(DYNAMIC)}
+
+
+def test_without_api_access_the_stack_says_what_to_do(run_stack) -> None:
+    for stack in ("hydra", "cosmos"):
+        run = run_stack(stack)
+        assert _dynamic(run) == {}
+        steps = run.outputs["nextSteps"]
+        assert any("headscale apikeys create --expiration 90d" in step for step in steps)
+        assert "pulumi config set --secret headscale-ha:bootstrapApiKey '<the key printed above>'" in steps
+
+
+def test_active_stack_manages_users_keys_and_the_policy(run_stack, lab_project) -> None:
+    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
+    assert _dynamic(run) == {
+        "lab-tailnet-router-key": "PreAuthKey",
+        "lab-tailnet-headplane-api-key": "ApiKey",
+        "lab-tailnet-user-alice": "User",
+        "lab-tailnet-user-bob": "User",
+        "lab-tailnet-user-carol": "User",
+        "lab-policy-live": "Policy",
+    }
+    assert "nextSteps" not in run.outputs
+    key = run.named("lab-tailnet-router-key").inputs
+    assert key["aclTags"] == ["tag:subnet-router-hydra"]
+    assert key["reusable"] is True
+    assert (key["lifetime"], key["rotateBefore"], key["recreateIfInvalid"]) == ("2160h", "336h", "reusableOnly")
+    policy = run.named("lab-policy-live").inputs
+    assert policy["mode"] == "dryRun"
+    assert policy["policy"] == next(
+        o["data"]["policy.json"]
+        for o in run.kubernetes_objects()
+        if o["metadata"]["name"] == "headscale-policy-rendered"
+    )
+
+
+def test_keys_reach_their_secrets_as_secrets(run_stack, lab_project) -> None:
+    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
+    secrets = {o["metadata"]["name"]: o for o in run.kubernetes_objects() if o["kind"] == "Secret"}
+    assert secrets["subnet-router-authkey"]["stringData"] == {"authkey": SECRET}
+    assert secrets["headplane-secrets"]["stringData"]["headscale-api-key"] is SECRET
+
+
+def test_standby_only_mints_its_own_router_key(run_stack, project_copy) -> None:
+    project = project_copy()
+    with (project / "Pulumi.cosmos.yaml").open("a") as stack_file:
+        stack_file.write(BOOTSTRAP)
+    run = run_stack("cosmos", project_dir=project)
+    assert _dynamic(run) == {"cosmos-tailnet-router-key": "PreAuthKey"}
+    assert run.named("cosmos-tailnet-router-key").inputs["aclTags"] == ["tag:subnet-router-cosmos"]
+
+
+def test_apply_mode_needs_api_access_on_the_active_stack(run_stack, lab_project, project_copy) -> None:
+    with pytest.raises(ConfigError, match=r"policy\.mode: apply needs API access on the active stack"):
+        run_stack("lab", project_dir=lab_project("  headscale-ha:policy: {mode: apply}\n"))
+    run = run_stack("lab", project_dir=lab_project("  headscale-ha:policy: {mode: apply}\n" + BOOTSTRAP))
+    assert run.named("lab-policy-live").inputs["mode"] == "apply"
+
+
+def test_serialized_providers_carry_only_plain_settings(run_stack, lab_project) -> None:
+    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
+    for resource in run.resources:
+        if not resource.type.startswith(DYNAMIC):
+            continue
+        blob = resource.inputs["__provider"]
+        assert isinstance(blob, str), "the provider is not serialized as a secret: it holds none"
+        provider = dill.loads(base64.b64decode(blob))
+        assert provider.api_url == "https://headscale.example.com"
+        assert provider.version == "0.29.2"
+        assert provider._client is None
