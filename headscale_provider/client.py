@@ -216,6 +216,7 @@ class HeadscaleClient:
         backoff: float = 0.5,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        cache_seconds: float = 0.0,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -230,6 +231,9 @@ class HeadscaleClient:
         self.session = session or requests.Session()
         self._sleep = sleep
         self.calls = CallCounter()
+        # Listings shared by the many resources one provider process diffs; any write empties it.
+        self.cache_seconds = cache_seconds
+        self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
 
     def __repr__(self) -> str:
         return f"HeadscaleClient({self.base_url!r}, version={self._version!r})"
@@ -249,6 +253,29 @@ class HeadscaleClient:
         query: Mapping[str, str] | None = None,
         idempotent: bool,
         auth: bool = True,
+    ) -> Any:
+        if method != "GET":
+            self._cache.clear()
+        elif self.cache_seconds > 0:
+            cache_key = (path, json.dumps(dict(query or {}), sort_keys=True))
+            cached = self._cache.get(cache_key)
+            if cached is not None and time.monotonic() - cached[0] < self.cache_seconds:
+                return cached[1]
+            result = self._send(call, method, path, body=body, query=query, idempotent=idempotent, auth=auth)
+            self._cache[cache_key] = (time.monotonic(), result)
+            return result
+        return self._send(call, method, path, body=body, query=query, idempotent=idempotent, auth=auth)
+
+    def _send(
+        self,
+        call: str,
+        method: str,
+        path: str,
+        *,
+        body: Any,
+        query: Mapping[str, str] | None,
+        idempotent: bool,
+        auth: bool,
     ) -> Any:
         attempts = 1 + (self.retries if idempotent else 0)
         headers = {"Accept": "application/json"}

@@ -43,6 +43,8 @@ from headscale_provider.client import (
 
 API_KEY_CONFIG = "headscale-ha:bootstrapApiKey"
 API_URL_CONFIG = "headscale-ha:headscaleApiUrl"
+#: One `pulumi preview` diffs every resource in one provider process within seconds: share the listings.
+LIST_CACHE_SECONDS = 5.0
 RECREATE_POLICIES = ("always", "never", "reusableOnly")
 _DURATION = re.compile(r"(\d+)(h|m|s|d)")
 _DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -91,7 +93,7 @@ class _HeadscaleProvider(ResourceProvider):
         key = req.config.get(API_KEY_CONFIG)
         url = req.config.get(API_URL_CONFIG) or self.api_url
         if key and url:
-            self._client = HeadscaleClient(url, key, version=self.version)
+            self._client = HeadscaleClient(url, key, version=self.version, cache_seconds=LIST_CACHE_SECONDS)
 
     def use(self, client: HeadscaleClient, *, clock: Callable[[], datetime] | None = None) -> _HeadscaleProvider:
         """Tests and tools: talk to `client`, decide rotation with `clock`."""

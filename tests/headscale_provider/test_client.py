@@ -1,0 +1,169 @@
+"""HeadscaleClient against the fake server: version dialects, quirks, retries only where safe, clean errors."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import requests
+
+from headscale_provider.client import (
+    HeadscaleClient,
+    HeadscaleError,
+    NotFoundError,
+    TransientError,
+    UnauthorizedError,
+    UnsupportedError,
+    api_key_prefix,
+    parse_time,
+    redact,
+)
+
+
+def _writes(fake) -> list:
+    return [r for r in fake.requests if r.method != "GET"]
+
+
+def test_version_is_read_once_from_the_server(fake, client) -> None:
+    assert client.version == fake.version.rsplit(".", 1)[0]
+    assert client.version == client.version
+    assert [r.path for r in fake.requests].count("/version") == 1
+
+
+def test_a_pinned_version_skips_the_lookup(fake) -> None:
+    pinned = HeadscaleClient(fake.url, fake.admin_key, version="0.28.0")
+    assert pinned.version == "0.28"
+    assert not any(r.path == "/version" for r in fake.requests)
+
+
+def test_unsupported_versions_are_refused(fake) -> None:
+    with pytest.raises(UnsupportedError, match=r"0\.27\.1 is not supported"):
+        HeadscaleClient(fake.url, fake.admin_key, version="0.27.1")
+
+
+def test_users_round_trip_with_string_ids(client) -> None:
+    user = client.create_user("alice", display_name="Alice", email="alice@example.com")
+    assert isinstance(user.id, str)
+    assert user.id.isdigit()
+    assert client.find_user("alice") == user
+    assert client.rename_user(user.id, "alice2").name == "alice2"
+    client.delete_user(user.id)
+    assert client.find_user("alice2") is None
+
+
+def test_duplicate_user_is_a_clear_error(client) -> None:
+    client.create_user("bob")
+    with pytest.raises(HeadscaleError) as caught:
+        client.create_user("bob")
+    assert caught.value.call == "CreateUser"
+    assert caught.value.status == 500
+    assert str(caught.value).startswith("Headscale CreateUser failed (HTTP 500): ")
+
+
+def test_keys_always_carry_an_explicit_expiration(fake, client, clock) -> None:
+    user = client.create_user("carol")
+    expiration = clock.now + timedelta(hours=1)
+    key = client.create_preauth_key(
+        user_id=user.id, reusable=False, ephemeral=False, expiration=expiration, acl_tags=[]
+    )
+    assert key.expiration == expiration
+    assert not key.expired(clock.now)
+    assert key.key.startswith("hskey-auth-")
+    assert key.prefix
+    assert key.prefix in key.key
+    (request,) = [r for r in fake.requests if r.path == "/api/v1/preauthkey" and r.method == "POST"]
+    assert request.body["expiration"] == expiration.strftime("%Y-%m-%dT%H:%M:%SZ")
+    (listed,) = [k for k in client.list_preauth_keys() if k.id == key.id]
+    assert listed.key != key.key, "listings mask the key"
+    assert key.key not in repr(fake.requests[-1].response)
+
+
+def test_zero_time_is_read_as_no_expiration() -> None:
+    assert parse_time("0001-01-01T00:00:00Z") is None
+    assert parse_time(None) is None
+    assert parse_time("2030-01-02T03:04:05Z").year == 2030
+
+
+def test_api_keys_are_listed_by_their_prefix(client, clock) -> None:
+    key = client.create_api_key(expiration=clock.now + timedelta(days=1))
+    prefix = api_key_prefix(key)
+    assert prefix in {k.prefix for k in client.list_api_keys()}
+    client.expire_api_key(prefix)
+    (expired,) = [k for k in client.list_api_keys() if k.prefix == prefix]
+    assert expired.expired(clock.now)
+    client.delete_api_key(prefix)
+    assert prefix not in {k.prefix for k in client.list_api_keys()}
+
+
+def test_reads_are_retried_on_transient_faults(fake, client) -> None:
+    fake.inject(path="/api/v1/user", method="GET", kind="status", status=503, times=1)
+    fake.inject(path="/api/v1/user", method="GET", kind="reset", times=1)
+    assert client.list_users() == []
+    assert len([r for r in fake.requests if r.path == "/api/v1/user"]) >= 1
+    assert client.calls.reads == 3
+
+
+@pytest.mark.parametrize("kind", ["status", "reset"])
+def test_minting_is_never_retried(fake, client, clock, kind) -> None:
+    fake.inject(path="/api/v1/apikey", method="POST", kind=kind, status=503, times=1)
+    with pytest.raises(TransientError) as caught:
+        client.create_api_key(expiration=clock.now + timedelta(days=1))
+    assert caught.value.call == "CreateApiKey"
+    assert client.calls.by_call["CreateApiKey"] == 1
+
+
+def test_retries_give_up_with_a_transient_error(fake, client) -> None:
+    fake.inject(path="/api/v1/node", method="GET", kind="status", status=502, times=10)
+    with pytest.raises(TransientError, match=r"ListNodes failed \(HTTP 502\)"):
+        client.list_nodes()
+    assert client.calls.by_call["ListNodes"] == 3
+
+
+def test_wrong_key_is_unauthorized_without_echoing_it(fake) -> None:
+    bad = "hskey-api-abcdefghijkl-" + "x" * 64
+    with pytest.raises(UnauthorizedError) as caught:
+        HeadscaleClient(fake.url, bad, version=fake.version).list_users()
+    assert bad not in str(caught.value)
+    assert "x" * 20 not in str(caught.value)
+
+
+def test_malformed_json_is_an_unknown_outcome(fake, client) -> None:
+    fake.inject(path="/api/v1/user", method="GET", kind="malformed", times=1)
+    with pytest.raises(TransientError, match="malformed JSON"):
+        client.list_users()
+
+
+def test_missing_objects_are_not_found(client) -> None:
+    with pytest.raises(NotFoundError):
+        client.get_node("999")
+
+
+def test_policy_check_exists_only_on_029(fake, client) -> None:
+    if client.version == "0.28":
+        with pytest.raises(UnsupportedError):
+            client.check_policy("{}")
+    else:
+        client.check_policy('{"acls": []}')
+        with pytest.raises(HeadscaleError):
+            client.check_policy("{not json")
+
+
+def test_error_text_never_carries_key_material() -> None:
+    text = "bad key hskey-auth-abcdefghijkl-" + "s" * 64 + " and " + "a" * 48
+    redacted = redact(text)
+    assert "s" * 10 not in redacted
+    assert "a" * 48 not in redacted
+
+
+def test_the_client_refuses_to_be_pickled(client) -> None:
+    import pickle
+
+    with pytest.raises(TypeError, match="must not be pickled"):
+        pickle.dumps(client)
+
+
+def test_session_errors_are_typed(fake) -> None:
+    unreachable = HeadscaleClient("http://127.0.0.1:9", "k", version="0.29", retries=0, timeout=0.5)
+    with pytest.raises(TransientError, match="no response"):
+        unreachable.list_users()
+    assert isinstance(requests.Session(), requests.Session)

@@ -1,0 +1,338 @@
+"""The dynamic providers' create/read/diff/update/delete paths against the fake server, both versions."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import dill
+import pytest
+from pulumi.dynamic import Config, ConfigureRequest
+from pulumi.dynamic.dynamic import serialize_provider
+
+from headscale_provider.client import HeadscaleError, TransientError
+from headscale_provider.resources import (
+    ApiKeyProvider,
+    NodeSettingsProvider,
+    PolicyProvider,
+    PreAuthKeyProvider,
+    ProviderError,
+    UserProvider,
+    duration,
+)
+
+KEY_PROPS = {
+    "user": None,
+    "reusable": True,
+    "ephemeral": False,
+    "aclTags": ["tag:router"],
+    "lifetime": "168h",
+    "rotateBefore": "24h",
+    "recreateIfInvalid": "reusableOnly",
+}
+POLICY = '{"acls": [{"action": "accept", "src": ["alice@"], "dst": ["alice@:*"]}]}'
+OTHER_POLICY = '{"acls": []}'
+
+
+def _live_keys(fake, clock) -> list:
+    return [k for k in fake.preauth_keys if not _expired(k, clock)]
+
+
+def _expired(key, clock) -> bool:
+    expiration = getattr(key, "expiration", None)
+    return expiration is None or expiration <= clock.now
+
+
+@pytest.fixture
+def providers(client, clock):
+    def make(kind):
+        return kind().use(client, clock=clock)
+
+    return make
+
+
+# ------------------------------------------------------------------------------------------------ users
+
+
+def test_user_lifecycle(providers, client, fake) -> None:
+    users = providers(UserProvider)
+    props = {"name": "alice", "displayName": "Alice", "email": "a@example.com", "forceDelete": False}
+    created = users.create(props)
+    assert created.outs["userId"] == created.id
+    assert users.read(created.id, created.outs).outs["email"] == "a@example.com"
+    assert users.diff(created.id, created.outs, {**props}).changes is False
+    renamed = {**props, "name": "alicia"}
+    diff = users.diff(created.id, created.outs, renamed)
+    assert (diff.changes, diff.replaces) == (True, [])
+    users.update(created.id, created.outs, renamed)
+    assert client.find_user("alicia") is not None
+    assert users.diff(created.id, created.outs, {**props, "email": "b@example.com"}).replaces == ["email"]
+    users.delete(created.id, renamed)
+    assert client.find_user("alicia") is None
+    assert users.read(created.id, renamed).id is None
+
+
+def test_user_with_nodes_is_not_deleted_without_force(providers, client, fake) -> None:
+    users = providers(UserProvider)
+    props = {"name": "bob", "displayName": "", "email": "", "forceDelete": False}
+    created = users.create(props)
+    fake.register_node("laptop", user="bob")
+    with pytest.raises(ProviderError, match=r"user 'bob' still has 1 node\(s\) \(laptop\)"):
+        users.delete(created.id, props)
+    assert client.find_user("bob") is not None
+    users.delete(created.id, {**props, "forceDelete": True})
+    assert client.find_user("bob") is None
+    assert client.list_nodes() == []
+
+
+def test_existing_user_is_not_adopted_silently(providers, client) -> None:
+    client.create_user("carol")
+    with pytest.raises(ProviderError, match="already exists"):
+        providers(UserProvider).create({"name": "carol", "displayName": "", "email": "", "forceDelete": False})
+
+
+# ------------------------------------------------------------------------------------------------ pre-auth keys
+
+
+def test_key_is_created_with_its_secret_and_expiration(providers, clock) -> None:
+    keys = providers(PreAuthKeyProvider)
+    created = keys.create(dict(KEY_PROPS))
+    assert created.outs["key"].startswith("hskey-auth-")
+    assert created.outs["keyId"] == created.id
+    assert created.outs["prefix"] in created.outs["key"]
+    assert created.outs["expiration"] == (clock.now + duration("168h", field="lifetime")).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert keys.diff(created.id, created.outs, dict(KEY_PROPS)).changes is False
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [("expire", "expired"), ("rotate", "rotation window"), ("vanish", "vanished")],
+)
+def test_invalid_reusable_keys_are_replaced(event: str, reason: str, providers, client, clock) -> None:
+    keys = providers(PreAuthKeyProvider)
+    created = keys.create(dict(KEY_PROPS))
+    if event == "expire":
+        clock.advance(hours=169)
+    elif event == "rotate":
+        clock.advance(hours=150)
+    else:
+        client.delete_preauth_key(created.id)
+    assert reason in (keys._invalid_reason(created.id, created.outs) or "")
+    diff = keys.diff(created.id, created.outs, dict(KEY_PROPS))
+    assert (diff.changes, diff.replaces, diff.delete_before_replace) == (True, ["expiration"], False)
+
+
+@pytest.mark.parametrize(("policy", "replaced"), [("always", True), ("reusableOnly", False), ("never", False)])
+def test_used_single_use_keys_follow_the_recreate_policy(policy: str, replaced: bool, providers, client, fake) -> None:
+    client.create_user("dave")
+    props = {**KEY_PROPS, "user": "dave", "reusable": False, "aclTags": [], "recreateIfInvalid": policy}
+    keys = providers(PreAuthKeyProvider)
+    created = keys.create(props)
+    fake.register_node("phone", preauth_key=created.outs["key"])
+    assert keys._invalid_reason(created.id, created.outs) == "used (single-use)"
+    assert bool(keys.diff(created.id, created.outs, props).replaces) is replaced
+
+
+def test_changed_inputs_replace_the_key(providers) -> None:
+    keys = providers(PreAuthKeyProvider)
+    created = keys.create(dict(KEY_PROPS))
+    diff = keys.diff(created.id, created.outs, {**KEY_PROPS, "aclTags": ["tag:other"]})
+    assert diff.replaces == ["aclTags"]
+    settings_only = keys.diff(created.id, created.outs, {**KEY_PROPS, "rotateBefore": "48h"})
+    assert (settings_only.changes, settings_only.replaces) == (True, [])
+
+
+def test_delete_expires_then_removes_the_key(providers, client, fake, clock) -> None:
+    keys = providers(PreAuthKeyProvider)
+    created = keys.create(dict(KEY_PROPS))
+    keys.delete(created.id, created.outs)
+    assert created.id not in {k.id for k in client.list_preauth_keys()}
+    keys.delete(created.id, created.outs)  # already gone: nothing to do, no error
+    expire_first = [r.path for r in fake.requests if r.method != "GET"][-2:]
+    assert expire_first[0].endswith("/expire") or "preauthkey" in expire_first[0]
+
+
+def test_check_reports_bad_settings(providers) -> None:
+    result = providers(PreAuthKeyProvider).check({}, {**KEY_PROPS, "lifetime": "a week", "aclTags": []})
+    fields = sorted(f.property for f in result.failures)
+    assert fields == ["aclTags", "lifetime"]
+
+
+@pytest.mark.parametrize("kind", ["reset", "status", "malformed"])
+def test_a_lost_create_response_leaves_no_second_live_key(kind: str, providers, fake, clock) -> None:
+    keys = providers(PreAuthKeyProvider)
+    fake.inject(path="/api/v1/preauthkey$", method="POST", kind=kind, status=503, after_apply=True)
+    with pytest.raises(TransientError) as caught:
+        keys.create(dict(KEY_PROPS))
+    assert "CreatePreAuthKey" in str(caught.value)
+    assert _live_keys(fake, clock) == [], "the key minted by the lost call was expired"
+    created = keys.create(dict(KEY_PROPS))
+    assert [k.id for k in _live_keys(fake, clock)] == [created.id]
+
+
+# ------------------------------------------------------------------------------------------------ API keys
+
+
+def test_api_key_lifecycle_and_rotation(providers, client, clock) -> None:
+    api_keys = providers(ApiKeyProvider)
+    props = {"lifetime": "90d", "rotateBefore": "14d"}
+    created = api_keys.create(dict(props))
+    assert created.outs["key"].startswith("hskey-api-")
+    assert created.outs["key"].split("-")[2] == created.outs["prefix"]
+    assert api_keys.diff(created.id, created.outs, dict(props)).changes is False
+    clock.advance(days=80)
+    assert api_keys.diff(created.id, created.outs, dict(props)).replaces == ["expiration"]
+    api_keys.delete(created.id, created.outs)
+    assert created.outs["prefix"] not in {k.prefix for k in client.list_api_keys()}
+
+
+def test_a_lost_api_key_response_expires_the_orphan(providers, fake, client, clock) -> None:
+    before = {k.prefix for k in client.list_api_keys()}
+    fake.inject(path="/api/v1/apikey$", method="POST", kind="reset", after_apply=True)
+    with pytest.raises(TransientError):
+        providers(ApiKeyProvider).create({"lifetime": "90d", "rotateBefore": "14d"})
+    assert {k.prefix for k in client.list_api_keys()} == before
+
+
+# ------------------------------------------------------------------------------------------------ nodes
+
+
+def test_node_settings_apply_detect_drift_and_delete(providers, client, fake) -> None:
+    client.create_user("erin")
+    fake.register_node("router-0", user="erin", available_routes=["10.0.0.0/24", "10.1.0.0/24"])
+    nodes = providers(NodeSettingsProvider)
+    props = {
+        "nodeName": "router-0",
+        "user": "erin",
+        "tags": None,
+        "approvedRoutes": ["10.0.0.0/24"],
+        "givenName": "edge-router",
+        "deleteOnDestroy": False,
+    }
+    created = nodes.create(dict(props))
+    live = client.get_node(created.id)
+    assert (live.approved_routes, live.given_name) == (("10.0.0.0/24",), "edge-router")
+    assert nodes.diff(created.id, created.outs, dict(props)).changes is False
+    client.set_approved_routes(created.id, [])  # someone changed it by hand
+    assert nodes.diff(created.id, created.outs, dict(props)).changes is True
+    nodes.update(created.id, created.outs, dict(props))
+    assert client.get_node(created.id).approved_routes == ("10.0.0.0/24",)
+    nodes.delete(created.id, props)
+    assert client.get_node(created.id).name == "router-0", "kept unless deleteOnDestroy"
+    nodes.delete(created.id, {**props, "deleteOnDestroy": True})
+    assert client.list_nodes() == []
+
+
+def test_node_selection_must_be_unambiguous(providers, fake) -> None:
+    with pytest.raises(ProviderError, match="expected exactly one node named 'ghost', found 0"):
+        providers(NodeSettingsProvider).create({"nodeName": "ghost", "user": None})
+
+
+def test_node_tags_are_set(providers, client, fake) -> None:
+    client.create_user("frank")
+    fake.register_node("server-1", user="frank")
+    nodes = providers(NodeSettingsProvider)
+    created = nodes.create({"nodeName": "server-1", "user": "frank", "tags": ["tag:server"], "deleteOnDestroy": False})
+    assert client.get_node(created.id).tags == ("tag:server",)
+
+
+# ------------------------------------------------------------------------------------------------ policy
+
+
+def _policy_props(mode: str = "apply", **extra) -> dict:
+    return {"policy": POLICY, "mode": mode, "overwriteExisting": False, "resetOnDestroy": False, **extra}
+
+
+def test_apply_writes_and_a_no_op_diff_reads_once(providers, client, fake) -> None:
+    policies = providers(PolicyProvider)
+    created = policies.create(_policy_props())
+    assert client.get_policy().text == POLICY
+    assert created.outs["appliedSha256"] == hashlib.sha256(POLICY.encode()).hexdigest()
+    fake.reset_requests()
+    assert policies.diff("policy", created.outs, _policy_props()).changes is False
+    assert [(r.method, r.path) for r in fake.requests] == [("GET", "/api/v1/policy")]
+
+
+def test_dry_run_writes_nothing_and_shows_the_diff(providers, client, fake) -> None:
+    client.set_policy(OTHER_POLICY)
+    fake.reset_requests()
+    created = providers(PolicyProvider).create(_policy_props("dryRun"))
+    assert all(r.method == "GET" for r in fake.requests)
+    assert client.get_policy().text == OTHER_POLICY
+    assert "-" + OTHER_POLICY in created.outs["liveDiff"]
+    assert "+" + POLICY in created.outs["liveDiff"]
+
+
+def test_a_policy_edited_elsewhere_is_not_overwritten(providers, client) -> None:
+    policies = providers(PolicyProvider)
+    created = policies.create(_policy_props())
+    client.set_policy(OTHER_POLICY)  # e.g. an edit in Headplane
+    assert policies.diff("policy", created.outs, _policy_props()).changes is True
+    with pytest.raises(ProviderError, match="differs from the one this stack last applied"):
+        policies.update("policy", created.outs, _policy_props())
+    assert client.get_policy().text == OTHER_POLICY
+    policies.update("policy", created.outs, _policy_props(overwriteExisting=True))
+    assert client.get_policy().text == POLICY
+
+
+def test_an_existing_foreign_policy_blocks_the_first_apply(providers, client) -> None:
+    client.set_policy(OTHER_POLICY)
+    with pytest.raises(ProviderError, match="overwriteExisting"):
+        providers(PolicyProvider).create(_policy_props())
+    assert client.get_policy().text == OTHER_POLICY
+
+
+def test_a_lost_set_response_is_not_mistaken_for_a_foreign_edit(providers, client, fake) -> None:
+    policies = providers(PolicyProvider)
+    created = policies.create(_policy_props())
+    newer = POLICY.replace("alice@:*", "alice@:22")
+    fake.inject(path="/api/v1/policy$", method="PUT", kind="reset", after_apply=True)
+    with pytest.raises(HeadscaleError):
+        policies.update("policy", created.outs, _policy_props(policy=newer))
+    # The write happened; the next run finds it live and treats it as applied.
+    updated = policies.update("policy", created.outs, _policy_props(policy=newer))
+    assert updated.outs["appliedSha256"] == hashlib.sha256(newer.encode()).hexdigest()
+
+
+def test_an_invalid_policy_is_refused_before_anything_changes(providers, client) -> None:
+    policies = providers(PolicyProvider)
+    created = policies.create(_policy_props())
+    with pytest.raises(HeadscaleError):
+        policies.update("policy", created.outs, _policy_props(policy="{not json"))
+    assert client.get_policy().text == POLICY
+
+
+def test_destroy_leaves_the_policy_unless_asked(providers, client) -> None:
+    policies = providers(PolicyProvider)
+    created = policies.create(_policy_props())
+    policies.delete("policy", created.outs)
+    assert client.get_policy().text == POLICY
+    policies.delete("policy", {**created.outs, "resetOnDestroy": True})
+    assert client.get_policy().text == "{}"
+
+
+def test_file_mode_servers_refuse_with_their_message(clock) -> None:
+    from offline.fake_headscale import FakeHeadscale
+
+    from headscale_provider.client import HeadscaleClient
+
+    with FakeHeadscale(version="0.29.2", policy_mode="file", now=clock) as server:
+        client = HeadscaleClient(server.url, server.admin_key, retries=0)
+        with pytest.raises(HeadscaleError, match="update is disabled for modes other than 'database'"):
+            PolicyProvider().use(client, clock=clock).create(_policy_props())
+
+
+# ------------------------------------------------------------------------------------------------ serialization
+
+
+def test_configured_providers_pickle_without_their_key(fake) -> None:
+    provider = PreAuthKeyProvider(api_url=fake.url, version=fake.version)
+    provider.configure(ConfigureRequest(Config({"headscale-ha:bootstrapApiKey": fake.admin_key}, "headscale-ha")))
+    assert provider.client is not None
+    blob = serialize_provider(provider)
+    raw = base64.b64decode(blob)
+    assert fake.admin_key.encode() not in raw
+    restored = dill.loads(raw)
+    assert (restored.api_url, restored.version, restored._client) == (fake.url, fake.version, None)
+    with pytest.raises(ProviderError, match="bootstrapApiKey"):
+        _ = restored.client
