@@ -151,8 +151,7 @@ class PreAuthKeyInfo:
     @property
     def prefix(self) -> str:
         """The public part of an `hskey-auth-<prefix>-<secret>` key (also readable from a masked listing)."""
-        parts = self.key.split("-")
-        return parts[2] if len(parts) >= 4 and self.key.startswith("hskey-auth-") else ""
+        return _key_prefix(self.key, "hskey-auth-")
 
     def expired(self, now: datetime) -> bool:
         return self.expiration is None or self.expiration <= now
@@ -170,7 +169,7 @@ class ApiKeyInfo:
     def from_api(cls, data: Mapping[str, Any]) -> ApiKeyInfo:
         return cls(
             id=str(data.get("id", "")),
-            prefix=data.get("prefix", ""),
+            prefix=_bare_prefix(data.get("prefix", "")),
             expiration=parse_time(data.get("expiration")),
             created_at=parse_time(data.get("createdAt")),
             last_seen=parse_time(data.get("lastSeen")),
@@ -180,11 +179,22 @@ class ApiKeyInfo:
         return self.expiration is None or self.expiration <= now
 
 
+#: 0.28+ key prefixes are 12 URL-safe characters, which may themselves contain '-' or '_'.
+KEY_PREFIX_LENGTH = 12
+
+
+def _key_prefix(key: str, marker: str) -> str:
+    return key[len(marker) : len(marker) + KEY_PREFIX_LENGTH] if key.startswith(marker) else ""
+
+
+def _bare_prefix(listed: str) -> str:
+    """0.28+ lists `hskey-api-<prefix>-***`; older servers the bare prefix. Expire/delete take the bare one."""
+    return _key_prefix(listed, "hskey-api-") or listed
+
+
 def api_key_prefix(key: str) -> str:
     """The prefix Headscale lists for a full API key: `hskey-api-<prefix>-<secret>` (0.28+) or `<prefix>.<secret>`."""
-    if key.startswith("hskey-api-"):
-        return key[len("hskey-api-") :].split("-", 1)[0]
-    return key.split(".", 1)[0]
+    return _key_prefix(key, "hskey-api-") or key.split(".", 1)[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -446,7 +456,13 @@ class HeadscaleClient:
     # ------------------------------------------------------------------------------------------ policy
 
     def get_policy(self) -> LivePolicy:
-        data = self._request("GetPolicy", "GET", "/api/v1/policy", idempotent=True)
+        """The live policy; a database that never stored one answers "acl policy not found": that is empty."""
+        try:
+            data = self._request("GetPolicy", "GET", "/api/v1/policy", idempotent=True)
+        except NotFoundError as exc:
+            if "acl policy not found" in exc.server_message:
+                return LivePolicy(text="", updated_at=None)
+            raise
         return LivePolicy(text=data.get("policy", "") or "", updated_at=parse_time(data.get("updatedAt")))
 
     def check_policy(self, text: str) -> None:

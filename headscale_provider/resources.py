@@ -522,7 +522,8 @@ class PolicyProvider(_HeadscaleProvider):
         return self.client.get_policy().text
 
     def _write(self, desired: str, live: str, last_applied: str | None, overwrite: bool) -> None:
-        if sha256(live) != sha256(desired) and live.strip() and sha256(live) != last_applied and not overwrite:
+        unset = live.strip() in ("", "{}")  # nothing stored yet, or Headscale's allow-all default
+        if sha256(live) != sha256(desired) and not unset and sha256(live) != last_applied and not overwrite:
             raise ProviderError(
                 "the live policy differs from the one this stack last applied (edited elsewhere, e.g. in Headplane, "
                 f"live sha256 {sha256(live)[:12]}); merge the change into policy/base.hujson or set "
