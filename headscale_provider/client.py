@@ -52,7 +52,14 @@ class NotFoundError(HeadscaleError):
 
 
 class TransientError(HeadscaleError):
-    """The server or the network failed in a way a later call may not; the outcome of a write is unknown."""
+    """The server or the network failed in a way a later call may not; the outcome of a write is unknown.
+
+    `timed_out`: no answer within the timeout, so the server may still apply the request after this error.
+    """
+
+    def __init__(self, call: str, message: str, *, status: int | None = None, timed_out: bool = False) -> None:
+        super().__init__(call, message, status=status)
+        self.timed_out = timed_out
 
 
 class UnsupportedError(HeadscaleError):
@@ -306,7 +313,10 @@ class HeadscaleClient:
                     timeout=self.timeout,
                 )
             except requests.RequestException as exc:
-                last = TransientError(call, f"no response from {self.base_url}: {type(exc).__name__}")
+                timed_out = isinstance(exc, requests.Timeout)
+                last = TransientError(
+                    call, f"no response from {self.base_url}: {type(exc).__name__}", timed_out=timed_out
+                )
                 continue
             if response.status_code in _TRANSIENT_STATUS:
                 last = TransientError(call, _message(response), status=response.status_code)

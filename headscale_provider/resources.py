@@ -14,6 +14,7 @@ import contextlib
 import difflib
 import hashlib
 import re
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -60,6 +61,15 @@ def duration(text: str, *, field: str) -> timedelta:
     if not parts or "".join(n + u for n, u in parts) != text:
         raise ProviderError(f"{field}: expected a duration such as 168h, 90d or 1h30m, got {text!r}")
     return timedelta(seconds=sum(int(n) * _DURATION_UNITS[u] for n, u in parts))
+
+
+def settle(check: Callable[[], None], error: TransientError, *, seconds: float, rounds: int = 3) -> None:
+    """Run `check` now and, after a timeout (the server may still apply the request late), again over `seconds`."""
+    rounds = rounds if error.timed_out else 1
+    for index in range(rounds):
+        check()
+        if index < rounds - 1:
+            time.sleep(seconds / (rounds - 1))
 
 
 def sha256(text: str) -> str:
@@ -219,9 +229,9 @@ class PreAuthKeyProvider(_HeadscaleProvider):
                 expiration=expiration,
                 acl_tags=list(props.get("aclTags") or []),
             )
-        except TransientError:
+        except TransientError as error:
             # The key may exist without our having seen it: expire what matches, so no unknown live key remains.
-            self._expire_orphans(props, expiration)
+            settle(lambda: self._expire_orphans(props, expiration), error, seconds=self.client.timeout)
             raise
         return CreateResult(key.id, self._outputs(props, key))
 
@@ -349,11 +359,15 @@ class ApiKeyProvider(_HeadscaleProvider):
         before = {k.prefix for k in self.client.list_api_keys()}
         try:
             key = self.client.create_api_key(expiration=expiration)
-        except TransientError:
-            for live in self.client.list_api_keys():
-                if live.prefix not in before:  # minted by the lost call: expire it, nobody holds it
-                    self.client.expire_api_key(live.prefix)
-                    self.client.delete_api_key(live.prefix)
+        except TransientError as error:
+
+            def expire_orphans() -> None:
+                for live in self.client.list_api_keys():
+                    if live.prefix not in before:  # minted by the lost call: expire it, nobody holds it
+                        self.client.expire_api_key(live.prefix)
+                        self.client.delete_api_key(live.prefix)
+
+            settle(expire_orphans, error, seconds=self.client.timeout)
             raise
         prefix = api_key_prefix(key)
         live = next((k for k in self.client.list_api_keys() if k.prefix == prefix), None)

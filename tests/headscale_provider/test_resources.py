@@ -339,3 +339,38 @@ def test_configured_providers_pickle_without_their_key(fake) -> None:
     assert (restored.api_url, restored.version, restored._client) == (fake.url, fake.version, None)
     with pytest.raises(ProviderError, match="bootstrapApiKey"):
         _ = restored.client
+
+
+def test_a_create_that_times_out_but_lands_late_leaves_no_live_key(fake, clock) -> None:
+    from headscale_provider.client import HeadscaleClient
+
+    slow = HeadscaleClient(fake.url, fake.admin_key, timeout=0.4, retries=0)
+    keys = PreAuthKeyProvider().use(slow, clock=clock)
+    fake.inject(path="/api/v1/preauthkey", method="POST", kind="latency", delay=0.6)
+    with pytest.raises(TransientError):
+        keys.create(dict(KEY_PROPS))
+    assert _live_keys(fake, clock) == [], "the key the server minted after the timeout was expired too"
+
+
+def test_every_resource_reads_its_live_state(providers, client, fake) -> None:
+    user = providers(UserProvider).create({"name": "gina", "displayName": "G", "email": "", "forceDelete": False})
+    key_provider = providers(PreAuthKeyProvider)
+    key = key_provider.create(dict(KEY_PROPS))
+    api_provider = providers(ApiKeyProvider)
+    api = api_provider.create({"lifetime": "90d", "rotateBefore": "14d"})
+    fake.register_node("box", user="gina")
+    node_provider = providers(NodeSettingsProvider)
+    node = node_provider.create({"nodeName": "box", "user": "gina", "givenName": "box-1", "deleteOnDestroy": False})
+    policy_provider = providers(PolicyProvider)
+    policy = policy_provider.create(_policy_props("dryRun"))
+    assert providers(UserProvider).read(user.id, user.outs).outs["displayName"] == "G"
+    assert key_provider.read(key.id, key.outs).outs["expiration"] == key.outs["expiration"]
+    assert api_provider.read(api.id, api.outs).id == api.id
+    assert node_provider.read(node.id, node.outs).outs["liveName"] == "box-1"
+    assert policy_provider.read("policy", policy.outs).outs["liveSha256"] == hashlib.sha256(b"").hexdigest()
+    client.delete_preauth_key(key.id)
+    api_provider.delete(api.id, api.outs)
+    client.delete_node(node.id)
+    assert key_provider.read(key.id, key.outs).id is None
+    assert api_provider.read(api.id, api.outs).id is None
+    assert node_provider.read(node.id, node.outs).id is None
