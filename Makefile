@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 STACK ?=
+ASSUME_SECRETS ?=
 
 .PHONY: plan test lint bench clean
 
@@ -21,7 +22,7 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
 	touch $(RUNTIME_STAMP) $@
 
 plan: $(RUNTIME_STAMP)
-	$(PY) -m offline.plan $(if $(STACK),--stack $(STACK))
+	$(PY) -m offline.plan $(if $(STACK),--stack $(STACK)) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .

@@ -10,7 +10,7 @@ import argparse
 import hashlib
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from components.config import PROJECT, ConfigError
@@ -41,9 +41,11 @@ PLACEHOLDERS: dict[str, Callable[[], str]] = {
 }
 
 
-def plan_stack(stack: str, *, project_dir: Path = PROJECT_DIR, program: Path | None = None) -> ProgramRun:
+def plan_stack(
+    stack: str, *, project_dir: Path = PROJECT_DIR, program: Path | None = None, assume_secrets: Sequence[str] = ()
+) -> ProgramRun:
     """Run the program for ``stack`` with the config in ``project_dir``'s stack files."""
-    settings = read_stack_settings(project_dir, stack, placeholders=PLACEHOLDERS)
+    settings = read_stack_settings(project_dir, stack, placeholders=PLACEHOLDERS, assume_secrets=assume_secrets)
     return run_program(
         project=settings.project,
         stack=stack,
@@ -73,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", action="append", help="stack to plan (repeatable); default: every stack file")
     parser.add_argument("--out", type=Path, default=None, help="directory for rendered/<stack>/ (default: ./rendered)")
     parser.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help="where Pulumi.yaml and stack files are")
+    parser.add_argument(
+        "--assume-secret",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="plan as if secret KEY were set (e.g. bootstrapApiKey); repeatable",
+    )
     args = parser.parse_args(argv)
     out_root = args.out or args.project_dir / "rendered"
     stacks = args.stack or list_stacks(args.project_dir)
@@ -82,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for stack in stacks:
         try:
-            run = plan_stack(stack, project_dir=args.project_dir)
+            run = plan_stack(stack, project_dir=args.project_dir, assume_secrets=args.assume_secret)
         except StackFileError as exc:
             print(f"error: stack {stack}: {exc}", file=sys.stderr)
             status = max(status, 2)

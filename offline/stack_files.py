@@ -9,7 +9,7 @@ their keys are reported as secret, so the program treats them exactly as it woul
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,12 +92,14 @@ def read_stack_settings(
     stack: str,
     *,
     placeholders: Mapping[str, Callable[[], str]] | None = None,
+    assume_secrets: Sequence[str] = (),
 ) -> StackSettings:
     """Merge ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml`` of ``project_dir`` like the CLI does.
 
     ``placeholders`` maps a fully qualified key to a function giving a well-formed stand-in for a
     ``secure:`` value of that key (for example a parseable kubeconfig); other secure values become
-    ``[offline placeholder for secret <key>]``.
+    ``[offline placeholder for secret <key>]``. ``assume_secrets`` names keys to treat as set with ``--secret``
+    although the stack file lacks them (to plan what a stack would do once, say, an API key is configured).
     """
     project_file = project_dir / "Pulumi.yaml"
     if not project_file.is_file():
@@ -122,6 +124,8 @@ def read_stack_settings(
         if ":" not in str(key):
             raise StackFileError(f"{stack_file.name}: config key {key!r} needs a namespace, e.g. {project}:{key}")
         merged[str(key)] = value
+    for key in assume_secrets:
+        merged.setdefault(_qualify(key, project), {"secure": "assumed"})
 
     def placeholder(key: str) -> str:
         make = (placeholders or {}).get(key)

@@ -151,3 +151,18 @@ def test_optional_features_render_manifests_that_validate(route: str, shared_dir
     assert result.returncode == 0, result.stdout + result.stderr
     rendered = "".join(f.read_text() for f in files) + (project / "out" / "outputs.json").read_text()
     assert "offline placeholder" not in rendered
+
+
+@pytest.mark.parametrize(("stack", "expected"), [("hydra", 6), ("cosmos", 1)])
+def test_plan_with_an_assumed_api_key_shows_the_provider_resources(
+    stack: str, expected: int, shared_dir: Path, tmp_path: Path
+) -> None:
+    run = plan_stack(stack, assume_secrets=["bootstrapApiKey"])
+    dynamic = [r for r in run.resources if r.type.startswith("pulumi-python:dynamic/headscale:")]
+    assert len(dynamic) == expected
+    assert "nextSteps" not in run.outputs
+    assert "nextSteps" in plan_stack(stack).outputs
+    files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
+    result = _validate(shared_dir, files)
+    assert result.returncode == 0, result.stdout
+    assert "offline placeholder" not in "".join(f.read_text() for f in files)
