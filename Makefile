@@ -25,7 +25,7 @@ plan: $(RUNTIME_STAMP)
 	$(PY) -m offline.plan $(if $(STACK),--stack $(STACK)) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
 
 lint: $(DEV_STAMP)
-	$(PY) -m ruff check .
+	$(PY) -m ruff check --no-cache .
 
 test: lint
 	$(PY) -m pytest

@@ -17,8 +17,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from offline.fake_headscale import FakeHeadscale
-
 from headscale_provider.client import HeadscaleClient
 from headscale_provider.resources import (
     LIST_CACHE_SECONDS,
@@ -28,6 +26,7 @@ from headscale_provider.resources import (
     PreAuthKeyProvider,
     UserProvider,
 )
+from offline.fake_headscale import FakeHeadscale
 
 POLICY = '{"acls": [{"action": "accept", "src": ["user0@"], "dst": ["user0@:*"]}]}'
 SHAPE = {"users": 5, "preauth_keys": 15, "api_keys": 5, "nodes": 24, "policy": 1}

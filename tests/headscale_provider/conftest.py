@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from offline.fake_headscale import FakeHeadscale
 
 from headscale_provider.client import HeadscaleClient
+from offline.fake_headscale import FakeHeadscale
 
 VERSIONS = ("0.28.0", "0.29.2")
 
