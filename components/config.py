@@ -189,6 +189,15 @@ class Tailnet(_Model):
             problems += [f"two sites share the {what} {v}" for v in sorted({v for v in seen if seen.count(v) > 1})]
         zones = [self.zone_of(site) for site in self.sites]
         problems += [f"two sites share the DNS zone {z}" for z in sorted({z for z in zones if zones.count(z) > 1})]
+        tailnet_ranges = [ipaddress.ip_network(self.prefixes.v4), ipaddress.ip_network(self.prefixes.v6)]
+        for site in self.sites:
+            for network in [*site.routes, site.lb_pool]:
+                net = ipaddress.ip_network(network)
+                if any(net.version == r.version and net.overlaps(r) for r in tailnet_ranges):
+                    problems.append(
+                        f"site {site.name}: {network} overlaps the tailnet's own addresses; a gateway there would "
+                        "be a per-node tailnet IP, not a stable one"
+                    )
         networks = [(site.name, ipaddress.ip_network(n)) for site in self.sites for n in [*site.routes, site.lb_pool]]
         for i, (name_a, net_a) in enumerate(networks):
             for name_b, net_b in networks[i + 1 :]:
@@ -415,12 +424,24 @@ class Proxy(_Model):
 
 class GatewayServices(_Model):
     replicas: int = Field(default=1, ge=1, le=10, description="CoreDNS/socat pods; at most `cluster.nodes`.")
+    dns_hosts: dict[str, IPAddress] = Field(
+        default_factory=dict,
+        description="Extra names in the site's zone (`name` → IP); `api` and `gateway` are added for the gateway IP.",
+    )
     coredns_image: Image = Field(default="registry.k8s.io/coredns/coredns:v1.12.0", description="CoreDNS image.")
     socat_image: Image = Field(default="docker.io/alpine/socat:1.8.0.1", description="socat image.")
-    proxies: list[Proxy] = Field(default_factory=list, description="TCP proxies behind the gateway IP.")
+    proxies: list[Proxy] | None = Field(
+        default=None,
+        description="TCP proxies behind the gateway IP; default: kube-api :6443 and talos :50000 to "
+        "`cluster.apiServer`, clustermesh :2379 to the ClusterMesh API server.",
+    )
 
 
 class Gateway(_Model):
+    namespace: DnsLabel = Field(default="tailnet-gateway", description="Namespace of the routers and gateway services.")
+    pool_label: str = Field(
+        default="tailnet", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", description="Value of `io.cilium/lb-pool`."
+    )
     routers: Routers = Field(default_factory=Routers, description="Subnet routers.")
     services: GatewayServices = Field(default_factory=GatewayServices, description="CoreDNS and TCP proxies.")
 
@@ -666,6 +687,19 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                         replicas,
                     )
                 )
+    if (
+        have("cluster", "gateway")
+        and sections["gateway"].services.proxies is None
+        and sections["cluster"].api_server is None
+    ):
+        problems.append(
+            _problem(
+                "cluster.apiServer",
+                "is required for the default gateway proxies (kube-api, talos); "
+                "set it or list gateway.services.proxies",
+                _GONE,
+            )
+        )
     if have("cluster", "database"):
         instances = sections["database"].postgres.instances
         if instances > sections["cluster"].nodes:

@@ -9,14 +9,17 @@ import pulumi_kubernetes as k8s
 
 from components import headplane as headplane_module
 from components import headscale as headscale_module
-from components.config import PROJECT, ConfigError, DatabaseStage, StackConfig
+from components.config import PROJECT, ConfigError, DatabaseStage, RouterMode, StackConfig
 from components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
+from components.gateway import GatewayArgs, GatewayServices, SubnetRouters, advertised_routes, proxies
+from components.gateway import endpoints as gateway_endpoints
+from components.gateway_config import rewrite_kubeconfig
 from components.headplane import Headplane, HeadplaneArgs
 from components.headscale import HeadscaleServer, HeadscaleServerArgs
 from components.inventory import must_back_up
 from components.network_policy import NetworkPolicies, ProtectedApp
 from components.pod import labels
-from components.tailnet_objects import TailnetObjects, TailnetObjectsArgs, next_steps
+from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjects, TailnetObjectsArgs, next_steps
 from components.tailnet_policy import CONFIG_MAP, TailnetPolicy, TailnetPolicyArgs
 
 
@@ -25,6 +28,17 @@ def namespace_labels() -> dict[str, str]:
     return {
         **labels("headscale-ha", "namespace"),
         "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+        "pod-security.kubernetes.io/warn": "restricted",
+    }
+
+
+def gateway_namespace_labels(config: StackConfig) -> dict[str, str]:
+    """Userspace routers and the gateway services run restricted; kernel-mode routers need NET_ADMIN as root."""
+    level = "privileged" if config.gateway.routers.mode is RouterMode.KERNEL else "restricted"
+    return {
+        **labels("tailnet-gateway", "namespace"),
+        "pod-security.kubernetes.io/enforce": level,
         "pod-security.kubernetes.io/audit": "restricted",
         "pod-security.kubernetes.io/warn": "restricted",
     }
@@ -88,10 +102,35 @@ class TailnetSite(pulumi.ComponentResource):
                 also_from_apps=(headplane_module.APP,) if config.headplane.enabled else (),
             )
         ]
+        gateway_namespace = k8s.core.v1.Namespace(
+            f"{name}-gateway-namespace",
+            metadata={"name": config.gateway.namespace, "labels": gateway_namespace_labels(config)},
+            opts=child,
+        )
+        in_gateway = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[gateway_namespace]))
+        gateway_args = GatewayArgs(config=config, namespace=config.gateway.namespace)
+        SubnetRouters(f"{name}-routers", gateway_args, opts=in_gateway)
+        GatewayServices(f"{name}-gateway", gateway_args, opts=in_gateway)
         self.objects = None
         if config.bootstrap_api_key is not None:
             self.objects = TailnetObjects(
-                f"{name}-tailnet", TailnetObjectsArgs(config=config, namespace=config.namespace), opts=in_namespace
+                f"{name}-tailnet",
+                TailnetObjectsArgs(
+                    config=config, namespace=config.namespace, gateway_namespace=config.gateway.namespace
+                ),
+                opts=pulumi.ResourceOptions.merge(in_namespace, in_gateway),
+            )
+        elif config.router_auth_key is not None:
+            k8s.core.v1.Secret(
+                f"{name}-router-key",
+                metadata={
+                    "name": ROUTER_KEY_SECRET,
+                    "namespace": config.gateway.namespace,
+                    "labels": labels("subnet-router", "auth"),
+                },
+                type="Opaque",
+                string_data={"authkey": pulumi.Output.secret(config.router_auth_key.get_secret_value())},
+                opts=in_gateway,
             )
         if config.headplane.enabled:
             self.headplane = Headplane(
@@ -134,6 +173,13 @@ class TailnetSite(pulumi.ComponentResource):
             "headscaleVersion": config.headscale.version,
             "databaseStage": config.database.stage.value,
             "mustBackUp": must_back_up(config),
+            "gateway": {
+                "ip": config.site.gateway_ip,
+                "dnsZone": config.dns_zone,
+                "endpoints": gateway_endpoints(config),
+                "routes": advertised_routes(config),
+                "namespace": config.gateway.namespace,
+            },
             **({} if config.bootstrap_api_key is not None else {"nextSteps": next_steps(config)}),
             "policy": {
                 "mode": config.policy.mode.value,
@@ -141,4 +187,11 @@ class TailnetSite(pulumi.ComponentResource):
                 "configMap": f"{config.namespace}/{CONFIG_MAP}",
             },
         }
+        if config.kubeconfig is not None:
+            api_port = next((proxy.port for proxy in proxies(config) if proxy.name == "kube-api"), 6443)
+            self.outputs["kubeconfig"] = pulumi.Output.secret(
+                rewrite_kubeconfig(
+                    config.kubeconfig.get_secret_value(), gateway_ip=config.site.gateway_ip, port=api_port
+                )
+            )
         self.register_outputs(self.outputs)

@@ -51,6 +51,7 @@ def next_steps(config: StackConfig) -> list[str]:
 class TailnetObjectsArgs:
     config: StackConfig
     namespace: str
+    gateway_namespace: str  # where the routers read their key
 
 
 class TailnetObjects(pulumi.ComponentResource):
@@ -108,4 +109,4 @@ class TailnetObjects(pulumi.ComponentResource):
                     opts=child,
                 )
                 self.headplane_api_key = pulumi.Output.secret(key.key)
-        self.register_outputs({"routerKeySecret": f"{args.namespace}/{ROUTER_KEY_SECRET}"})
+        self.register_outputs({"routerKeySecret": f"{args.gateway_namespace}/{ROUTER_KEY_SECRET}"})

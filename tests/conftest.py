@@ -55,7 +55,10 @@ def project_copy(tmp_path: Path) -> Callable[..., Path]:
 
 
 #: A stack "lab" that runs the hydra site as the active one; tests append the keys they vary.
-LAB_STACK = "config:\n  headscale-ha:role: active\n  headscale-ha:cluster: {name: hydra, nodes: 3}\n"
+LAB_STACK = (
+    "config:\n  headscale-ha:role: active\n"
+    "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
+)
 
 
 @pytest.fixture

@@ -81,7 +81,9 @@ def test_plan_replaces_stale_files(tmp_path: Path) -> None:
 
 
 def test_a_new_stack_file_needs_no_code_change(project_copy) -> None:
-    project = project_copy(lab="config:\n  headscale-ha:role: standby\n  headscale-ha:cluster: {nodes: 5}\n")
+    project = project_copy(
+        lab="config:\n  headscale-ha:role: standby\n  headscale-ha:cluster: {nodes: 5, apiServer: {host: 10.30.0.10}}\n"
+    )
     _add_site(project, LAB_SITE)
     result = _plan_subprocess(project)
     assert result.returncode == 0, result.stderr
@@ -121,7 +123,7 @@ def test_unreadable_stack_file_exits_2(project_copy) -> None:
 KITCHEN_SINK = """\
 config:
   headscale-ha:role: active
-  headscale-ha:cluster: {name: hydra, nodes: 3, storageClass: ceph-block}
+  headscale-ha:cluster: {name: hydra, nodes: 3, storageClass: ceph-block, apiServer: {host: 10.10.0.10}}
   headscale-ha:endpoint: {route: ingress, ingressClass: nginx, tlsIssuer: internal-ca, tlsIssuerKind: Issuer}
   headscale-ha:networkPolicy: {ingressNamespaces: [ingress-nginx], ingressCidrs: [10.0.0.0/8]}
   headscale-ha:oidcClientSecret:

@@ -53,6 +53,19 @@ def pod_spec(subject: Subject) -> Mapping[str, Any] | None:
     return None
 
 
+#: Pod-template annotation that declares why a pod runs as root; only kernel-mode subnet routers may.
+ROOT_ANNOTATION = "headscale-ha/runs-as-root"
+ROOT_REASONS = {"kernel-networking": {"NET_ADMIN"}}
+
+
+def pod_annotations(subject: Subject) -> Mapping[str, Any]:
+    spec = subject.props.get("spec") or {}
+    template = (spec.get("jobTemplate") or {}).get("spec", {}).get("template") if subject.kind == "CronJob" else None
+    template = template or spec.get("template") or {}
+    metadata = subject.props.get("metadata") if subject.kind == "Pod" else template.get("metadata")
+    return (metadata or {}).get("annotations") or {}
+
+
 def containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     yield from pod.get("initContainers") or []
     yield from pod.get("containers") or []
@@ -146,6 +159,7 @@ def containers_limited_and_non_root(subject: Subject) -> list[str]:
     if pod is None:
         return []
     pod_security = pod.get("securityContext") or {}
+    allowed_caps = ROOT_REASONS.get(str(pod_annotations(subject).get(ROOT_ANNOTATION, "")))
     problems = []
     for container in containers(pod):
         name = container.get("name")
@@ -154,8 +168,15 @@ def containers_limited_and_non_root(subject: Subject) -> list[str]:
         if missing:
             problems.append(f"container {name!r}: no {' or '.join(missing)} limit")
         security = {**pod_security, **(container.get("securityContext") or {})}
-        if security.get("runAsNonRoot") is not True or security.get("runAsUser") == 0:
-            problems.append(f"container {name!r}: must run as non-root (runAsNonRoot true, runAsUser not 0)")
+        if security.get("runAsNonRoot") is True and security.get("runAsUser") != 0:
+            continue
+        added = set((security.get("capabilities") or {}).get("add") or [])
+        if allowed_caps is None or not added <= allowed_caps or security.get("privileged"):
+            problems.append(
+                f"container {name!r}: must run as non-root (runAsNonRoot true, runAsUser not 0); root is only "
+                f"allowed with the pod annotation {ROOT_ANNOTATION}: kernel-networking and no capability beyond "
+                "NET_ADMIN"
+            )
     return problems
 
 

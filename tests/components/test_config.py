@@ -357,3 +357,11 @@ def test_clients_always_have_a_derp_relay() -> None:
     assert only_problem(headscale=headscale).startswith(f"{PROJECT}:headscale.derp: urls is empty and embedded is off")
     headscale["derp"]["embedded"] = True
     assert parse(headscale=headscale).headscale.derp.embedded is True
+
+
+def test_a_site_inside_the_tailnet_ranges_is_refused() -> None:
+    tailnet = section("hydra", "tailnet")
+    tailnet["sites"][0]["lbPool"] = "100.64.10.0/28"
+    tailnet["sites"][0]["gatewayIp"] = "100.64.10.1"
+    message = only_problem(tailnet=tailnet)
+    assert "site hydra: 100.64.10.0/28 overlaps the tailnet's own addresses" in message

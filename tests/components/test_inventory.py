@@ -16,6 +16,7 @@ def test_every_stateful_object_is_listed_with_its_backup() -> None:
         "headscale/headplane-data",
         "nfs://nfs.internal.example.com/export/headscale-backup/headplane",
         "headscale/headplane-secrets",
+        "tailnet-gateway/subnet-router-[0-1]",
     }
     assert rows["headscale/headscale-identity"]["backupRequired"] is True
     assert "Pulumi state" in rows["headscale/headscale-identity"]["how"]

@@ -29,7 +29,7 @@ def test_every_resource_hangs_under_the_site_component(run_stack) -> None:
 
 
 def test_namespace_enforces_restricted_pod_security(run_stack) -> None:
-    (namespace,) = run_stack("cosmos").of_type(NAMESPACE_TYPE)
+    (namespace,) = [r for r in run_stack("cosmos").of_type(NAMESPACE_TYPE) if r.name == "cosmos-namespace"]
     metadata = namespace.inputs["metadata"]
     assert metadata["name"] == "headscale"
     for mode in ("enforce", "audit", "warn"):
@@ -63,7 +63,9 @@ def test_kubeconfig_secret_gets_an_explicit_provider_and_stays_secret(run_stack,
     run = run_stack("lab", project_dir=project)
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] is SECRET
-    (namespace,) = run.of_type(NAMESPACE_TYPE)
+    namespaces = run.of_type(NAMESPACE_TYPE)
+    assert len(namespaces) == 2
+    namespace = namespaces[0]
     assert namespace.provider is not None
     assert namespace.provider.startswith(provider.urn)
     assert "offline-placeholder" not in outputs_json(run) + resource_tree(run)

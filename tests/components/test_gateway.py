@@ -1,0 +1,147 @@
+"""The split gateway: HA subnet routers and gateway services behind one stable IP."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from components.config import ConfigError
+from components.gateway_config import tailnet_addresses
+from offline.harness import SECRET, ProgramRun
+from offline.render import manifests, outputs_json
+from policy.pack.rules import Subject, violations
+
+
+def _obj(run: ProgramRun, kind: str, name: str) -> dict:
+    (found,) = [o for o in run.kubernetes_objects() if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def _kinds(run: ProgramRun, kind: str) -> list[dict]:
+    return [o for o in run.kubernetes_objects() if o["kind"] == kind]
+
+
+@pytest.mark.parametrize(("stack", "replicas"), [("hydra", 2), ("cosmos", 1)])
+def test_replicas_are_gated_per_cluster(stack: str, replicas: int, run_stack) -> None:
+    run = run_stack(stack)
+    routers = _obj(run, "StatefulSet", "subnet-router")["spec"]
+    services = _obj(run, "Deployment", "tailnet-gateway")["spec"]
+    assert routers["replicas"] == services["replicas"] == replicas
+    many = replicas > 1
+    assert ("affinity" in routers["template"]["spec"]) is many
+    assert ("affinity" in services["template"]["spec"]) is many
+    assert {p["metadata"]["name"] for p in _kinds(run, "PodDisruptionBudget")} == (
+        {"subnet-router", "tailnet-gateway"} if many else set()
+    )
+
+
+def test_a_five_node_cluster_gets_five_routers_not_six(run_stack, project_copy) -> None:
+    stack = (
+        "config:\n  headscale-ha:role: active\n"
+        "  headscale-ha:cluster: {{name: hydra, nodes: 5, apiServer: {{host: 10.10.0.10}}}}\n"
+    )
+    project = project_copy(
+        lab=stack.format() + "  headscale-ha:gateway: {routers: {replicas: 5}, services: {replicas: 5}}\n"
+    )
+    run = run_stack("lab", project_dir=project)
+    routers = _obj(run, "StatefulSet", "subnet-router")["spec"]
+    assert routers["replicas"] == 5
+    anti = routers["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
+    role = _obj(run, "Role", "subnet-router")
+    assert role["rules"][0]["resourceNames"] == [f"subnet-router-{i}" for i in range(5)]
+    assert sorted(
+        o["metadata"]["name"] for o in _kinds(run, "Secret") if o["metadata"]["name"].startswith("subnet-router-")
+    ) == [f"subnet-router-{i}" for i in range(5)]
+    too_many = project_copy(lab=stack.format() + "  headscale-ha:gateway: {routers: {replicas: 6}}\n")
+    with pytest.raises(ConfigError, match=r"gateway\.routers\.replicas: exceeds cluster\.nodes \(5\)"):
+        run_stack("lab", project_dir=too_many)
+
+
+def test_routers_advertise_the_cluster_and_the_pool_with_their_tag(run_stack) -> None:
+    run = run_stack("hydra")
+    (container,) = _obj(run, "StatefulSet", "subnet-router")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["TS_ROUTES"] == "10.244.0.0/16,10.96.0.0/16,172.30.250.0/28"
+    assert "--advertise-tags=tag:subnet-router-hydra" in env["TS_EXTRA_ARGS"]
+    assert "--login-server=https://headscale.example.com" in env["TS_EXTRA_ARGS"]
+    assert env["TS_USERSPACE"] == "true"
+    assert env["TS_KUBE_SECRET"] == "$(POD_NAME)"
+    assert env["TS_AUTHKEY"] == {"secretKeyRef": {"name": "subnet-router-authkey", "key": "authkey", "optional": True}}
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    # Routes are approved by the policy's autoApprovers, for exactly this tag.
+    policy = json.loads(_obj(run, "ConfigMap", "headscale-policy-rendered")["data"]["policy.json"])
+    for route in env["TS_ROUTES"].split(","):
+        assert policy["autoApprovers"]["routes"][route] == ["tag:subnet-router-hydra"]
+
+
+def test_kernel_mode_adds_only_net_admin_and_says_why(run_stack, lab_project) -> None:
+    run = run_stack("lab", project_dir=lab_project("  headscale-ha:gateway: {routers: {mode: kernel, replicas: 2}}\n"))
+    routers = next(r for r in run.resources if r.type == "kubernetes:apps/v1:StatefulSet")
+    (container,) = routers.inputs["spec"]["template"]["spec"]["containers"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
+    namespace = _obj(run, "Namespace", "tailnet-gateway")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert violations(Subject(type=routers.type, name=routers.name, props=routers.inputs)) == {}
+    greedy = copy.deepcopy(routers.inputs)
+    greedy["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"].append("SYS_ADMIN")
+    assert "containers-limited-non-root" in violations(Subject(type=routers.type, name=routers.name, props=greedy))
+
+
+def test_one_load_balancer_with_the_fixed_ip_from_the_pool(run_stack) -> None:
+    run = run_stack("hydra")
+    (service,) = [s for s in _kinds(run, "Service") if s["spec"].get("type") == "LoadBalancer"]
+    assert service["metadata"]["annotations"] == {"lbipam.cilium.io/ips": "172.30.250.10"}
+    assert service["metadata"]["labels"]["io.cilium/lb-pool"] == "tailnet"
+    assert {(p["name"], p["port"]) for p in service["spec"]["ports"]} == {
+        ("dns-udp", 53), ("dns-tcp", 53), ("kube-api", 6443), ("talos", 50000), ("clustermesh", 2379),
+    }  # fmt: skip
+    (pool,) = _kinds(run, "CiliumLoadBalancerIPPool")
+    assert pool["spec"] == {
+        "blocks": [{"cidr": "172.30.250.0/28"}],
+        "serviceSelector": {"matchLabels": {"io.cilium/lb-pool": "tailnet"}},
+    }
+
+
+def test_proxies_and_dns_serve_the_site(run_stack) -> None:
+    run = run_stack("hydra")
+    containers = _obj(run, "Deployment", "tailnet-gateway")["spec"]["template"]["spec"]["containers"]
+    args = {c["name"]: c["args"] for c in containers}
+    assert args["proxy-kube-api"] == ["TCP-LISTEN:6443,fork,reuseaddr", "TCP:10.10.0.10:6443"]
+    assert args["proxy-clustermesh"][1] == "TCP:clustermesh-apiserver.kube-system.svc.cluster.local:2379"
+    hosts = _obj(run, "ConfigMap", "tailnet-dns-hosts")["data"]["hosts"]
+    assert "172.30.250.10 api.hydra.tn.internal.example.com" in hosts
+    corefile = _obj(run, "ConfigMap", "tailnet-dns-corefile")["data"]["Corefile"]
+    assert "hydra.tn.internal.example.com:1053 {" in corefile
+    assert "/etc/coredns-hosts/hosts" in corefile
+    outputs = run.outputs["gateway"]
+    assert outputs["endpoints"]["kube-api"] == "172.30.250.10:6443"
+    assert outputs["routes"] == ["10.244.0.0/16", "10.96.0.0/16", "172.30.250.0/28"]
+
+
+@pytest.mark.parametrize("stack", ["hydra", "cosmos"])
+def test_nothing_points_at_a_per_replica_tailnet_ip(stack: str, run_stack) -> None:
+    run = run_stack(stack)
+    text = "".join(manifests(run).values()) + outputs_json(run)
+    assert tailnet_addresses(text) == []
+    headscale = yaml.safe_load(_obj(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
+    assert headscale["dns"]["nameservers"]["split"] == {
+        "cosmos.tn.internal.example.com": ["172.31.250.10"],
+        "hydra.tn.internal.example.com": ["172.30.250.10"],
+    }
+
+
+def test_kubeconfig_output_is_a_secret(run_stack, lab_project) -> None:
+    run = run_stack("lab", project_dir=lab_project("  headscale-ha:kubeconfig:\n    secure: v1:AAAA\n"))
+    assert run.outputs["kubeconfig"] is SECRET
+    assert "kubeconfig" not in run_stack("hydra").outputs
+
+
+def test_a_given_router_key_lands_in_the_routers_secret(run_stack, lab_project) -> None:
+    run = run_stack("lab", project_dir=lab_project("  headscale-ha:routerAuthKey:\n    secure: v1:AAAA\n"))
+    secret = _obj(run, "Secret", "subnet-router-authkey")
+    assert secret["metadata"]["namespace"] == "tailnet-gateway"
+    assert secret["stringData"] == {"authkey": SECRET}
