@@ -234,6 +234,10 @@ class Cluster(_Model):
     storage_class: str | None = Field(
         default=None, description="StorageClass for volumes; default: the cluster's default class."
     )
+    workloads_on_control_plane: bool = Field(
+        default=False,
+        description="Allow control-plane nodes (a single-node cluster has no other); default: workers only.",
+    )
     exclude_nodes: list[str] = Field(
         default_factory=list, description="Node names the control plane must never run on (e.g. a GPU worker)."
     )

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import ComputeResources, Proxy, ResourceAmounts, RouterMode, StackConfig
 from components.gateway_config import render_corefile, render_hosts
-from components.pod import checksum, container_security, labels, pod_security, resources, selector
+from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
 from policy.render import router_tag
 
 ROUTERS = "subnet-router"
@@ -72,14 +72,16 @@ def endpoints(config: StackConfig) -> dict[str, str]:
     return {"dns": f"{ip}:53", **{proxy.name: f"{ip}:{proxy.port}" for proxy in proxies(config)}}
 
 
-def anti_affinity(app: str) -> dict[str, Any]:
-    return {
-        "podAntiAffinity": {
+def spread(config: StackConfig, app: str, replicas: int) -> dict[str, Any]:
+    """The cluster's scheduling rules, plus one replica per node when there are several."""
+    placement = scheduling(config.cluster)
+    if replicas > 1:
+        placement["affinity"]["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": selector(app)}, "topologyKey": "kubernetes.io/hostname"}
             ]
         }
-    }
+    return placement
 
 
 def _disruption_budget(
@@ -217,15 +219,7 @@ class SubnetRouters(pulumi.ComponentResource):
             "automountServiceAccountToken": True,  # containerboot stores the node state in its Secret
             "enableServiceLinks": False,
             "securityContext": pod_context,
-            "tolerations": [
-                {
-                    "key": key,
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": config.cluster.toleration_seconds,
-                }
-                for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-            ],
+            **spread(config, ROUTERS, replicas),
             "containers": [
                 {
                     "name": "tailscale",
@@ -238,8 +232,6 @@ class SubnetRouters(pulumi.ComponentResource):
             ],
             "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
         }
-        if replicas > 1:
-            spec["affinity"] = anti_affinity(ROUTERS)
         return spec
 
 
@@ -360,12 +352,11 @@ class GatewayServices(pulumi.ComponentResource):
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": pod_security(),
+            **spread(config, SERVICES, replicas),
             "containers": [dns, *socat],
             "volumes": [
                 {"name": "corefile", "configMap": {"name": "tailnet-dns-corefile"}},
                 {"name": "hosts", "configMap": {"name": "tailnet-dns-hosts"}},
             ],
         }
-        if replicas > 1:
-            spec["affinity"] = anti_affinity(SERVICES)
         return spec

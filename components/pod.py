@@ -56,25 +56,29 @@ def resources(spec: ComputeResources) -> dict[str, Any]:
 
 
 def scheduling(cluster: Cluster) -> dict[str, Any]:
-    """Worker nodes only, never an excluded node; leave a failed node after `tolerationSeconds`."""
-    expressions: list[dict[str, Any]] = [{"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}]
+    """Worker nodes only (unless the cluster has none), never an excluded node; leave a failed node after
+    `tolerationSeconds`."""
+    expressions: list[dict[str, Any]] = []
+    if not cluster.workloads_on_control_plane:
+        expressions.append({"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"})
     if cluster.exclude_nodes:
         expressions.append(
             {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(cluster.exclude_nodes)}
         )
-    return {
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": expressions}]
-                }
-            }
-        },
-        "tolerations": [
-            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": cluster.toleration_seconds}
-            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-        ],
-    }
+    affinity: dict[str, Any] = {}
+    if expressions:
+        affinity["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        }
+    tolerations = [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": cluster.toleration_seconds}
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    ]
+    if cluster.workloads_on_control_plane:
+        tolerations.append(
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+        )
+    return {"affinity": affinity, "tolerations": tolerations}
 
 
 def checksum(*parts: str) -> str:

@@ -31,8 +31,8 @@ def test_replicas_are_gated_per_cluster(stack: str, replicas: int, run_stack) ->
     services = _obj(run, "Deployment", "tailnet-gateway")["spec"]
     assert routers["replicas"] == services["replicas"] == replicas
     many = replicas > 1
-    assert ("affinity" in routers["template"]["spec"]) is many
-    assert ("affinity" in services["template"]["spec"]) is many
+    assert ("podAntiAffinity" in routers["template"]["spec"]["affinity"]) is many
+    assert ("podAntiAffinity" in services["template"]["spec"]["affinity"]) is many
     assert {p["metadata"]["name"] for p in _kinds(run, "PodDisruptionBudget")} == (
         {"subnet-router", "tailnet-gateway"} if many else set()
     )

@@ -141,3 +141,17 @@ def test_a_config_change_rolls_the_pod(run_stack, project_copy) -> None:
 def test_service_exposes_http_and_metrics_only(run_stack) -> None:
     ports = _object(run_stack("hydra"), "Service", "headscale")["spec"]["ports"]
     assert {(p["name"], p["port"]) for p in ports} == {("http", 8080), ("metrics", 9090)}
+
+
+def test_a_single_node_cluster_lets_the_control_plane_host_the_pods(run_stack) -> None:
+    run = run_stack("cosmos")
+    for kind, name in (
+        ("Deployment", "headscale"),
+        ("StatefulSet", "subnet-router"),
+        ("Deployment", "tailnet-gateway"),
+    ):
+        spec = _object(run, kind, name)["spec"]["template"]["spec"]
+        assert "nodeAffinity" not in spec["affinity"], name
+        assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"} in (
+            spec["tolerations"]
+        ), name
