@@ -388,6 +388,9 @@ class ObjectStore(_Model):
 
 class Postgres(_Model):
     instances: int = Field(default=1, ge=1, le=9, description="CNPG instances (one primary + replicas), one per node.")
+    resources: ComputeResources = Field(
+        default_factory=_resources("100m", "256Mi", "1", "1Gi"), description="Resources of each instance."
+    )
     image: PostgresImage = Field(
         default="ghcr.io/cloudnative-pg/postgresql:15.18", description="PostgreSQL operand image."
     )
@@ -512,6 +515,8 @@ SECRET_KEYS = (
     "routerAuthKey",
     "headplaneApiKey",
     "bootstrapApiKey",
+    "objectStoreAccessKeyId",
+    "objectStoreSecretAccessKey",
 )
 
 
@@ -553,6 +558,12 @@ class StackConfig(_Model):
         default=None,
         pattern=r"^https?://[^\s/]+(/\S*)?$",
         description="Headscale API as reached from where `pulumi up` runs (http(s) URL); default the public URL.",
+    )
+    object_store_access_key_id: SecretStr | None = Field(
+        default=None, description="Secret. S3 access key id of `database.postgres.objectStore`."
+    )
+    object_store_secret_access_key: SecretStr | None = Field(
+        default=None, description="Secret. S3 secret access key of `database.postgres.objectStore`."
     )
     headplane_api_key: SecretStr | None = Field(
         default=None, description="Secret. Headscale API key Headplane uses for OIDC logins; required with OIDC."
@@ -733,11 +744,20 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                     _GONE,
                 )
             )
-        if stage is DatabaseStage.POSTGRES and sections["database"].postgres.object_store is None:
+        needs_store = stage in (DatabaseStage.MIGRATING, DatabaseStage.POSTGRES)
+        if needs_store and not (sections.get("objectStoreAccessKeyId") and sections.get("objectStoreSecretAccessKey")):
+            problems.append(
+                _problem(
+                    "objectStoreAccessKeyId",
+                    f"and objectStoreSecretAccessKey are required in the {stage} stage (WAL archive credentials)",
+                    _GONE,
+                )
+            )
+        if needs_store and sections["database"].postgres.object_store is None:
             problems.append(
                 _problem(
                     "database.postgres.objectStore",
-                    "is required in the postgres stage: WAL archiving is the backup of the PostgreSQL cluster",
+                    f"is required in the {stage} stage: WAL archiving is the backup of the PostgreSQL cluster",
                     _GONE,
                 )
             )

@@ -14,9 +14,10 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.config import DatabaseStage, Role, StackConfig
-from components.headscale_config import HeadscalePaths, headscale_config_yaml
+from components.headscale_config import PASSWORD_ENV, HeadscalePaths, PostgresConnection, headscale_config_yaml
 from components.litestream import LitestreamBackup, LitestreamBackupArgs
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from components.postgres import DATABASE, OWNER, app_secret, read_write_host
 from components.workload import cluster_service, data_claim, singleton_deployment
 
 APP = "headscale"
@@ -84,7 +85,10 @@ class HeadscaleServer(pulumi.ComponentResource):
                 opts=child,
             )
 
-        config_text = headscale_config_yaml(config, paths=PATHS)
+        postgres = None
+        if config.database.stage is DatabaseStage.POSTGRES:
+            postgres = PostgresConnection(host=read_write_host(namespace), name=DATABASE, user=OWNER)
+        config_text = headscale_config_yaml(config, paths=PATHS, postgres=postgres)
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata={**meta, "name": "headscale-config"},
@@ -186,10 +190,15 @@ class HeadscaleServer(pulumi.ComponentResource):
             volumes.append({"name": "data", "emptyDir": {"sizeLimit": "64Mi"}})
             mounts.append({"name": "data", "mountPath": PATHS.data_dir})
         http_probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 3}
+        env: list[dict[str, Any]] = []
+        if config.database.stage is DatabaseStage.POSTGRES:
+            # Headscale has no password file option: the CNPG app Secret's password reaches it as an env var.
+            env.append({"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": {"name": app_secret(), "key": "password"}}})
         container = {
             "name": APP,
             "image": config.headscale.image,
             "args": ["serve"],
+            **({"env": env} if env else {}),
             "ports": [
                 {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
                 {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},

@@ -67,6 +67,35 @@ def must_back_up(config: StackConfig) -> list[dict[str, Any]]:
                 "snapshot or copy the NFS export off-site; never restore it with a different identity Secret",
             ),
         ]
+    store = config.database.postgres.object_store
+    if config.database.stage is DatabaseStage.POSTGRES and store is not None:
+        rows += [
+            _item(
+                f"{namespace}/headscale-db",
+                "CloudNativePG Cluster",
+                "headscale",
+                "The node registry. Instances replicate each other; losing all of them needs a restore from the "
+                "object store (point in time).",
+                True,
+                f"continuous WAL archive and daily base backups to {store.destination_path} (barman-cloud plugin)",
+            ),
+            _item(
+                "objectStoreAccessKeyId, objectStoreSecretAccessKey",
+                "stack secret config",
+                "headscale",
+                "Without them no archive is written and no restore is possible.",
+                True,
+                "kept encrypted in the stack file: back up the stack file and its secrets provider",
+            ),
+            _item(
+                f"{replica_root}/headscale",
+                "Litestream replica directory (read-only)",
+                "headscale",
+                "The SQLite rollback point of the migration; nothing writes it any more.",
+                False,
+                "keep it until the PostgreSQL stage has proven itself, then archive it",
+            ),
+        ]
     if config.headplane.enabled:
         rows += [
             _item(

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from components import headplane as headplane_module
 from components import headscale as headscale_module
-from components.config import PROJECT, ConfigError, DatabaseStage, RouterMode, StackConfig
+from components.config import PROJECT, ConfigError, DatabaseStage, Role, RouterMode, StackConfig
 from components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
 from components.gateway import GatewayArgs, GatewayServices, SubnetRouters, advertised_routes, proxies
 from components.gateway import endpoints as gateway_endpoints
@@ -19,6 +19,7 @@ from components.headscale import HeadscaleServer, HeadscaleServerArgs
 from components.inventory import must_back_up
 from components.network_policy import NetworkPolicies, ProtectedApp
 from components.pod import labels
+from components.postgres import PostgresDatabase, PostgresDatabaseArgs
 from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjects, TailnetObjectsArgs, next_steps
 from components.tailnet_policy import CONFIG_MAP, TailnetPolicy, TailnetPolicyArgs
 
@@ -67,16 +68,24 @@ class TailnetSite(pulumi.ComponentResource):
     headscale: HeadscaleServer
     headplane: Headplane | None
     policy: TailnetPolicy
+    database: PostgresDatabase | None
     objects: TailnetObjects | None
     outputs: dict[str, Any]
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:site:TailnetSite", name, None, opts)
-        if config.database.stage is not DatabaseStage.SQLITE:
+        if config.database.stage is DatabaseStage.MIGRATING:
             raise ConfigError(
                 [
-                    f"{PROJECT}:database.stage: needs the CloudNativePG migration path, which this version of the "
-                    f"program does not contain yet; keep the stage at sqlite, got '{config.database.stage.value}'"
+                    f"{PROJECT}:database.stage: the migration Job is not part of this version of the program yet; "
+                    "keep sqlite (or move a fresh install straight to postgres), got 'migrating'"
+                ]
+            )
+        if config.database.stage is DatabaseStage.POSTGRES and config.role is Role.STANDBY:
+            raise ConfigError(
+                [
+                    f"{PROJECT}:database.stage: a standby on postgres needs a CNPG replica cluster following the "
+                    "active one, which this version of the program does not build yet, got 'postgres'"
                 ]
             )
         child = pulumi.ResourceOptions(parent=self)
@@ -90,6 +99,13 @@ class TailnetSite(pulumi.ComponentResource):
             f"{name}-namespace", metadata={"name": config.namespace, "labels": namespace_labels()}, opts=child
         )
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        self.database = None
+        if config.database.stage is not DatabaseStage.SQLITE:
+            self.database = PostgresDatabase(
+                f"{name}-database",
+                PostgresDatabaseArgs(config=config, namespace=config.namespace),
+                opts=in_namespace,
+            )
         self.headscale = HeadscaleServer(
             f"{name}-headscale", HeadscaleServerArgs(config=config, namespace=config.namespace), opts=in_namespace
         )

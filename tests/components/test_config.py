@@ -49,6 +49,11 @@ def problems(stack: str = "hydra", *, secret_keys: tuple[str, ...] = (), **overr
     return caught.value.problems
 
 
+STORE = {"destinationPath": "s3://headscale-wal/hydra", "endpointUrl": "https://s3.internal.example.com"}
+STORE_KEYS = {"objectStoreAccessKeyId": "AKIA", "objectStoreSecretAccessKey": "s3cr3t"}
+STORE_SECRETS = tuple(STORE_KEYS)
+
+
 def only_problem(stack: str = "hydra", **overrides: Any) -> str:
     found = problems(stack, **overrides)
     assert len(found) == 1, found
@@ -194,15 +199,16 @@ def test_headscale_028_is_supported() -> None:
 
 
 def test_standby_cannot_be_in_the_migrating_stage() -> None:
-    message = only_problem("cosmos", database={"stage": "migrating"})
+    database = {"stage": "migrating", "postgres": {"objectStore": STORE}}
+    message = only_problem("cosmos", database=database, secret_keys=STORE_SECRETS, **STORE_KEYS)
     assert message.startswith(f"{PROJECT}:database.stage: a standby never migrates")
     assert message.endswith("got 'migrating'")
 
 
 def test_active_may_migrate() -> None:
-    assert parse("hydra", database={"stage": "migrating", "postgres": {"instances": 3}}).database.stage is (
-        DatabaseStage.MIGRATING
-    )
+    database = {"stage": "migrating", "postgres": {"instances": 3, "objectStore": STORE}}
+    config = parse("hydra", database=database, secret_keys=STORE_SECRETS, **STORE_KEYS)
+    assert config.database.stage is DatabaseStage.MIGRATING
 
 
 def test_sqlite_stage_needs_the_litestream_target() -> None:
@@ -211,8 +217,11 @@ def test_sqlite_stage_needs_the_litestream_target() -> None:
 
 
 def test_postgres_stage_needs_wal_archiving() -> None:
-    message = only_problem(database={"stage": "postgres", "postgres": {"instances": 3}})
-    assert message.startswith(f"{PROJECT}:database.postgres.objectStore: is required in the postgres stage")
+    found = problems(database={"stage": "postgres", "postgres": {"instances": 3}})
+    assert found[0].startswith(f"{PROJECT}:database.postgres.objectStore: is required in the postgres stage")
+    assert found[1].startswith(f"{PROJECT}:objectStoreAccessKeyId: and objectStoreSecretAccessKey are required")
+    database = {"stage": "postgres", "postgres": {"instances": 3, "objectStore": STORE}}
+    assert parse(database=database, secret_keys=STORE_SECRETS, **STORE_KEYS).database.postgres.object_store
 
 
 def test_replicas_cannot_exceed_the_nodes_that_host_them() -> None:

@@ -42,6 +42,8 @@ SECRETS = {
     "derpPrivateKey": DERP,
     "oidcClientSecret": "oidc-client-secret-do-not-render",
     "headplaneApiKey": "hskey-api-abcdefabcdef-do-not-render",
+    "objectStoreAccessKeyId": "s3-key-id-do-not-render",
+    "objectStoreSecretAccessKey": "s3-secret-do-not-render",
 }
 PG = PostgresConnection(host="headscale-pg-rw.headscale.svc", name="headscale", user="headscale")
 
@@ -68,7 +70,7 @@ def stack_config(
     if oidc is not None:
         block["oidc"] = dict(oidc)
     database: dict[str, Any] = {"stage": stage}
-    if stage == "postgres":
+    if stage in ("migrating", "postgres"):
         database["postgres"] = {"objectStore": {"destinationPath": "s3://headscale-backup/hydra"}}
     secrets = {key: value for key, value in SECRETS.items() if key in SECRET_KEYS}
     return parse("hydra", secret_keys=tuple(secrets), headscale=block, database=database, **secrets, **overrides)

@@ -1,0 +1,124 @@
+"""PostgresDatabase: the CloudNativePG cluster Headscale moves to, archived continuously to an object store.
+
+WAL archiving goes through the barman-cloud plugin (an `ObjectStore` plus the cluster's `plugins` entry) and a
+`ScheduledBackup` takes base backups; together they are this stage's backup. CNPG creates the Secret
+`<cluster>-app` (host, dbname, username, password) that Headscale reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import StackConfig
+from components.pod import labels, resources
+
+CLUSTER = "headscale-db"
+DATABASE = "headscale"
+OWNER = "headscale"
+STORE = f"{CLUSTER}-store"
+CREDENTIALS = f"{CLUSTER}-s3"
+BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
+
+
+def app_secret() -> str:
+    """The Secret CNPG generates for the application owner."""
+    return f"{CLUSTER}-app"
+
+
+def read_write_host(namespace: str) -> str:
+    return f"{CLUSTER}-rw.{namespace}.svc.cluster.local"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostgresDatabaseArgs:
+    config: StackConfig
+    namespace: str
+
+
+class PostgresDatabase(pulumi.ComponentResource):
+    """CNPG Cluster, its object store and its scheduled backups."""
+
+    cluster: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: PostgresDatabaseArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("headscale-ha:postgres:PostgresDatabase", name, None, opts)
+        config, namespace = args.config, args.namespace
+        postgres = config.database.postgres
+        store = postgres.object_store
+        if store is None or config.object_store_access_key_id is None or config.object_store_secret_access_key is None:
+            raise ValueError("database.postgres.objectStore and its credentials are required (checked by the config)")
+        child = pulumi.ResourceOptions(parent=self)
+        meta = {"namespace": namespace, "labels": labels(CLUSTER, "database")}
+        credentials = k8s.core.v1.Secret(
+            f"{name}-s3",
+            metadata={**meta, "name": CREDENTIALS},
+            type="Opaque",
+            string_data={
+                "ACCESS_KEY_ID": pulumi.Output.secret(config.object_store_access_key_id.get_secret_value()),
+                "ACCESS_SECRET_KEY": pulumi.Output.secret(config.object_store_secret_access_key.get_secret_value()),
+            },
+            opts=child,
+        )
+        configuration: dict[str, object] = {
+            "destinationPath": store.destination_path,
+            "s3Credentials": {
+                "accessKeyId": {"name": CREDENTIALS, "key": "ACCESS_KEY_ID"},
+                "secretAccessKey": {"name": CREDENTIALS, "key": "ACCESS_SECRET_KEY"},
+            },
+            "wal": {"compression": "gzip"},
+            "data": {"compression": "gzip"},
+        }
+        if store.endpoint_url:
+            configuration["endpointURL"] = store.endpoint_url
+        object_store = k8s.apiextensions.CustomResource(
+            f"{name}-store",
+            api_version="barmancloud.cnpg.io/v1",
+            kind="ObjectStore",
+            metadata={**meta, "name": STORE},
+            spec={"configuration": configuration, "retentionPolicy": store.retention},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[credentials]),
+        )
+        storage: dict[str, object] = {"size": postgres.storage_size}
+        if config.cluster.storage_class:
+            storage["storageClass"] = config.cluster.storage_class
+        self.cluster = k8s.apiextensions.CustomResource(
+            f"{name}-cluster",
+            api_version="postgresql.cnpg.io/v1",
+            kind="Cluster",
+            metadata={**meta, "name": CLUSTER},
+            spec={
+                "instances": postgres.instances,
+                "imageName": postgres.image,
+                "storage": storage,
+                "resources": resources(postgres.resources),
+                "enableSuperuserAccess": False,
+                "bootstrap": {"initdb": {"database": DATABASE, "owner": OWNER}},
+                "affinity": {
+                    "enablePodAntiAffinity": True,
+                    "topologyKey": "kubernetes.io/hostname",
+                    # Required when there is more than one instance: two instances on one node share its fate.
+                    "podAntiAffinityType": "required" if postgres.instances > 1 else "preferred",
+                },
+                "plugins": [{"name": BARMAN_PLUGIN, "isWALArchiver": True, "parameters": {"barmanObjectName": STORE}}],
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[object_store], retain_on_delete=True),
+        )
+        k8s.apiextensions.CustomResource(
+            f"{name}-scheduled-backup",
+            api_version="postgresql.cnpg.io/v1",
+            kind="ScheduledBackup",
+            metadata={**meta, "name": f"{CLUSTER}-daily"},
+            spec={
+                "schedule": postgres.backup_schedule,
+                "cluster": {"name": CLUSTER},
+                "method": "plugin",
+                "pluginConfiguration": {"name": BARMAN_PLUGIN},
+                "backupOwnerReference": "self",
+                "immediate": True,
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+        )
+        self.register_outputs({"cluster": CLUSTER, "host": read_write_host(namespace)})

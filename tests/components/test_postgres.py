@@ -1,0 +1,105 @@
+"""The postgres stage: a CNPG cluster archived to an object store, Headscale without a volume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.config import ConfigError
+from offline.harness import SECRET
+from offline.plan import write_rendered
+from tests.test_main import _validate
+
+POSTGRES = """\
+  headscale-ha:database:
+    stage: postgres
+    postgres:
+      instances: 3
+      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}
+  headscale-ha:objectStoreAccessKeyId:
+    secure: v1:AAAA
+  headscale-ha:objectStoreSecretAccessKey:
+    secure: v1:BBBB
+"""
+
+
+def _objects(run, kind: str) -> list[dict]:
+    return [o for o in run.kubernetes_objects() if o["kind"] == kind]
+
+
+@pytest.fixture
+def postgres_run(run_stack, lab_project):
+    return run_stack("lab", project_dir=lab_project(POSTGRES))
+
+
+def test_cnpg_cluster_archives_its_wal_through_the_plugin(postgres_run) -> None:
+    (cluster,) = _objects(postgres_run, "Cluster")
+    spec = cluster["spec"]
+    assert spec["instances"] == 3
+    assert spec["affinity"]["podAntiAffinityType"] == "required"
+    assert spec["plugins"] == [
+        {
+            "name": "barman-cloud.cloudnative-pg.io",
+            "isWALArchiver": True,
+            "parameters": {"barmanObjectName": "headscale-db-store"},
+        }
+    ]
+    (store,) = _objects(postgres_run, "ObjectStore")
+    assert store["spec"]["configuration"]["destinationPath"] == "s3://headscale-wal/hydra"
+    assert store["spec"]["configuration"]["s3Credentials"]["accessKeyId"] == {
+        "name": "headscale-db-s3",
+        "key": "ACCESS_KEY_ID",
+    }
+    (backup,) = _objects(postgres_run, "ScheduledBackup")
+    assert backup["spec"]["method"] == "plugin"
+    secret = next(o for o in _objects(postgres_run, "Secret") if o["metadata"]["name"] == "headscale-db-s3")
+    assert secret["stringData"] == {"ACCESS_KEY_ID": SECRET, "ACCESS_SECRET_KEY": SECRET}
+
+
+def test_headscale_on_postgres_has_no_volume_and_reads_the_cnpg_secret(postgres_run) -> None:
+    deployment = next(o for o in _objects(postgres_run, "Deployment") if o["metadata"]["name"] == "headscale")
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert not any("persistentVolumeClaim" in v for v in pod["volumes"])
+    assert pod["initContainers"] == []
+    (container,) = pod["containers"]
+    assert container["env"] == [
+        {
+            "name": "HEADSCALE_DATABASE_POSTGRES_PASS",
+            "valueFrom": {"secretKeyRef": {"name": "headscale-db-app", "key": "password"}},
+        }
+    ]
+    config_map = next(o for o in _objects(postgres_run, "ConfigMap") if o["metadata"]["name"] == "headscale-config")
+    database = yaml.safe_load(config_map["data"]["config.yaml"])["database"]
+    assert database["type"] == "postgres"
+    assert database["postgres"]["host"] == "headscale-db-rw.headscale.svc.cluster.local"
+    claims = {o["metadata"]["name"] for o in _objects(postgres_run, "PersistentVolumeClaim")}
+    assert claims == {"headplane-data"}, "Headplane keeps its own SQLite"
+
+
+def test_the_postgres_stage_validates(postgres_run, shared_dir: Path, tmp_path: Path) -> None:
+    files = [f for f in write_rendered(postgres_run, tmp_path) if f.suffix == ".yaml"]
+    result = _validate(shared_dir, files)
+    assert result.returncode == 0, result.stdout
+
+
+def test_backup_table_follows_the_stage(postgres_run) -> None:
+    names = {row["name"] for row in postgres_run.outputs["mustBackUp"]}
+    assert "headscale/headscale-db" in names
+    assert "headscale/headscale-data" not in names
+
+
+def test_stages_this_version_cannot_run_are_refused(run_stack, lab_project, project_copy) -> None:
+    migrating = POSTGRES.replace("stage: postgres", "stage: migrating")
+    with pytest.raises(ConfigError, match="the migration Job is not part of this version"):
+        run_stack("lab", project_dir=lab_project(migrating))
+    project = project_copy()
+    stack_file = project / "Pulumi.cosmos.yaml"
+    sqlite = "  headscale-ha:database:\n    stage: sqlite\n    postgres:\n      instances: 1\n"
+    assert sqlite in stack_file.read_text()
+    stack_file.write_text(stack_file.read_text().replace(sqlite, POSTGRES.replace("instances: 3", "instances: 1")))
+    with pytest.raises(ConfigError, match="a standby on postgres needs a CNPG replica cluster"):
+        run_stack("cosmos", project_dir=project)
