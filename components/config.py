@@ -401,11 +401,24 @@ class Postgres(_Model):
     )
 
 
+class Migration(_Model):
+    """The SQLite → PostgreSQL Job of the migrating stage."""
+
+    image: Image | None = Field(
+        default=None,
+        description="Image with python, psql, pgloader and this repository's `migration` package "
+        "(built from images/migrate/Dockerfile); required in the migrating stage.",
+    )
+    force: bool = Field(default=False, description="Wipe a target that already holds data before loading.")
+    deadline_seconds: int = Field(default=3600, ge=60, le=86400, description="The Job fails after this long.")
+
+
 class Database(_Model):
     stage: DatabaseStage = Field(
         default=DatabaseStage.SQLITE, description="`sqlite`, `migrating` or `postgres` (see the design)."
     )
     postgres: Postgres = Field(default_factory=Postgres, description="The CloudNativePG cluster.")
+    migration: Migration = Field(default_factory=Migration, description="The migration Job.")
 
 
 class Routers(_Model):
@@ -750,6 +763,14 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                 _problem(
                     "objectStoreAccessKeyId",
                     f"and objectStoreSecretAccessKey are required in the {stage} stage (WAL archive credentials)",
+                    _GONE,
+                )
+            )
+        if stage is DatabaseStage.MIGRATING and sections["database"].migration.image is None:
+            problems.append(
+                _problem(
+                    "database.migration.image",
+                    "is required in the migrating stage: build images/migrate/Dockerfile, push it, pin it here",
                     _GONE,
                 )
             )

@@ -17,6 +17,7 @@ from components.gateway_config import rewrite_kubeconfig
 from components.headplane import Headplane, HeadplaneArgs
 from components.headscale import HeadscaleServer, HeadscaleServerArgs
 from components.inventory import must_back_up
+from components.migration import SqliteToPostgres, SqliteToPostgresArgs
 from components.network_policy import NetworkPolicies, ProtectedApp
 from components.pod import labels
 from components.postgres import PostgresDatabase, PostgresDatabaseArgs
@@ -74,13 +75,6 @@ class TailnetSite(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:site:TailnetSite", name, None, opts)
-        if config.database.stage is DatabaseStage.MIGRATING:
-            raise ConfigError(
-                [
-                    f"{PROJECT}:database.stage: the migration Job is not part of this version of the program yet; "
-                    "keep sqlite (or move a fresh install straight to postgres), got 'migrating'"
-                ]
-            )
         if config.database.stage is DatabaseStage.POSTGRES and config.role is Role.STANDBY:
             raise ConfigError(
                 [
@@ -109,6 +103,16 @@ class TailnetSite(pulumi.ComponentResource):
         self.headscale = HeadscaleServer(
             f"{name}-headscale", HeadscaleServerArgs(config=config, namespace=config.namespace), opts=in_namespace
         )
+        if config.database.stage is DatabaseStage.MIGRATING and self.database is not None:
+            # Awaited by Pulumi: the stage is done when the Job succeeded; Headscale stays at 0 until then.
+            SqliteToPostgres(
+                f"{name}-migration",
+                SqliteToPostgresArgs(config=config, namespace=config.namespace),
+                opts=pulumi.ResourceOptions.merge(
+                    in_namespace,
+                    pulumi.ResourceOptions(depends_on=[self.database.cluster, self.headscale.deployment]),
+                ),
+            )
         self.headplane = None
         apps = [
             ProtectedApp(

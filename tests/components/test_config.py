@@ -199,7 +199,11 @@ def test_headscale_028_is_supported() -> None:
 
 
 def test_standby_cannot_be_in_the_migrating_stage() -> None:
-    database = {"stage": "migrating", "postgres": {"objectStore": STORE}}
+    database = {
+        "stage": "migrating",
+        "postgres": {"objectStore": STORE},
+        "migration": {"image": "registry.example.com/headscale-ha/migrate:1.0.0"},
+    }
     message = only_problem("cosmos", database=database, secret_keys=STORE_SECRETS, **STORE_KEYS)
     assert message.startswith(f"{PROJECT}:database.stage: a standby never migrates")
     assert message.endswith("got 'migrating'")
@@ -207,6 +211,10 @@ def test_standby_cannot_be_in_the_migrating_stage() -> None:
 
 def test_active_may_migrate() -> None:
     database = {"stage": "migrating", "postgres": {"instances": 3, "objectStore": STORE}}
+    assert only_problem("hydra", database=database, secret_keys=STORE_SECRETS, **STORE_KEYS).startswith(
+        f"{PROJECT}:database.migration.image: is required in the migrating stage"
+    )
+    database["migration"] = {"image": "registry.example.com/headscale-ha/migrate:1.0.0"}
     config = parse("hydra", database=database, secret_keys=STORE_SECRETS, **STORE_KEYS)
     assert config.database.stage is DatabaseStage.MIGRATING
 

@@ -92,10 +92,7 @@ def test_backup_table_follows_the_stage(postgres_run) -> None:
     assert "headscale/headscale-data" not in names
 
 
-def test_stages_this_version_cannot_run_are_refused(run_stack, lab_project, project_copy) -> None:
-    migrating = POSTGRES.replace("stage: postgres", "stage: migrating")
-    with pytest.raises(ConfigError, match="the migration Job is not part of this version"):
-        run_stack("lab", project_dir=lab_project(migrating))
+def test_a_standby_on_postgres_is_refused_until_replica_clusters_exist(run_stack, project_copy) -> None:
     project = project_copy()
     stack_file = project / "Pulumi.cosmos.yaml"
     sqlite = "  headscale-ha:database:\n    stage: sqlite\n    postgres:\n      instances: 1\n"

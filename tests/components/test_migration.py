@@ -1,0 +1,78 @@
+"""SqliteToPostgres: the migrating stage's Job (restore → schema → migrate), awaited with Headscale at 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from components.config import ConfigError
+from offline.plan import write_rendered
+from policy.pack.rules import Subject, violations
+from tests.components.test_postgres import POSTGRES
+from tests.test_main import _validate
+
+MIGRATING = POSTGRES.replace("stage: postgres", "stage: migrating").replace(
+    '      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}\n',
+    '      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}\n'
+    '    migration: {image: "registry.example.com/headscale-ha/migrate:1.0.0"}\n',
+)
+
+
+@pytest.fixture
+def migrating_run(run_stack, lab_project):
+    return run_stack("lab", project_dir=lab_project(MIGRATING))
+
+
+def _job(run) -> dict:
+    (job,) = [o for o in run.kubernetes_objects() if o["kind"] == "Job"]
+    return job
+
+
+def test_headscale_is_stopped_and_its_sqlite_kept(migrating_run) -> None:
+    objects = migrating_run.kubernetes_objects()
+    deployment = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "headscale")
+    assert deployment["spec"]["replicas"] == 0
+    claims = {o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim"}
+    assert "headscale-data" in claims, "the SQLite volume stays as the rollback point"
+    assert [o["kind"] for o in objects].count("Cluster") == 1
+
+
+def test_the_job_restores_creates_the_schema_then_migrates(migrating_run) -> None:
+    job = _job(migrating_run)
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    restore, schema = pod["initContainers"]
+    (migrate,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in restore["env"]}
+    assert env["REQUIRE_BACKUP"] == "true"
+    assert env["DB_PATH"] == "/var/lib/headscale/db.sqlite"
+    backup = next(v for v in pod["volumes"] if v["name"] == "backup")
+    assert backup["nfs"]["readOnly"] is True
+    assert next(m for m in restore["volumeMounts"] if m["name"] == "backup")["readOnly"] is True
+    assert schema["args"] == ["configtest"]
+    assert schema["image"] == "ghcr.io/juanfont/headscale:0.29.2"
+    schema_env = {e["name"]: e for e in schema["env"]}
+    assert schema_env["HEADSCALE_DATABASE_TYPE"]["value"] == "postgres"
+    assert schema_env["HEADSCALE_DATABASE_POSTGRES_PASS"]["valueFrom"]["secretKeyRef"]["name"] == "headscale-db-app"
+    assert migrate["command"] == ["python", "-m", "migration"]
+    assert migrate["args"][:5] == ["run", "--sqlite", "/var/lib/headscale/db.sqlite", "--version", "0.29.2"]
+    assert "--force" not in migrate["args"]
+    migrate_env = {e["name"]: e for e in migrate["env"]}
+    assert "value" not in migrate_env["PGPASSWORD"], "the password only ever comes from the CNPG Secret"
+    assert "@" in migrate_env["MIGRATION_PG_URL"]["value"]
+    assert ":" not in migrate_env["MIGRATION_PG_URL"]["value"].split("@")[0].removeprefix("postgresql://")
+
+
+def test_the_job_passes_the_guard_rails_and_the_schemas(migrating_run, shared_dir: Path, tmp_path: Path) -> None:
+    job = next(r for r in migrating_run.resources if r.type == "kubernetes:batch/v1:Job")
+    assert violations(Subject(type=job.type, name=job.name, props=job.inputs)) == {}
+    files = [f for f in write_rendered(migrating_run, tmp_path) if f.suffix == ".yaml"]
+    result = _validate(shared_dir, files)
+    assert result.returncode == 0, result.stdout
+
+
+def test_the_migrating_stage_needs_a_migration_image(run_stack, lab_project) -> None:
+    with pytest.raises(ConfigError, match=r"database\.migration\.image: is required in the migrating stage"):
+        run_stack("lab", project_dir=lab_project(POSTGRES.replace("stage: postgres", "stage: migrating")))
