@@ -72,6 +72,8 @@ def stack_config(
     database: dict[str, Any] = {"stage": stage}
     if stage in ("migrating", "postgres"):
         database["postgres"] = {"objectStore": {"destinationPath": "s3://headscale-backup/hydra"}}
+    if stage == "migrating":
+        database["migration"] = {"image": "registry.example.com/headscale-ha/migrate:1.0.0"}
     secrets = {key: value for key, value in SECRETS.items() if key in SECRET_KEYS}
     return parse("hydra", secret_keys=tuple(secrets), headscale=block, database=database, **secrets, **overrides)
 
