@@ -1,0 +1,202 @@
+"""Copy the rows with pgloader into the schema Headscale created, and never take its word for success.
+
+pgloader 3.6 exits 0 when a value does not fit (the whole batch, usually the whole table, is left out), when it
+cuts text at a NUL byte, and when a foreign key cannot be re-created after the load (the constraint is simply
+gone). ``--on-error-stop`` changes none of that. So this step reads pgloader's CSV summary and log too, and the
+verify step compares the result with the source on its own.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from migration.errors import MigrationError
+from migration.psql import PsqlConnection
+
+_SAFE_PATH = re.compile(r"/[A-Za-z0-9_./\-]*")
+_SAFE_TABLE = re.compile(r"[a-z_][a-z0-9_]*")
+_QUOTED = re.compile(r'"[^"]*"')
+_PROBLEM = re.compile(r"\b(ERROR|FATAL|KABOOM)\b")
+
+
+def render_pgloader(sqlite_path: Path, pg_url: str, tables: Sequence[str]) -> str:
+    """The pgloader command file: data only into Headscale's own schema, UTC, Headscale's tables only.
+
+    ``data only`` keeps the tables, indexes and defaults Headscale created; ``truncate`` empties them first
+    (Headscale's own ``migrations`` rows included, replaced by the source's); ``reset sequences`` moves every
+    id sequence past the copied ids. Only the named tables are read (Litestream's ``_litestream_*`` tables
+    otherwise break the load). A password in ``pg_url`` is dropped: pgloader reads PGPASSWORD.
+    """
+    path = str(Path(sqlite_path).resolve())
+    if not _SAFE_PATH.fullmatch(path):
+        raise MigrationError("load", f"SQLite path {path!r} has characters a pgloader command file cannot carry")
+    bad = [table for table in tables if not _SAFE_TABLE.fullmatch(table)]
+    if bad or not tables:
+        raise MigrationError("load", f"invalid table list {list(tables)!r}")
+    parts = urlsplit(pg_url)
+    netloc = parts.netloc.rsplit("@", 1)
+    if len(netloc) == 2:
+        netloc[0] = netloc[0].split(":", 1)[0]
+    target = urlunsplit(parts._replace(netloc="@".join(netloc)))
+    names = ", ".join(f"'{table}'" for table in tables)
+    return (
+        "LOAD DATABASE\n"
+        f"  FROM sqlite://{path}\n"
+        f"  INTO {target}\n"
+        "\n"
+        "WITH data only, truncate, reset sequences\n"
+        "\n"
+        "SET PostgreSQL PARAMETERS timezone to 'UTC'\n"
+        "\n"
+        f"INCLUDING ONLY TABLE NAMES LIKE {names};\n"
+    )
+
+
+@dataclass(frozen=True)
+class SummaryLine:
+    """One line of pgloader's summary: a table or a phase (Truncate, Create Foreign Keys, ...)."""
+
+    name: str
+    read: int
+    rows: int
+    errors: int
+
+
+@dataclass
+class LoadReport:
+    """What pgloader did, by its own account (checked against the source counts when ``check``)."""
+
+    returncode: int
+    seconds: float
+    summary: dict[str, SummaryLine] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)  # ERROR lines of the output, quoted values redacted
+    output_path: Path | None = None
+
+    def table_rows(self, table: str) -> int | None:
+        """Rows pgloader says it wrote into ``table`` (None when the summary has no line for it)."""
+        line = self.summary.get(table)
+        return None if line is None else line.rows
+
+    def problems(self, tables: Sequence[str], expected_rows: Mapping[str, int] | None) -> list[str]:
+        """Everything in pgloader's own account that shows the load is incomplete, exit code 0 or not."""
+        found: list[str] = []
+        if self.returncode < 0:
+            found.append(f"pgloader was killed by signal {signal.Signals(-self.returncode).name}")
+        elif self.returncode != 0:
+            found.append(f"pgloader exited with {self.returncode}")
+        if not self.summary and self.returncode == 0:
+            found.append("pgloader wrote no summary")
+        for line in self.summary.values():
+            if line.errors:
+                found.append(f"pgloader counted {line.errors} error(s) in {line.name!r}")
+        for table in tables:
+            rows = self.table_rows(table)
+            if self.summary and rows is None:
+                found.append(f"pgloader's summary has no line for table {table}")
+            elif rows is not None and rows != self.summary[table].read:
+                found.append(f"{table}: pgloader read {self.summary[table].read} rows and wrote {rows}")
+            elif expected_rows is not None and rows is not None and rows != expected_rows.get(table):
+                found.append(f"{table}: pgloader wrote {rows} rows, the source has {expected_rows.get(table)}")
+        found.extend(self.errors[:10])
+        return found
+
+
+def run_pgloader(
+    sqlite_path: Path,
+    pg: PsqlConnection,
+    tables: Sequence[str],
+    *,
+    workdir: Path,
+    expected_rows: Mapping[str, int] | None = None,
+    pgloader: str = "pgloader",
+    timeout: float = 3600.0,
+    check: bool = True,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+) -> LoadReport:
+    """Run pgloader on a command file in ``workdir`` and read back its summary and log.
+
+    With ``check`` (the default) any sign of trouble raises MigrationError("load"): a non-zero exit, an
+    ERROR line, a per-table error count, or row counts that differ from ``expected_rows``. ``check=False``
+    returns pgloader's account as is (tests use it to show what pgloader alone would have let through).
+    ``on_start`` receives the running process (tests use it to kill pgloader mid-load).
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    command_file = workdir / "headscale.load"
+    summary_file = workdir / "pgloader-summary.csv"
+    output_file = workdir / "pgloader-output.log"
+    root_dir = workdir / "pgloader-root"  # its log and reject files: row data, kept out of /tmp/pgloader
+    summary_file.unlink(missing_ok=True)
+    command_file.write_text(render_pgloader(sqlite_path, pg.url(), tables))
+    argv = [pgloader, "--root-dir", str(root_dir), "--summary", str(summary_file), str(command_file)]
+    started = time.monotonic()
+    try:
+        with output_file.open("wb") as output:
+            proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, env=pg.env())
+            try:
+                if on_start is not None:
+                    on_start(proc)
+                returncode = proc.wait(timeout=timeout)
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+    except FileNotFoundError as error:
+        raise MigrationError("load", f"pgloader not found ({pgloader})") from error
+    except subprocess.TimeoutExpired as error:
+        raise MigrationError("load", f"pgloader did not finish within {timeout:.0f} s") from error
+    report = LoadReport(
+        returncode=returncode,
+        seconds=time.monotonic() - started,
+        summary=_read_summary(summary_file),
+        errors=_error_lines(output_file.read_text(errors="replace"), pg.password, keep=set(tables)),
+        output_path=output_file,
+    )
+    if check:
+        found = report.problems(tables, expected_rows)
+        if found:
+            raise MigrationError("load", "pgloader did not load everything:\n  " + "\n  ".join(found))
+    return report
+
+
+def _read_summary(path: Path) -> dict[str, SummaryLine]:
+    """pgloader's ``--summary x.csv``: ``"name";read;rows;errors;bytes;"time"`` (its JSON summary is invalid)."""
+    if not path.is_file():
+        return {}
+    lines: dict[str, SummaryLine] = {}
+    for row in csv.reader(path.read_text(errors="replace").splitlines(), delimiter=";"):
+        if len(row) < 4:
+            continue
+        name = row[0].split(".")[-1].strip('"')
+        try:
+            lines[name] = SummaryLine(name, int(row[1]), int(row[2]), int(row[3]))
+        except ValueError:
+            continue
+    return lines
+
+
+def _error_lines(output: str, password: str | None, *, keep: set[str]) -> list[str]:
+    """ERROR lines, with quoted values (which may be key material) and the password blanked out.
+
+    Quoted table and constraint names (``keep``, ``public``, ``fk_*``) stay: they say where the load broke.
+    """
+
+    def redact(match: re.Match[str]) -> str:
+        word = match.group(0).strip('"')
+        return match.group(0) if word in keep or word == "public" or word.startswith("fk_") else '"…"'
+
+    found = []
+    for line in output.splitlines():
+        if _PROBLEM.search(line):
+            line = _QUOTED.sub(redact, line.strip())
+            if password:
+                line = line.replace(password, "***")
+            found.append(line[:300])
+    return found

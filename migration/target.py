@@ -1,0 +1,80 @@
+"""The target database: Headscale's empty schema, never a database that already holds a tailnet.
+
+Headscale creates its PostgreSQL schema (and fills ``migrations``) when it first opens an empty database; the
+migration only loads rows into that schema. Loading over existing data would silently replace it (pgloader
+truncates), so a target with rows is refused unless the operator says ``force``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from migration.catalog import foreign_key_problems, foreign_keys, row_counts, schema_problems
+from migration.errors import MigrationError, step_errors
+from migration.psql import PsqlConnection
+from migration.versions import HeadscaleSchema
+
+
+@dataclass(frozen=True)
+class TargetReport:
+    """Row counts found in the target before loading (bookkeeping tables included)."""
+
+    row_counts: dict[str, int]
+    forced: bool = False  # data or a damaged schema was found and the caller chose to reset it
+
+
+def check_target(pg: PsqlConnection, schema: HeadscaleSchema, *, force: bool = False) -> TargetReport:
+    """Refuse a target that is not the empty database Headscale leaves behind (unless ``force``).
+
+    No schema at all is always refused (the migration never creates tables). Rows in a data table, or foreign
+    keys an interrupted pgloader left dropped, are refused unless ``force``: the caller then runs reset_target.
+    """
+    with step_errors("target"):
+        problems = schema_problems(pg, schema)
+        if problems:
+            raise MigrationError(
+                "target",
+                f"{pg.url()} does not hold the schema Headscale {schema.version} creates (start Headscale"
+                " once on the empty database; the migration never creates tables):\n  " + "\n  ".join(problems),
+            )
+        counts = row_counts(pg, schema.table_names)
+        damaged = foreign_key_problems(pg, schema)
+    busy = {table: counts[table] for table in schema.data_tables if counts[table]}
+    if (busy or damaged) and not force:
+        reasons = [f"already holds data ({', '.join(f'{t}={n}' for t, n in busy.items())})"] if busy else []
+        raise MigrationError(
+            "target",
+            f"{pg.url()} is not the empty database Headscale leaves; refusing to load over it:\n  "
+            + "\n  ".join(reasons + damaged)
+            + "\nIf this is a failed earlier run, rerun with --force: the target is wiped, its foreign keys"
+            " restored, and loaded again.",
+        )
+    return TargetReport(counts, forced=bool(busy or damaged))
+
+
+def reset_target(pg: PsqlConnection, schema: HeadscaleSchema) -> None:
+    """Bring a target back to what Headscale leaves on an empty database, for a rerun after a failed load.
+
+    Empties the data tables (sequences restart), re-creates foreign keys an interrupted pgloader left dropped
+    (pgloader re-creates only those it found, so a plain rerun would never bring them back), and refills an
+    emptied ``migrations`` table with the version's ids.
+    """
+    statements = [
+        "TRUNCATE " + ", ".join(f'public."{table}"' for table in schema.data_tables) + " RESTART IDENTITY CASCADE;"
+    ]
+    with step_errors("reset"):
+        present = foreign_keys(pg)
+        for expected in schema.foreign_keys:
+            have = present.get(expected.name)
+            if have is not None and (have.definition != expected or not have.validated):
+                statements.append(f'ALTER TABLE public."{have.definition.table}" DROP CONSTRAINT "{expected.name}";')
+                have = None
+            if have is None:
+                statements.append(expected.ddl() + ";")
+        if row_counts(pg, ("migrations",))["migrations"] == 0:
+            values = ", ".join(f"('{migration_id}')" for migration_id in schema.migration_ids)
+            statements.append(f"INSERT INTO public.migrations (id) VALUES {values};")
+        pg.execute("\n".join(statements))
+        problems = foreign_key_problems(pg, schema)
+    if problems:
+        raise MigrationError("reset", "foreign keys still wrong after reset:\n  " + "\n  ".join(problems))
