@@ -7,6 +7,7 @@ Steps, each failing the Job with its own message and none touching SQLite or its
    Headscale creates its own schema in the empty target.
 3. `migrate` (the migration image, `python -m migration run`): preflight on the copy, refuse a non-empty target
    unless forced, pgloader, then verification of counts, keys, sequences, migrations and checksums.
+4. `smoke` (the Headscale image again, `configtest` against the loaded database): Headscale opens it.
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ class SqliteToPostgres(pulumi.ComponentResource):
                         "enableServiceLinks": False,
                         "securityContext": pod_security(),
                         **scheduling(config.cluster),
-                        "initContainers": [restore, schema],
-                        "containers": [migrate],
+                        "initContainers": [restore, schema, migrate],
+                        "containers": [{**schema, "name": "smoke"}],
                         "volumes": volumes,
                     },
                 },

@@ -1,4 +1,4 @@
-"""SqliteToPostgres: the migrating stage's Job (restore → schema → migrate), awaited with Headscale at 0."""
+"""SqliteToPostgres: the migrating stage's Job (restore → schema → migrate → smoke), awaited with Headscale at 0."""
 
 from __future__ import annotations
 
@@ -43,8 +43,9 @@ def test_the_job_restores_creates_the_schema_then_migrates(migrating_run) -> Non
     assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
-    restore, schema = pod["initContainers"]
-    (migrate,) = pod["containers"]
+    restore, schema, migrate = pod["initContainers"]
+    (smoke,) = pod["containers"]
+    assert (smoke["name"], smoke["args"], smoke["image"]) == ("smoke", ["configtest"], schema["image"])
     env = {e["name"]: e.get("value") for e in restore["env"]}
     assert env["REQUIRE_BACKUP"] == "true"
     assert env["DB_PATH"] == "/var/lib/headscale/db.sqlite"
