@@ -96,9 +96,18 @@ def no_moving_image_tags(subject: Subject) -> list[str]:
     return problems
 
 
+def _serves_headscale(pod: Mapping[str, Any]) -> bool:
+    """A container running `headscale serve` (a `configtest` or CLI run is not a second server)."""
+    return any(
+        _app_of(str(c.get("image", ""))) == "headscale"
+        and "serve" in [*(c.get("command") or []), *(c.get("args") or [])]
+        for c in pod.get("containers") or []
+    )
+
+
 def headscale_is_a_singleton(subject: Subject) -> list[str]:
     pod = pod_spec(subject)
-    if pod is None or "headscale" not in _apps(pod):
+    if pod is None or not _serves_headscale(pod):
         return []
     problems = []
     if subject.kind not in {"Deployment", "StatefulSet"}:

@@ -131,3 +131,12 @@ def test_crossguard_adapter_reports_each_rule(run_stack) -> None:
     assert set(reported) == {"headscale-singleton", "no-moving-image-tags"}
     assert all(message.startswith(f"{resource.name}: ") for messages in reported.values() for message in messages)
     assert PACK_NAME == "headscale-ha-guardrails"
+
+
+def test_a_headscale_server_outside_a_deployment_fires_but_a_configtest_job_does_not() -> None:
+    container = {"name": "headscale", "image": "ghcr.io/juanfont/headscale:0.29.2", "args": ["serve"]}
+    job = {"spec": {"template": {"spec": {"containers": [container]}}}}
+    found = violations(Subject(type="kubernetes:batch/v1:Job", name="j", props=job))
+    assert "headscale-singleton" in found
+    job["spec"]["template"]["spec"]["containers"][0]["args"] = ["configtest"]
+    assert "headscale-singleton" not in violations(Subject(type="kubernetes:batch/v1:Job", name="j", props=job))
