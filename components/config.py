@@ -133,6 +133,9 @@ class Site(_Model):
     lb_pool: Cidr = Field(description="Cilium LB pool that hands out `gatewayIp`; advertised by the subnet routers.")
     routes: list[Cidr] = Field(default_factory=list, description="Cluster CIDRs the site's subnet routers advertise.")
     dns_zone: Fqdn | None = Field(default=None, description="Split-DNS zone; default `<name>.tn.<internalDomain>`.")
+    public_address: IPv4 | None = Field(
+        default=None, description="Public IP of the site's ingress; the DNS record target when this site is active."
+    )
 
     @model_validator(mode="after")
     def _gateway_in_pool(self) -> Site:
@@ -174,6 +177,7 @@ class Tailnet(_Model):
     internal_domain: Fqdn = Field(description="Parent of the per-site split-DNS zones `<site>.tn.<internalDomain>`.")
     sites: list[Site] = Field(min_length=1, description="Every cluster of the tailnet.")
     prefixes: Prefixes = Field(default_factory=Prefixes, description="Tailnet address ranges.")
+    active_site: DnsLabel = Field(description="The one site that serves the tailnet; promotion changes it.")
     users: list[TailnetUser] = Field(default_factory=list, description="Users managed by the active stack.")
     nameservers: list[IPAddress] = Field(
         default_factory=lambda: ["1.1.1.1", "1.0.0.1"], min_length=1, description="Global resolvers pushed to clients."
@@ -182,6 +186,8 @@ class Tailnet(_Model):
     @model_validator(mode="after")
     def _sites_consistent(self) -> Tailnet:
         problems = []
+        if self.active_site not in {site.name for site in self.sites}:
+            problems.append(f"activeSite {self.active_site} is not one of the sites")
         if self.public_hostname == self.base_domain:
             problems.append("baseDomain must differ from publicHostname (Headscale refuses to start)")
         for attr, what in (("name", "name"), ("gateway_ip", "gatewayIp")):
@@ -567,6 +573,12 @@ class StackConfig(_Model):
         default=None,
         description="Secret. Headscale API key the provider uses; with it the stack manages users, keys and policy.",
     )
+    identity_from: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",
+        description="`org/project/stack` of the active stack: a standby takes the Noise/DERP keys from its "
+        "`identity` output (or import both keys as secret config instead).",
+    )
     headscale_api_url: str | None = Field(
         default=None,
         pattern=r"^https?://[^\s/]+(/\S*)?$",
@@ -736,6 +748,39 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                     "database.postgres.instances",
                     f"exceeds cluster.nodes ({sections['cluster'].nodes}); instances are spread one per node",
                     instances,
+                )
+            )
+    if have("role", "cluster", "tailnet"):
+        active_site = sections["tailnet"].active_site
+        is_active_site = sections["cluster"].name == active_site
+        if (sections["role"] is Role.ACTIVE) != is_active_site:
+            problems.append(
+                _problem(
+                    "role",
+                    f"disagrees with tailnet.activeSite ({active_site}): exactly one site is active; to promote, "
+                    "change activeSite and the role of both stacks together",
+                    sections["role"].value,
+                )
+            )
+    if have("role") and sections["role"] is Role.STANDBY:
+        imported = sections.get("noisePrivateKey") is not None and sections.get("derpPrivateKey") is not None
+        if sections.get("identityFrom") is None and not imported:
+            problems.append(
+                _problem(
+                    "identityFrom",
+                    "is required on a standby (or import noisePrivateKey and derpPrivateKey): a standby with its own "
+                    "keys would be a different server to every client",
+                    _GONE,
+                )
+            )
+    if have("endpoint", "tailnet") and sections["endpoint"].failover is FailoverMode.EXTERNAL_DNS:
+        missing = sorted(site.name for site in sections["tailnet"].sites if site.public_address is None)
+        if missing:
+            problems.append(
+                _problem(
+                    "tailnet.sites",
+                    f"need a publicAddress for externalDns failover (missing: {', '.join(missing)})",
+                    _GONE,
                 )
             )
     standby = have("role") and sections["role"] is Role.STANDBY

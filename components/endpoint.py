@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import RouteKind, StackConfig
+from components.config import FailoverMode, Role, RouteKind, StackConfig
 from components.pod import labels
 
 NAME = "headscale-public"
@@ -44,6 +44,7 @@ class PublicEndpoint(pulumi.ComponentResource):
 
     certificate: k8s.apiextensions.CustomResource
     routes: list[pulumi.CustomResource]
+    dns: k8s.apiextensions.CustomResource | None
 
     def __init__(self, name: str, args: PublicEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:endpoint:PublicEndpoint", name, None, opts)
@@ -70,9 +71,50 @@ class PublicEndpoint(pulumi.ComponentResource):
         )
         if config.endpoint.route is RouteKind.GATEWAY:
             self.routes = self._gateway(name, args, meta, child)
+            served_by = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "name": NAME}
         else:
             self.routes = [self._ingress(name, args, meta, child)]
+            served_by = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": NAME}
+        self.dns = self._failover(name, config, meta, served_by, child)
         self.register_outputs({"hostname": host})
+
+    @staticmethod
+    def _failover(
+        name: str, config: StackConfig, meta: dict[str, Any], served_by: dict[str, str], opts: pulumi.ResourceOptions
+    ) -> k8s.apiextensions.CustomResource | None:
+        """Health-checked DNS that follows the active site; a standby never publishes a record of its own."""
+        endpoint, host = config.endpoint, config.tailnet.public_hostname
+        if endpoint.failover is FailoverMode.K8GB:
+            # Every cluster runs its Gslb; k8gb answers with the primary while it is healthy, else the other.
+            return k8s.apiextensions.CustomResource(
+                f"{name}-gslb",
+                api_version="k8gb.io/v1beta1",
+                kind="Gslb",
+                metadata={**meta, "name": NAME},
+                spec={
+                    "resourceRef": served_by,
+                    "strategy": {
+                        "type": "failover",
+                        "primaryGeoTag": config.tailnet.active_site,
+                        "dnsTtlSeconds": endpoint.ttl,
+                    },
+                },
+                opts=opts,
+            )
+        if endpoint.failover is FailoverMode.EXTERNAL_DNS and config.role is Role.ACTIVE:
+            address = config.site.public_address
+            assert address is not None  # enforced by the config's cross-key rules
+            return k8s.apiextensions.CustomResource(
+                f"{name}-dns",
+                api_version="externaldns.k8s.io/v1alpha1",
+                kind="DNSEndpoint",
+                metadata={**meta, "name": NAME},
+                spec={
+                    "endpoints": [{"dnsName": host, "recordType": "A", "recordTTL": endpoint.ttl, "targets": [address]}]
+                },
+                opts=opts,
+            )
+        return None
 
     @staticmethod
     def _gateway(

@@ -59,6 +59,8 @@ class HeadscaleServer(pulumi.ComponentResource):
     deployment: k8s.apps.v1.Deployment
     service: k8s.core.v1.Service
     api_url: str
+    noise_key: pulumi.Output[str]
+    derp_key: pulumi.Output[str]
 
     def __init__(self, name: str, args: HeadscaleServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:headscale:HeadscaleServer", name, None, opts)
@@ -66,8 +68,16 @@ class HeadscaleServer(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(APP, "control-plane")}
 
-        noise = _node_key(f"{name}-noise-key", config.noise_private_key, child)
-        derp = _node_key(f"{name}-derp-key", config.derp_private_key, child)
+        if config.identity_from is not None and config.noise_private_key is None:
+            # A standby serves with the active site's identity, read from that stack's secret `identity` output.
+            active = pulumi.StackReference(f"{name}-active-stack", stack_name=config.identity_from, opts=child)
+            identity = active.require_output("identity")
+            noise = pulumi.Output.secret(identity.apply(lambda keys: keys["noisePrivateKey"]))
+            derp = pulumi.Output.secret(identity.apply(lambda keys: keys["derpPrivateKey"]))
+        else:
+            noise = _node_key(f"{name}-noise-key", config.noise_private_key, child)
+            derp = _node_key(f"{name}-derp-key", config.derp_private_key, child)
+        self.noise_key, self.derp_key = noise, derp
         self.identity = k8s.core.v1.Secret(
             f"{name}-identity",
             metadata={**meta, "name": IDENTITY_SECRET},

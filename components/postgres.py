@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig
+from components.config import Role, StackConfig
 from components.pod import labels, resources
 
 CLUSTER = "headscale-db"
@@ -21,6 +21,8 @@ OWNER = "headscale"
 STORE = f"{CLUSTER}-store"
 CREDENTIALS = f"{CLUSTER}-s3"
 BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
+#: The active site's cluster as a standby's replica cluster knows it: through the shared WAL archive.
+ACTIVE_SOURCE = "active-db"
 
 
 def app_secret() -> str:
@@ -84,28 +86,43 @@ class PostgresDatabase(pulumi.ComponentResource):
         storage: dict[str, object] = {"size": postgres.storage_size}
         if config.cluster.storage_class:
             storage["storageClass"] = config.cluster.storage_class
+        spec: dict[str, object] = {
+            "instances": postgres.instances,
+            "imageName": postgres.image,
+            "storage": storage,
+            "resources": resources(postgres.resources),
+            "enableSuperuserAccess": False,
+            "affinity": {
+                "enablePodAntiAffinity": True,
+                "topologyKey": "kubernetes.io/hostname",
+                # Required when there is more than one instance: two instances on one node share its fate.
+                "podAntiAffinityType": "required" if postgres.instances > 1 else "preferred",
+            },
+        }
+        standby = config.role is Role.STANDBY
+        if standby:
+            # A replica cluster: recovered from the active site's archive and following it; it archives nothing
+            # (one writer per archive). Promotion = role active: `replica.enabled` false, then the plugin archives.
+            source = {"name": BARMAN_PLUGIN, "parameters": {"barmanObjectName": STORE, "serverName": CLUSTER}}
+            spec["bootstrap"] = {"recovery": {"source": ACTIVE_SOURCE, "database": DATABASE, "owner": OWNER}}
+            spec["replica"] = {"enabled": True, "source": ACTIVE_SOURCE}
+            spec["externalClusters"] = [{"name": ACTIVE_SOURCE, "plugin": source}]
+        else:
+            spec["bootstrap"] = {"initdb": {"database": DATABASE, "owner": OWNER}}
+            spec["plugins"] = [
+                {"name": BARMAN_PLUGIN, "isWALArchiver": True, "parameters": {"barmanObjectName": STORE}}
+            ]
         self.cluster = k8s.apiextensions.CustomResource(
             f"{name}-cluster",
             api_version="postgresql.cnpg.io/v1",
             kind="Cluster",
             metadata={**meta, "name": CLUSTER},
-            spec={
-                "instances": postgres.instances,
-                "imageName": postgres.image,
-                "storage": storage,
-                "resources": resources(postgres.resources),
-                "enableSuperuserAccess": False,
-                "bootstrap": {"initdb": {"database": DATABASE, "owner": OWNER}},
-                "affinity": {
-                    "enablePodAntiAffinity": True,
-                    "topologyKey": "kubernetes.io/hostname",
-                    # Required when there is more than one instance: two instances on one node share its fate.
-                    "podAntiAffinityType": "required" if postgres.instances > 1 else "preferred",
-                },
-                "plugins": [{"name": BARMAN_PLUGIN, "isWALArchiver": True, "parameters": {"barmanObjectName": STORE}}],
-            },
+            spec=spec,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[object_store], retain_on_delete=True),
         )
+        if standby:
+            self.register_outputs({"cluster": CLUSTER, "replicaOf": ACTIVE_SOURCE})
+            return
         k8s.apiextensions.CustomResource(
             f"{name}-scheduled-backup",
             api_version="postgresql.cnpg.io/v1",

@@ -9,8 +9,9 @@ import pulumi_kubernetes as k8s
 
 from components import headplane as headplane_module
 from components import headscale as headscale_module
-from components.config import PROJECT, ConfigError, DatabaseStage, Role, RouterMode, StackConfig
+from components.config import DatabaseStage, Role, RouterMode, StackConfig
 from components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
+from components.failover import promotion_steps
 from components.gateway import GatewayArgs, GatewayServices, SubnetRouters, advertised_routes, proxies
 from components.gateway import endpoints as gateway_endpoints
 from components.gateway_config import rewrite_kubeconfig
@@ -56,6 +57,8 @@ def endpoints(config: StackConfig) -> dict[str, Any]:
         "role": config.role.value,
         "dnsZone": config.dns_zone,
         "gatewayIp": config.site.gateway_ip,
+        "activeSite": config.tailnet.active_site,
+        "failover": config.endpoint.failover.value,
     }
     if config.headplane.enabled:
         result["adminUrl"] = f"https://{host}/admin"
@@ -75,13 +78,6 @@ class TailnetSite(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:site:TailnetSite", name, None, opts)
-        if config.database.stage is DatabaseStage.POSTGRES and config.role is Role.STANDBY:
-            raise ConfigError(
-                [
-                    f"{PROJECT}:database.stage: a standby on postgres needs a CNPG replica cluster following the "
-                    "active one, which this version of the program does not build yet, got 'postgres'"
-                ]
-            )
         child = pulumi.ResourceOptions(parent=self)
         if config.kubeconfig is not None:
             provider = k8s.Provider(
@@ -193,6 +189,7 @@ class TailnetSite(pulumi.ComponentResource):
             "headscaleVersion": config.headscale.version,
             "databaseStage": config.database.stage.value,
             "mustBackUp": must_back_up(config),
+            "failover": promotion_steps(config),
             "gateway": {
                 "ip": config.site.gateway_ip,
                 "dnsZone": config.dns_zone,
@@ -207,6 +204,11 @@ class TailnetSite(pulumi.ComponentResource):
                 "configMap": f"{config.namespace}/{CONFIG_MAP}",
             },
         }
+        if config.role is Role.ACTIVE:
+            # What a standby reads through its StackReference: one identity for the whole pair.
+            self.outputs["identity"] = pulumi.Output.secret(
+                {"noisePrivateKey": self.headscale.noise_key, "derpPrivateKey": self.headscale.derp_key}
+            )
         if config.kubeconfig is not None:
             api_port = next((proxy.port for proxy in proxies(config) if proxy.name == "kube-api"), 6443)
             self.outputs["kubeconfig"] = pulumi.Output.secret(

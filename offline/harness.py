@@ -145,10 +145,23 @@ def _random_state(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]
     return None
 
 
+def _stack_reference_state(name: str) -> dict[str, Any]:
+    """What another stack exports, offline: the outputs the program reads from it, with stand-in secrets."""
+
+    def key(kind: str) -> str:
+        return "privkey:" + hashlib.sha256(f"offline identity of {name} {kind}".encode()).hexdigest()
+
+    identity = {"noisePrivateKey": key("noise"), "derpPrivateKey": key("derp")}
+    return {"name": name, "outputs": {"identity": identity}, "secretOutputNames": ["identity"]}
+
+
 class _Mocks(pulumi_mocks.Mocks):
     """Echo inputs as state, the way a provider would for objects it creates as asked."""
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
+        if args.typ == "pulumi:pulumi:StackReference":
+            stack_name = str(args.inputs.get("name") or args.resource_id or args.name)
+            return stack_name, _stack_reference_state(stack_name)
         state = dict(args.inputs)
         computed = _random_state(args.typ, args.name, state)
         if computed is not None:
@@ -182,6 +195,21 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         loop = _ensure_event_loop()
         with self.lock:
             self.thread_loops.add(loop)
+
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        self._track_thread_loop()
+        response = super().ReadResource(request)
+        record = RegisteredResource(
+            type=request.type,
+            name=request.name,
+            urn=response.urn,
+            parent_urn=request.parent or None,
+            custom=True,
+            inputs=_plain(json_format.MessageToDict(request.properties)),
+        )
+        with self.lock:
+            self.registered.append(record)
+        return response
 
     def Invoke(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         self._track_thread_loop()

@@ -82,7 +82,8 @@ def test_plan_replaces_stale_files(tmp_path: Path) -> None:
 
 def test_a_new_stack_file_needs_no_code_change(project_copy) -> None:
     project = project_copy(
-        lab="config:\n  headscale-ha:role: standby\n  headscale-ha:cluster: {nodes: 5, apiServer: {host: 10.30.0.10}}\n"
+        lab="config:\n  headscale-ha:role: standby\n  headscale-ha:identityFrom: org/headscale-ha/hydra\n"
+        "  headscale-ha:cluster: {nodes: 5, apiServer: {host: 10.30.0.10}}\n"
     )
     _add_site(project, LAB_SITE)
     result = _plan_subprocess(project)

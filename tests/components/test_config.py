@@ -241,8 +241,8 @@ def test_replicas_cannot_exceed_the_nodes_that_host_them() -> None:
 
 
 def test_cluster_must_be_a_site_of_the_tailnet() -> None:
-    message = only_problem(cluster={**section("hydra", "cluster"), "name": "hydar"})
-    assert message == f"{PROJECT}:cluster.name: is not a site in tailnet.sites (hydra, cosmos), got 'hydar'"
+    found = problems(cluster={**section("hydra", "cluster"), "name": "hydar"})
+    assert f"{PROJECT}:cluster.name: is not a site in tailnet.sites (hydra, cosmos), got 'hydar'" in found
 
 
 def test_gateway_ip_outside_its_pool_is_refused() -> None:
@@ -382,3 +382,26 @@ def test_a_site_inside_the_tailnet_ranges_is_refused() -> None:
     tailnet["sites"][0]["gatewayIp"] = "100.64.10.1"
     message = only_problem(tailnet=tailnet)
     assert "site hydra: 100.64.10.0/28 overlaps the tailnet's own addresses" in message
+
+
+def test_exactly_one_site_is_active() -> None:
+    message = only_problem("cosmos", role="active")
+    assert message.startswith(f"{PROJECT}:role: disagrees with tailnet.activeSite (hydra)")
+    tailnet = {**section("hydra", "tailnet"), "activeSite": "nowhere"}
+    assert "activeSite nowhere is not one of the sites" in " ".join(problems(tailnet=tailnet))
+
+
+def test_a_standby_must_share_the_active_identity() -> None:
+    message = only_problem("cosmos", identityFrom=None)
+    assert message.startswith(f"{PROJECT}:identityFrom: is required on a standby")
+    keys = {"noisePrivateKey": NOISE, "derpPrivateKey": DERP}
+    assert parse("cosmos", identityFrom=None, secret_keys=tuple(keys), **keys).identity_from is None
+
+
+def test_external_dns_failover_needs_every_public_address() -> None:
+    tailnet = section("hydra", "tailnet")
+    del tailnet["sites"][1]["publicAddress"]
+    message = only_problem(tailnet=tailnet, endpoint={"failover": "externalDns"})
+    assert message.startswith(
+        f"{PROJECT}:tailnet.sites: need a publicAddress for externalDns failover (missing: cosmos)"
+    )

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config import ConfigError
 from offline.harness import SECRET
 from offline.plan import write_rendered
 from tests.test_main import _validate
@@ -92,11 +91,22 @@ def test_backup_table_follows_the_stage(postgres_run) -> None:
     assert "headscale/headscale-data" not in names
 
 
-def test_a_standby_on_postgres_is_refused_until_replica_clusters_exist(run_stack, project_copy) -> None:
+def test_a_standby_on_postgres_runs_a_replica_cluster_that_archives_nothing(run_stack, project_copy) -> None:
     project = project_copy()
     stack_file = project / "Pulumi.cosmos.yaml"
     sqlite = "  headscale-ha:database:\n    stage: sqlite\n    postgres:\n      instances: 1\n"
     assert sqlite in stack_file.read_text()
     stack_file.write_text(stack_file.read_text().replace(sqlite, POSTGRES.replace("instances: 3", "instances: 1")))
-    with pytest.raises(ConfigError, match="a standby on postgres needs a CNPG replica cluster"):
-        run_stack("cosmos", project_dir=project)
+    run = run_stack("cosmos", project_dir=project)
+    (cluster,) = _objects(run, "Cluster")
+    spec = cluster["spec"]
+    assert spec["replica"] == {"enabled": True, "source": "active-db"}
+    assert spec["bootstrap"]["recovery"]["source"] == "active-db"
+    assert spec["externalClusters"][0]["plugin"]["parameters"] == {
+        "barmanObjectName": "headscale-db-store",
+        "serverName": "headscale-db",
+    }
+    assert "plugins" not in spec, "one writer per archive: the replica does not archive"
+    assert _objects(run, "ScheduledBackup") == []
+    deployment = next(o for o in _objects(run, "Deployment") if o["metadata"]["name"] == "headscale")
+    assert deployment["spec"]["replicas"] == 0

@@ -46,6 +46,8 @@ def test_outputs_describe_the_site(run_stack) -> None:
         "role": "active",
         "dnsZone": "hydra.tn.internal.example.com",
         "gatewayIp": "172.30.250.10",
+        "activeSite": "hydra",
+        "failover": "none",
     }
     assert cosmos["endpoints"]["role"] == "standby"
     assert cosmos["endpoints"]["dnsZone"] == "cosmos.tn.internal.example.com"
