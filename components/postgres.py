@@ -118,7 +118,10 @@ class PostgresDatabase(pulumi.ComponentResource):
             kind="Cluster",
             metadata={**meta, "name": CLUSTER},
             spec=spec,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[object_store], retain_on_delete=True),
+            # Bootstrap only matters when the cluster is created; a promoted replica keeps its data.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[object_store], retain_on_delete=True, ignore_changes=["spec.bootstrap"]
+            ),
         )
         if standby:
             self.register_outputs({"cluster": CLUSTER, "replicaOf": ACTIVE_SOURCE})

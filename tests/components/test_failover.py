@@ -122,3 +122,26 @@ def test_promotion_steps_are_ordered_and_name_the_sites(run_stack) -> None:
     assert "pulumi up -s hydra" in steps[0]["command"]
     assert "restores the latest Litestream replica" in steps[1]["command"]
     assert "this stack (cosmos) is the standby" in steps[0]["note"]
+
+
+def test_both_stacks_render_in_both_roles(run_stack, project_copy, shared_dir, tmp_path) -> None:
+    """After a promotion cosmos serves and hydra stands by; both still render and validate."""
+    project = project_copy()
+    shared = project / "Pulumi.yaml"
+    shared.write_text(shared.read_text().replace("activeSite: hydra", "activeSite: cosmos"))
+    cosmos = project / "Pulumi.cosmos.yaml"
+    cosmos.write_text(
+        cosmos.read_text()
+        .replace("headscale-ha:role: standby", "headscale-ha:role: active")
+        .replace("  headscale-ha:identityFrom: organization/headscale-ha/hydra\n", "")
+    )
+    _with(project, "hydra", "  headscale-ha:identityFrom: organization/headscale-ha/cosmos\n")
+    hydra_file = project / "Pulumi.hydra.yaml"
+    hydra_file.write_text(hydra_file.read_text().replace("headscale-ha:role: active", "headscale-ha:role: standby"))
+    for stack, replicas in (("cosmos", 1), ("hydra", 0)):
+        run = run_stack(stack, project_dir=project)
+        headscale = next(o for o in _kinds(run, "Deployment") if o["metadata"]["name"] == "headscale")
+        assert headscale["spec"]["replicas"] == replicas
+        assert run.outputs["endpoints"]["activeSite"] == "cosmos"
+        files = [f for f in write_rendered(run, tmp_path / stack) if f.suffix == ".yaml"]
+        assert _validate(shared_dir, files).returncode == 0
