@@ -392,8 +392,24 @@ class ObjectStore(_Model):
     retention: str = Field(default="30d", pattern=r"^[1-9][0-9]*[dwm]$", description="Backup retention, e.g. 30d, 4w.")
 
 
+class ReplicaSource(StrEnum):
+    ARCHIVE = "archive"
+    STREAMING = "streaming"
+
+
 class Postgres(_Model):
     instances: int = Field(default=1, ge=1, le=9, description="CNPG instances (one primary + replicas), one per node.")
+    replica_source: ReplicaSource = Field(
+        default=ReplicaSource.ARCHIVE,
+        description="How a standby's replica cluster follows the active one: `archive` (the shared WAL archive) or "
+        "`streaming` (replication connection to `streamingHost`, plus the archive as fallback).",
+    )
+    streaming_host: str | None = Field(
+        default=None,
+        description="Address of the active cluster's PostgreSQL as the standby reaches it (e.g. through the tailnet "
+        "gateway); required for `streaming`. The TLS Secrets `<cluster>-replication` and `<cluster>-ca` of the "
+        "active cluster must be copied to the standby's namespace.",
+    )
     resources: ComputeResources = Field(
         default_factory=_resources("100m", "256Mi", "1", "1Gi"), description="Resources of each instance."
     )
@@ -784,6 +800,12 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                 )
             )
     standby = have("role") and sections["role"] is Role.STANDBY
+    if have("database"):
+        postgres_settings = sections["database"].postgres
+        if postgres_settings.replica_source is ReplicaSource.STREAMING and postgres_settings.streaming_host is None:
+            problems.append(
+                _problem("database.postgres.streamingHost", "is required when replicaSource is streaming", _GONE)
+            )
     if standby and have("database") and sections["database"].stage is DatabaseStage.MIGRATING:
         problems.append(
             _problem(

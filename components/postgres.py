@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import Role, StackConfig
+from components.config import ReplicaSource, Role, StackConfig
 from components.pod import labels, resources
 
 CLUSTER = "headscale-db"
@@ -103,10 +103,24 @@ class PostgresDatabase(pulumi.ComponentResource):
         if standby:
             # A replica cluster: recovered from the active site's archive and following it; it archives nothing
             # (one writer per archive). Promotion = role active: `replica.enabled` false, then the plugin archives.
-            source = {"name": BARMAN_PLUGIN, "parameters": {"barmanObjectName": STORE, "serverName": CLUSTER}}
+            source: dict[str, object] = {
+                "name": ACTIVE_SOURCE,
+                "plugin": {"name": BARMAN_PLUGIN, "parameters": {"barmanObjectName": STORE, "serverName": CLUSTER}},
+            }
+            if postgres.replica_source is ReplicaSource.STREAMING:
+                # Streaming first, the archive as fallback; the active's replication certificates are copied here.
+                source["connectionParameters"] = {
+                    "host": str(postgres.streaming_host),
+                    "user": "streaming_replica",
+                    "dbname": "postgres",
+                    "sslmode": "verify-full",
+                }
+                source["sslKey"] = {"name": f"{CLUSTER}-replication", "key": "tls.key"}
+                source["sslCert"] = {"name": f"{CLUSTER}-replication", "key": "tls.crt"}
+                source["sslRootCert"] = {"name": f"{CLUSTER}-ca", "key": "ca.crt"}
             spec["bootstrap"] = {"recovery": {"source": ACTIVE_SOURCE, "database": DATABASE, "owner": OWNER}}
             spec["replica"] = {"enabled": True, "source": ACTIVE_SOURCE}
-            spec["externalClusters"] = [{"name": ACTIVE_SOURCE, "plugin": source}]
+            spec["externalClusters"] = [source]
         else:
             spec["bootstrap"] = {"initdb": {"database": DATABASE, "owner": OWNER}}
             spec["plugins"] = [

@@ -405,3 +405,10 @@ def test_external_dns_failover_needs_every_public_address() -> None:
     assert message.startswith(
         f"{PROJECT}:tailnet.sites: need a publicAddress for externalDns failover (missing: cosmos)"
     )
+
+
+def test_streaming_replicas_need_a_host() -> None:
+    database = {"postgres": {"replicaSource": "streaming"}}
+    assert only_problem(database=database).startswith(
+        f"{PROJECT}:database.postgres.streamingHost: is required when replicaSource is streaming"
+    )

@@ -145,3 +145,22 @@ def test_both_stacks_render_in_both_roles(run_stack, project_copy, shared_dir, t
         assert run.outputs["endpoints"]["activeSite"] == "cosmos"
         files = [f for f in write_rendered(run, tmp_path / stack) if f.suffix == ".yaml"]
         assert _validate(shared_dir, files).returncode == 0
+
+
+def test_a_streaming_replica_connects_to_the_active_and_keeps_the_archive(
+    run_stack, project_copy, shared_dir, tmp_path
+) -> None:
+    project = project_copy()
+    database = POSTGRES.replace("instances: 3", "instances: 1").replace(
+        "      instances: 1\n",
+        "      instances: 1\n      replicaSource: streaming\n      streamingHost: pg.hydra.tn.internal.example.com\n",
+    )
+    _with(project, "cosmos", database, replace=SQLITE_DB["cosmos"])
+    run = run_stack("cosmos", project_dir=project)
+    (cluster,) = _kinds(run, "Cluster")
+    (source,) = cluster["spec"]["externalClusters"]
+    assert source["connectionParameters"]["host"] == "pg.hydra.tn.internal.example.com"
+    assert source["connectionParameters"]["sslmode"] == "verify-full"
+    assert source["plugin"]["name"] == "barman-cloud.cloudnative-pg.io"
+    files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
+    assert _validate(shared_dir, files).returncode == 0
