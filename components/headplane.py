@@ -15,9 +15,9 @@ import pulumi_random as random
 
 from components.config import Role, StackConfig
 from components.headplane_config import HeadplanePaths, headplane_config_yaml
-from components.litestream import LitestreamBackup, LitestreamBackupArgs
+from components.litestream import LitestreamBackup, backed_up_volume
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
-from components.workload import cluster_service, data_claim, singleton_deployment
+from components.workload import cluster_service, singleton_deployment
 
 APP = "headplane"
 PORT = 3000
@@ -73,27 +73,15 @@ class Headplane(pulumi.ComponentResource):
             data={"config.yaml": config_text},
             opts=child,
         )
-        self.volume = data_claim(
-            f"{name}-data",
-            meta=meta,
-            name="headplane-data",
-            size=config.headplane.storage_size,
-            storage_class=config.cluster.storage_class,
+        self.volume, self.backup = backed_up_volume(
+            name,
             parent=self,
-        )
-        self.backup = LitestreamBackup(
-            f"{name}-backup",
-            LitestreamBackupArgs(
-                app=APP,
-                namespace=namespace,
-                settings=config.backup,
-                db_path=f"{PATHS.data_dir}/hp_persist.db",
-                data_volume="data",
-                data_mount=PATHS.data_dir,
-                pvc_name="headplane-data",
-                require_backup=config.role is Role.STANDBY,
-            ),
-            opts=child,
+            meta=meta,
+            config=config,
+            app=APP,
+            size=config.headplane.storage_size,
+            data_dir=PATHS.data_dir,
+            db_file="hp_persist.db",
         )
         secret_files = {
             "cookie-secret": PATHS.cookie_secret,

@@ -15,10 +15,10 @@ import pulumi_random as random
 
 from components.config import DatabaseStage, Role, StackConfig
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths, PostgresConnection, headscale_config_yaml
-from components.litestream import LitestreamBackup, LitestreamBackupArgs
+from components.litestream import LitestreamBackup, backed_up_volume
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
 from components.postgres import DATABASE, OWNER, app_secret, read_write_host
-from components.workload import cluster_service, data_claim, singleton_deployment
+from components.workload import cluster_service, singleton_deployment
 
 APP = "headscale"
 HTTP_PORT = 8080
@@ -110,29 +110,16 @@ class HeadscaleServer(pulumi.ComponentResource):
         self.volume = None
         self.backup = None
         if sqlite:
-            self.volume = data_claim(
-                f"{name}-data",
-                meta=meta,
-                name="headscale-data",
-                size=config.headscale.storage_size,
-                storage_class=config.cluster.storage_class,
+            self.volume, self.backup = backed_up_volume(
+                name,
                 parent=self,
-            )
-            self.backup = LitestreamBackup(
-                f"{name}-backup",
-                LitestreamBackupArgs(
-                    app=APP,
-                    namespace=namespace,
-                    settings=config.backup,
-                    db_path=f"{PATHS.data_dir}/db.sqlite",
-                    data_volume="data",
-                    data_mount=PATHS.data_dir,
-                    pvc_name="headscale-data",
-                    identity_volume="identity",
-                    identity_file=PATHS.noise_key,
-                    require_backup=config.role is Role.STANDBY,
-                ),
-                opts=child,
+                meta=meta,
+                config=config,
+                app=APP,
+                size=config.headscale.storage_size,
+                data_dir=PATHS.data_dir,
+                db_file="db.sqlite",
+                identity_file=PATHS.noise_key,
             )
 
         pod_annotations = {

@@ -14,9 +14,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import Backup
+from components.config import Backup, Role, StackConfig
 from components.litestream_config import render_litestream_config, restore_script
 from components.pod import RUN_AS, checksum, container_security, labels, resources
+from components.workload import data_claim
 
 BACKUP_MOUNT = "/backup"
 CONFIG_MOUNT = "/etc/litestream"
@@ -154,3 +155,44 @@ class LitestreamBackup(pulumi.ComponentResource):
             spec={"sourcePVC": args.pvc_name, "trigger": {"schedule": volsync.schedule}, "restic": restic},
             opts=opts,
         )
+
+
+def backed_up_volume(
+    name: str,
+    *,
+    parent: pulumi.Resource,
+    meta: dict[str, Any],
+    config: StackConfig,
+    app: str,
+    size: str,
+    data_dir: str,
+    db_file: str,
+    identity_file: str | None = None,
+) -> tuple[k8s.core.v1.PersistentVolumeClaim, LitestreamBackup]:
+    """An application's SQLite volume and its Litestream backup: the pod mounts the claim as the volume `data`."""
+    claim_name = f"{app}-data"
+    claim = data_claim(
+        f"{name}-data",
+        meta=meta,
+        name=claim_name,
+        size=size,
+        storage_class=config.cluster.storage_class,
+        parent=parent,
+    )
+    backup = LitestreamBackup(
+        f"{name}-backup",
+        LitestreamBackupArgs(
+            app=app,
+            namespace=meta["namespace"],
+            settings=config.backup,
+            db_path=f"{data_dir}/{db_file}",
+            data_volume="data",
+            data_mount=data_dir,
+            pvc_name=claim_name,
+            identity_volume="identity" if identity_file else None,
+            identity_file=identity_file,
+            require_backup=config.role is Role.STANDBY,
+        ),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return claim, backup
