@@ -28,6 +28,31 @@ IDENTITY_SECRET = "headscale-identity"
 NOISE_ITEM, DERP_ITEM = "noise.key", "derp.key"
 
 
+#: The identity Secret as every pod that needs the Noise key mounts it (the server, the migration Job).
+IDENTITY_VOLUME: dict[str, Any] = {
+    "name": "identity",
+    "secret": {
+        "secretName": IDENTITY_SECRET,
+        "defaultMode": 0o440,
+        "items": [
+            {"key": NOISE_ITEM, "path": PATHS.noise_key.rsplit("/", 1)[1]},
+            {"key": DERP_ITEM, "path": PATHS.derp_key.rsplit("/", 1)[1]},
+        ],
+    },
+}
+IDENTITY_MOUNT: dict[str, Any] = {"name": "identity", "mountPath": PATHS.noise_key.rsplit("/", 1)[0], "readOnly": True}
+SERVER_CONFIG_VOLUME: dict[str, Any] = {
+    "name": "config",
+    "configMap": {"name": "headscale-config", "defaultMode": 0o444},
+}
+SERVER_CONFIG_MOUNT: dict[str, Any] = {
+    "name": "config",
+    "mountPath": "/etc/headscale/config.yaml",
+    "subPath": "config.yaml",
+    "readOnly": True,
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class HeadscaleServerArgs:
     config: StackConfig
@@ -143,24 +168,14 @@ class HeadscaleServer(pulumi.ComponentResource):
 
     def _pod_spec(self, config: StackConfig, sqlite: bool, *, oidc: bool) -> dict[str, Any]:
         volumes: list[dict[str, Any]] = [
-            {"name": "config", "configMap": {"name": "headscale-config", "defaultMode": 0o444}},
-            {
-                "name": "identity",
-                "secret": {
-                    "secretName": IDENTITY_SECRET,
-                    "defaultMode": 0o440,
-                    "items": [
-                        {"key": NOISE_ITEM, "path": PATHS.noise_key.rsplit("/", 1)[1]},
-                        {"key": DERP_ITEM, "path": PATHS.derp_key.rsplit("/", 1)[1]},
-                    ],
-                },
-            },
+            SERVER_CONFIG_VOLUME,
+            IDENTITY_VOLUME,
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
         ]
         mounts: list[dict[str, Any]] = [
-            {"name": "config", "mountPath": "/etc/headscale/config.yaml", "subPath": "config.yaml", "readOnly": True},
-            {"name": "identity", "mountPath": PATHS.noise_key.rsplit("/", 1)[0], "readOnly": True},
+            SERVER_CONFIG_MOUNT,
+            IDENTITY_MOUNT,
             {"name": "run", "mountPath": PATHS.run_dir},
             {"name": "tmp", "mountPath": "/tmp"},
         ]

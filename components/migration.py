@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
+from components.headscale import IDENTITY_MOUNT, IDENTITY_VOLUME, SERVER_CONFIG_MOUNT, SERVER_CONFIG_VOLUME
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
 from components.litestream import BACKUP_MOUNT, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
@@ -76,7 +77,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
                 scratch,
                 {"name": "backup", "mountPath": BACKUP_MOUNT, "readOnly": True},
                 {"name": "litestream-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
-                {"name": "identity", "mountPath": PATHS.noise_key.rsplit("/", 1)[0], "readOnly": True},
+                IDENTITY_MOUNT,
                 {"name": "tmp", "mountPath": "/tmp"},
             ],
             "resources": resources(litestream.resources),
@@ -88,13 +89,8 @@ class SqliteToPostgres(pulumi.ComponentResource):
             "args": ["configtest"],
             "env": database_env(namespace),
             "volumeMounts": [
-                {
-                    "name": "config",
-                    "mountPath": "/etc/headscale/config.yaml",
-                    "subPath": "config.yaml",
-                    "readOnly": True,
-                },
-                {"name": "identity", "mountPath": PATHS.noise_key.rsplit("/", 1)[0], "readOnly": True},
+                SERVER_CONFIG_MOUNT,
+                IDENTITY_MOUNT,
                 {"name": "run", "mountPath": PATHS.run_dir},
                 {"name": "tmp", "mountPath": "/tmp"},
             ],
@@ -127,13 +123,8 @@ class SqliteToPostgres(pulumi.ComponentResource):
             {"name": "backup", "nfs": {"server": config.backup.nfs.server, "path": config.backup.nfs.path,
                                        "readOnly": True}},
             {"name": "litestream-config", "configMap": {"name": "headscale-litestream", "defaultMode": 0o444}},
-            {"name": "config", "configMap": {"name": "headscale-config", "defaultMode": 0o444}},
-            {"name": "identity", "secret": {
-                "secretName": "headscale-identity",
-                "defaultMode": 0o440,
-                "items": [{"key": "noise.key", "path": PATHS.noise_key.rsplit("/", 1)[1]},
-                          {"key": "derp.key", "path": PATHS.derp_key.rsplit("/", 1)[1]}],
-            }},
+            SERVER_CONFIG_VOLUME,
+            IDENTITY_VOLUME,
         ]  # fmt: skip
         # A new Job (new name) for every change of what it would do; a finished one is kept for the record.
         digest = checksum(config.headscale.version, migration.image, str(migration.force))[:8]
