@@ -12,18 +12,22 @@ import difflib
 import functools
 import ipaddress
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, get_args, get_origin
 
 import pulumi
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     SecretStr,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -91,6 +95,63 @@ class RouterMode(StrEnum):
 
 
 # --------------------------------------------------------------------------------------------- shared parts
+
+#: Go's time.Duration is an int64 count of nanoseconds; time.ParseDuration refuses anything longer.
+GO_MAX_DURATION_NS = 2**63 - 1
+_DURATION_UNIT_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)")
+
+
+def go_duration_ns(duration: str) -> int:
+    """Nanoseconds in a (validated) Go duration string, as time.ParseDuration counts them (whole ns per part)."""
+    return sum(int(Decimal(number) * _DURATION_UNIT_NS[unit]) for number, unit in _DURATION_PART.findall(duration))
+
+
+def _go_duration_in_range(duration: str, *, above: str, reason: str) -> str:
+    """Refuse a duration Go cannot hold, or one not longer than ``above`` (``reason`` says who refuses it)."""
+    nanoseconds = go_duration_ns(duration)
+    if nanoseconds > GO_MAX_DURATION_NS:
+        raise ValueError("is longer than Go's longest duration (about 2562047h), so it cannot be parsed")
+    if nanoseconds <= go_duration_ns(above):
+        raise ValueError(f"must be more than {above}: {reason}")
+    return duration
+
+
+_URL_PARTS = re.compile(
+    r"^https://(?P<host>\[[^\]]*\]|[A-Za-z0-9._-]+)(?::(?P<port>\d{1,5}))?(?P<rest>[/?#].*)?$", re.DOTALL
+)
+
+
+def _parsable_url(url: str) -> str:
+    """An https URL that Go's net/url and the WHATWG URL parser (Node.js) both accept.
+
+    Headscale parses DERP map URLs and the OIDC issuer with Go's url.Parse, Headplane its issuer as a WHATWG URL;
+    both refuse control characters, ports that are not numbers and malformed %-escapes, WHATWG also ports above
+    65535 and hosts with characters such as '{', '|' or '^'.
+    """
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
+        raise ValueError("must not contain control characters")
+    parts = _URL_PARTS.match(url)
+    host_ok = parts is not None and (not parts["host"].startswith("[") or _is_ipv6(parts["host"][1:-1]))
+    if parts is None or not host_ok or (parts["port"] is not None and int(parts["port"]) > 65535):
+        raise ValueError(
+            "must be https://<host>[:<port>][/<path>] with a DNS name, IPv4 or [IPv6] host and a port up to 65535"
+        )
+    if re.search(r"%(?![0-9A-Fa-f]{2})", url):
+        raise ValueError("has a '%' that does not start a %XX escape")
+    return url
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: An https URL the Go and Node.js URL parsers accept (see ``_parsable_url``).
+ParsableHttpsUrl = Annotated[HttpsUrl, AfterValidator(_parsable_url)]
 
 
 class ResourceAmounts(_Model):
@@ -162,6 +223,10 @@ class Prefixes(_Model):
 
     @model_validator(mode="after")
     def _inside_tailscale_ranges(self) -> Prefixes:
+        if ipaddress.ip_network(self.v4).version != 4:
+            raise ValueError(f"v4 {self.v4} is not an IPv4 network")
+        if ipaddress.ip_network(self.v6).version != 6:
+            raise ValueError(f"v6 {self.v6} is not an IPv6 network")
         if not ipaddress.ip_network(self.v4).subnet_of(ipaddress.IPv4Network("100.64.0.0/10")):
             raise ValueError(f"v4 {self.v4} is outside 100.64.0.0/10, which is all Tailscale clients accept")
         if not ipaddress.ip_network(self.v6).subnet_of(ipaddress.IPv6Network("fd7a:115c:a1e0::/48")):
@@ -173,7 +238,9 @@ class Tailnet(_Model):
     """What both clusters share: names, sites, address ranges. Lives in Pulumi.yaml."""
 
     public_hostname: Fqdn = Field(description="Public name of Headscale (`/`) and Headplane (`/admin`).")
-    base_domain: Fqdn = Field(description="MagicDNS base domain; must differ from `publicHostname`.")
+    base_domain: Fqdn = Field(
+        description="MagicDNS base domain; must be neither `publicHostname` nor a parent domain of it."
+    )
     internal_domain: Fqdn = Field(description="Parent of the per-site split-DNS zones `<site>.tn.<internalDomain>`.")
     sites: list[Site] = Field(min_length=1, description="Every cluster of the tailnet.")
     prefixes: Prefixes = Field(default_factory=Prefixes, description="Tailnet address ranges.")
@@ -183,13 +250,22 @@ class Tailnet(_Model):
         default_factory=lambda: ["1.1.1.1", "1.0.0.1"], min_length=1, description="Global resolvers pushed to clients."
     )
 
+    @field_validator("base_domain")
+    @classmethod
+    def _server_outside_base_domain(cls, base_domain: str, info: ValidationInfo) -> str:
+        host = info.data.get("public_hostname")  # absent when publicHostname itself is invalid
+        if host is not None and (host == base_domain or host.endswith(f".{base_domain}")):
+            raise ValueError(
+                f"must be neither publicHostname ({host}) nor a parent domain of it: Headscale refuses to start "
+                "when server_url's host is base_domain or inside it (MagicDNS would take the server's name over)"
+            )
+        return base_domain
+
     @model_validator(mode="after")
     def _sites_consistent(self) -> Tailnet:
         problems = []
         if self.active_site not in {site.name for site in self.sites}:
             problems.append(f"activeSite {self.active_site} is not one of the sites")
-        if self.public_hostname == self.base_domain:
-            problems.append("baseDomain must differ from publicHostname (Headscale refuses to start)")
         for attr, what in (("name", "name"), ("gateway_ip", "gatewayIp")):
             seen = [getattr(site, attr) for site in self.sites]
             problems += [f"two sites share the {what} {v}" for v in sorted({v for v in seen if seen.count(v) > 1})]
@@ -262,7 +338,7 @@ class Cluster(_Model):
 
 
 class Oidc(_Model):
-    issuer: HttpsUrl = Field(description="OIDC issuer URL.")
+    issuer: ParsableHttpsUrl = Field(description="OIDC issuer URL.")
     client_id: str = Field(min_length=1, description="OIDC client id; the secret is the `oidcClientSecret` key.")
     scope: list[str] = Field(default_factory=lambda: ["openid", "profile", "email"], description="Requested scopes.")
     allowed_domains: list[str] = Field(default_factory=list, description="Only e-mail domains listed may log in.")
@@ -278,7 +354,7 @@ class Derp(_Model):
     embedded: bool = Field(default=False, description="Run Headscale's embedded DERP relay (needs UDP 3478 reachable).")
     region_id: int = Field(default=999, ge=900, le=999, description="Region id of the embedded DERP.")
     region_code: DnsLabel = Field(default="headscale", description="Region code of the embedded DERP.")
-    urls: list[HttpsUrl] = Field(
+    urls: list[ParsableHttpsUrl] = Field(
         default_factory=lambda: ["https://controlplane.tailscale.com/derpmap/default"],
         description="DERP maps to load; empty with `embedded` for a private relay only.",
     )
@@ -299,7 +375,7 @@ class Headscale(_Model):
     )
     storage_size: Quantity = Field(default="1Gi", description="Size of the SQLite volume (sqlite stage).")
     ephemeral_inactivity_timeout: Duration = Field(
-        default="30m", description="Ephemeral nodes offline this long are removed."
+        default="30m", description="Ephemeral nodes offline this long are removed; more than 65s."
     )
     derp: Derp = Field(default_factory=Derp, description="DERP relays.")
     oidc: Oidc | None = Field(default=None, description="OIDC login; off when absent.")
@@ -316,6 +392,16 @@ class Headscale(_Model):
                 "(SQLite has one writer; node cache, IP allocation and routes live in process memory)"
             )
         return replicas
+
+    @field_validator("ephemeral_inactivity_timeout")
+    @classmethod
+    def _above_keepalive(cls, timeout: str) -> str:
+        return _go_duration_in_range(
+            timeout,
+            above="65s",
+            reason="Headscale refuses to start with an ephemeral inactivity timeout of 65s or less "
+            "(the 60s keepalive plus a margin)",
+        )
 
     @model_validator(mode="after")
     def _version_matches_image(self) -> Headscale:
@@ -350,8 +436,33 @@ class Headplane(_Model):
 
 
 class Nfs(_Model):
-    server: str = Field(min_length=1, description="NFS server (name or IP) holding the Litestream replicas.")
-    path: AbsolutePath = Field(description="Exported directory; each application replicates to its own subdirectory.")
+    """Where the Litestream replicas live. Pods reach it only through a claim: `restricted` admits no `nfs:` volume."""
+
+    server: str | None = Field(
+        default=None,
+        min_length=1,
+        description="NFS server (name or IP) of the static PersistentVolume; required unless `storageClass` is set.",
+    )
+    path: AbsolutePath | None = Field(
+        default=None,
+        description="Exported directory of the static PersistentVolume; each application replicates to its own "
+        "subdirectory (`headscale`, `headplane`), which must exist and be writable by UID 65532.",
+    )
+    storage_class: str | None = Field(
+        default=None,
+        min_length=1,
+        description="StorageClass that provisions the backup claim (e.g. csi-driver-nfs) instead of a static "
+        "nfs PersistentVolume; a standby restores only if the class maps both sites to the same directory.",
+    )
+    size: Quantity = Field(default="10Gi", description="Capacity of the backup volume and claim.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Nfs:
+        if self.storage_class is None and (self.server is None or self.path is None):
+            raise ValueError("server and path are required for the static nfs PersistentVolume (or set storageClass)")
+        if self.storage_class is not None and (self.server is not None or self.path is not None):
+            raise ValueError("storageClass provisions the volume: leave server and path to the StorageClass")
+        return self
 
 
 class Litestream(_Model):
@@ -361,6 +472,13 @@ class Litestream(_Model):
     resources: ComputeResources = Field(
         default_factory=_resources("10m", "32Mi", "200m", "128Mi"), description="Sidecar resources."
     )
+
+    @field_validator("sync_interval", "retention")
+    @classmethod
+    def _positive(cls, duration: str) -> str:
+        return _go_duration_in_range(
+            duration, above="0s", reason="Litestream refuses to start with a zero sync interval or retention"
+        )
 
 
 class VolSync(_Model):

@@ -26,6 +26,8 @@ DNS_PORT = 1053  # unprivileged in the pod; the Service answers on 53
 COREFILE_DIR = "/etc/coredns-config"
 HOSTS_DIR = "/etc/coredns-hosts"  # a directory mount, so CoreDNS sees ConfigMap updates and reloads
 AUTHKEY_SECRET = "subnet-router-authkey"
+SKIP_AWAIT = "pulumi.com/skipAwait"
+HEALTH_PORT = 9002  # containerboot's /healthz (TS_ENABLE_HEALTH_CHECK)
 POOL_LABEL = "io.cilium/lb-pool"
 ROOT_ANNOTATION = "headscale-ha/runs-as-root"
 _SMALL = ComputeResources(
@@ -57,6 +59,24 @@ def proxies(config: StackConfig) -> list[Proxy]:
             target_port=2379,
         ),
     ]
+
+
+def routers_namespace(config: StackConfig) -> str:
+    """Kernel-mode routers run as root with NET_ADMIN, which only `privileged` admits: they get a namespace of
+    their own, so the gateway services (and userspace routers) stay `restricted`."""
+    if config.gateway.routers.mode is RouterMode.KERNEL:
+        return f"{config.gateway.namespace}-routers"
+    return config.gateway.namespace
+
+
+def key_check(namespace: str) -> str:
+    """The router's entrypoint: say in the log when the enrolment key is absent, then run containerboot."""
+    message = (
+        f"subnet-router: no pre-auth key (Secret {namespace}/{AUTHKEY_SECRET}, key authkey, is missing or empty); "
+        "a replica that never enrolled stays not ready. Set bootstrapApiKey (the stack mints the key) or "
+        "routerAuthKey, then pulumi up: see the stack output nextSteps."
+    )
+    return f'if [ -z "${{TS_AUTHKEY:-}}" ]; then echo "{message}" >&2; fi; exec /usr/local/bin/containerboot'
 
 
 def dns_records(config: StackConfig) -> dict[str, str]:
@@ -155,9 +175,11 @@ class SubnetRouters(pulumi.ComponentResource):
             spec={"clusterIP": "None", "selector": selector(ROUTERS), "ports": [{"name": "none", "port": 1}]},
             opts=child,
         )
+        has_key = config.bootstrap_api_key is not None or config.router_auth_key is not None
         self.statefulset = k8s.apps.v1.StatefulSet(
             f"{name}-statefulset",
-            metadata={**meta, "name": ROUTERS},
+            # Without a key the routers cannot become ready until the next `pulumi up` mints one: do not wait.
+            metadata={**meta, "name": ROUTERS, **({} if has_key else {"annotations": {SKIP_AWAIT: "true"}})},
             spec={
                 "replicas": replicas,
                 "serviceName": ROUTERS,
@@ -170,7 +192,7 @@ class SubnetRouters(pulumi.ComponentResource):
                         if routers.mode is RouterMode.KERNEL
                         else {},
                     },
-                    "spec": self._pod_spec(config, replicas),
+                    "spec": self._pod_spec(config, replicas, namespace),
                 },
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.state_secrets, headless]),
@@ -180,7 +202,7 @@ class SubnetRouters(pulumi.ComponentResource):
         self.register_outputs({"replicas": replicas, "routes": advertised_routes(config)})
 
     @staticmethod
-    def _pod_spec(config: StackConfig, replicas: int) -> dict[str, Any]:
+    def _pod_spec(config: StackConfig, replicas: int, namespace: str) -> dict[str, Any]:
         routers = config.gateway.routers
         kernel = routers.mode is RouterMode.KERNEL
         extra_args = (
@@ -192,9 +214,13 @@ class SubnetRouters(pulumi.ComponentResource):
             {"name": "TS_KUBE_SECRET", "value": "$(POD_NAME)"},
             {"name": "TS_HOSTNAME", "value": f"{config.site.name}-$(POD_NAME)"},
             {
+                # Optional by design: the first `pulumi up` runs before Headscale can mint a key. Without one the
+                # pod logs why (see KEY_CHECK) and stays not ready; a replica already enrolled keeps its state.
                 "name": "TS_AUTHKEY",
                 "valueFrom": {"secretKeyRef": {"name": AUTHKEY_SECRET, "key": "authkey", "optional": True}},
             },
+            {"name": "TS_ENABLE_HEALTH_CHECK", "value": "true"},
+            {"name": "TS_LOCAL_ADDR_PORT", "value": f"[::]:{HEALTH_PORT}"},
             {"name": "TS_ROUTES", "value": ",".join(advertised_routes(config))},
             {"name": "TS_USERSPACE", "value": "false" if kernel else "true"},
             {"name": "TS_EXTRA_ARGS", "value": extra_args},
@@ -224,7 +250,15 @@ class SubnetRouters(pulumi.ComponentResource):
                 {
                     "name": "tailscale",
                     "image": routers.image,
+                    "command": ["/bin/sh", "-c", key_check(namespace)],
                     "env": env,
+                    "ports": [{"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
+                    # /healthz answers 200 only once the node has its tailnet addresses: no key, no readiness.
+                    "readinessProbe": {
+                        "httpGet": {"path": "/healthz", "port": "health"},
+                        "periodSeconds": 10,
+                        "failureThreshold": 3,
+                    },
                     "resources": resources(_ROUTER),
                     "securityContext": security,
                     "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],

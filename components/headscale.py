@@ -14,9 +14,15 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.config import DatabaseStage, Role, StackConfig
-from components.headscale_config import PASSWORD_ENV, HeadscalePaths, PostgresConnection, headscale_config_yaml
+from components.headscale_config import (
+    PASSWORD_ENV,
+    STUN_PORT,
+    HeadscalePaths,
+    PostgresConnection,
+    headscale_config_yaml,
+)
 from components.litestream import LitestreamBackup, backed_up_volume
-from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
 from components.postgres import DATABASE, OWNER, app_secret, read_write_host
 from components.workload import cluster_service, singleton_deployment
 
@@ -25,6 +31,9 @@ HTTP_PORT = 8080
 METRICS_PORT = 9090
 PATHS = HeadscalePaths()
 IDENTITY_SECRET = "headscale-identity"
+#: The embedded DERP relay's STUN listener (UDP): reached by clients from the internet, so it has its own Service.
+STUN_SERVICE = "headscale-stun"
+STUN_CONTAINER_PORT: dict[str, Any] = {"name": "stun", "containerPort": STUN_PORT, "protocol": "UDP"}
 NOISE_ITEM, DERP_ITEM = "noise.key", "derp.key"
 
 
@@ -51,6 +60,28 @@ SERVER_CONFIG_MOUNT: dict[str, Any] = {
     "subPath": "config.yaml",
     "readOnly": True,
 }
+OIDC_SECRET = "headscale-oidc"
+OIDC_ITEM = "client-secret"
+OIDC_VOLUME: dict[str, Any] = {
+    "name": "oidc",
+    "secret": {
+        "secretName": OIDC_SECRET,
+        "defaultMode": 0o440,
+        "items": [{"key": OIDC_ITEM, "path": PATHS.oidc_client_secret.rsplit("/", 1)[1]}],
+    },
+}
+OIDC_MOUNT: dict[str, Any] = {"name": "oidc", "mountPath": PATHS.oidc_client_secret.rsplit("/", 1)[0], "readOnly": True}
+
+
+def server_files(config: StackConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Volumes and mounts of every file the rendered config.yaml names: each container that loads the config
+    (the server, the migration Job's configtest steps) needs all of them, or Headscale stops reading it."""
+    volumes = [SERVER_CONFIG_VOLUME, IDENTITY_VOLUME]
+    mounts = [SERVER_CONFIG_MOUNT, IDENTITY_MOUNT]
+    if config.headscale.oidc is not None:
+        volumes.append(OIDC_VOLUME)
+        mounts.append(OIDC_MOUNT)
+    return volumes, mounts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +101,10 @@ def _node_key(name: str, imported: str | None, opts: pulumi.ResourceOptions) -> 
     """`privkey:` + 64 hex: imported from secret config, or 32 random bytes kept in Pulumi state."""
     if imported is not None:
         return pulumi.Output.secret(imported)
-    key = random.RandomBytes(name, length=32, opts=opts)
+    # Protected: these bytes exist only in the Pulumi state; `destroy` or a replacement would lose the tailnet's
+    # identity for good, so both refuse until someone unprotects them on purpose.
+    protected = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=True))
+    key = random.RandomBytes(name, length=32, opts=protected)
     return pulumi.Output.secret(key.hex.apply(lambda value: f"privkey:{value}"))
 
 
@@ -83,6 +117,7 @@ class HeadscaleServer(pulumi.ComponentResource):
     backup: LitestreamBackup | None
     deployment: k8s.apps.v1.Deployment
     service: k8s.core.v1.Service
+    stun_service: k8s.core.v1.Service | None = None
     api_url: str
     noise_key: pulumi.Output[str]
     derp_key: pulumi.Output[str]
@@ -108,15 +143,16 @@ class HeadscaleServer(pulumi.ComponentResource):
             metadata={**meta, "name": IDENTITY_SECRET},
             type="Opaque",
             string_data={NOISE_ITEM: noise, DERP_ITEM: derp},
-            opts=child,
+            # Retained: `destroy` leaves the keys in the cluster (the restore's identity check needs them).
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
         secrets: dict[str, Any] = {}
-        if config.oidc_client_secret is not None:
+        if config.headscale.oidc is not None and config.oidc_client_secret is not None:
             secrets["oidc"] = k8s.core.v1.Secret(
                 f"{name}-oidc",
-                metadata={**meta, "name": "headscale-oidc"},
+                metadata={**meta, "name": OIDC_SECRET},
                 type="Opaque",
-                string_data={"client-secret": pulumi.Output.secret(config.oidc_client_secret.get_secret_value())},
+                string_data={OIDC_ITEM: pulumi.Output.secret(config.oidc_client_secret.get_secret_value())},
                 opts=child,
             )
 
@@ -156,42 +192,36 @@ class HeadscaleServer(pulumi.ComponentResource):
             app=APP,
             component="control-plane",
             replicas=headscale_replicas(config),
-            pod_spec=self._pod_spec(config, sqlite, oidc="oidc" in secrets),
+            pod_spec=self._pod_spec(config, sqlite),
             annotations=pod_annotations,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.identity, *secrets.values()]),
         )
         self.service = cluster_service(
             f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
         )
+        if config.headscale.derp.embedded:
+            self.stun_service = k8s.core.v1.Service(
+                f"{name}-stun",
+                metadata={**meta, "name": STUN_SERVICE},
+                spec={
+                    "type": "LoadBalancer",
+                    # Local: STUN answers with the source address it sees, so it must be the client's own.
+                    "externalTrafficPolicy": "Local",
+                    "selector": selector(APP),
+                    "ports": [{"name": "stun", "port": STUN_PORT, "targetPort": "stun", "protocol": "UDP"}],
+                },
+                opts=child,
+            )
         self.api_url = f"http://{APP}.{namespace}.svc.cluster.local:{HTTP_PORT}"
         self.register_outputs({"apiUrl": self.api_url, "replicas": headscale_replicas(config)})
 
-    def _pod_spec(self, config: StackConfig, sqlite: bool, *, oidc: bool) -> dict[str, Any]:
-        volumes: list[dict[str, Any]] = [
-            SERVER_CONFIG_VOLUME,
-            IDENTITY_VOLUME,
+    def _pod_spec(self, config: StackConfig, sqlite: bool) -> dict[str, Any]:
+        volumes, mounts = server_files(config)
+        volumes += [
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
         ]
-        mounts: list[dict[str, Any]] = [
-            SERVER_CONFIG_MOUNT,
-            IDENTITY_MOUNT,
-            {"name": "run", "mountPath": PATHS.run_dir},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ]
-        if oidc:
-            oidc_file = PATHS.oidc_client_secret.rsplit("/", 1)[1]
-            volumes.append(
-                {
-                    "name": "oidc",
-                    "secret": {
-                        "secretName": "headscale-oidc",
-                        "defaultMode": 0o440,
-                        "items": [{"key": "client-secret", "path": oidc_file}],
-                    },
-                }
-            )
-            mounts.append({"name": "oidc", "mountPath": PATHS.oidc_client_secret.rsplit("/", 1)[0], "readOnly": True})
+        mounts += [{"name": "run", "mountPath": PATHS.run_dir}, {"name": "tmp", "mountPath": "/tmp"}]
         init_containers: list[dict[str, Any]] = []
         if sqlite and self.backup is not None:
             volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": "headscale-data"}})
@@ -214,6 +244,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             "ports": [
                 {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
                 {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+                *([STUN_CONTAINER_PORT] if config.headscale.derp.embedded else []),
             ],
             "startupProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 60},
             "livenessProbe": {**http_probe, "periodSeconds": 15, "failureThreshold": 4},

@@ -14,6 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.backup_volume import CLAIM as BACKUP_CLAIM
 from components.config import Backup, Role, StackConfig
 from components.litestream_config import render_litestream_config, restore_script
 from components.pod import RUN_AS, checksum, container_security, labels, resources
@@ -28,6 +29,23 @@ CONFIG_VOLUME = "litestream-config"
 TMP_VOLUME = "litestream-tmp"
 
 
+def backup_mount(app: str, *, read_only: bool = False) -> dict[str, Any]:
+    """The application's own sub-directory of the backup claim, at `/backup/<app>` (the restore's BACKUP_DIR)."""
+    mount: dict[str, Any] = {"name": BACKUP_VOLUME, "mountPath": f"{BACKUP_MOUNT}/{app}", "subPath": app}
+    return mount | {"readOnly": True} if read_only else mount
+
+
+def mover_security() -> dict[str, Any]:
+    """VolSync's mover pod security context, as the `restricted` Pod Security level demands of a pod."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 @dataclass(frozen=True, kw_only=True)
 class LitestreamBackupArgs:
     """Where the application keeps its database and how the backup of it must behave."""
@@ -39,6 +57,7 @@ class LitestreamBackupArgs:
     data_volume: str  # pod volume that holds db_path
     data_mount: str  # where that volume is mounted
     pvc_name: str  # the claim behind data_volume (for VolSync)
+    backup_claim: str  # the claim of the NFS export; this app mounts its sub-directory `<app>` of it
     identity_volume: str | None = None  # pod volume with the Noise key; None: no identity contract
     identity_file: str | None = None
     require_backup: bool = False  # a standby must restore, never start empty
@@ -56,8 +75,6 @@ class LitestreamBackup(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:litestream:LitestreamBackup", name, None, opts)
-        if args.settings.nfs is None:
-            raise ValueError(f"{args.app}: backup.nfs is required for a Litestream backup")
         litestream = args.settings.litestream
         self.backup_dir = f"{BACKUP_MOUNT}/{args.app}"
         config_text = render_litestream_config(
@@ -80,7 +97,7 @@ class LitestreamBackup(pulumi.ComponentResource):
             opts=child,
         )
         self.volumes = [
-            {"name": BACKUP_VOLUME, "nfs": {"server": args.settings.nfs.server, "path": args.settings.nfs.path}},
+            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim}},
             {"name": CONFIG_VOLUME, "configMap": {"name": f"{args.app}-litestream", "defaultMode": 0o444}},
             {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
         ]
@@ -93,7 +110,7 @@ class LitestreamBackup(pulumi.ComponentResource):
     def _mounts(self, args: LitestreamBackupArgs) -> list[dict[str, Any]]:
         return [
             {"name": args.data_volume, "mountPath": args.data_mount},
-            {"name": BACKUP_VOLUME, "mountPath": BACKUP_MOUNT},
+            backup_mount(args.app),
             {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
             {"name": TMP_VOLUME, "mountPath": "/tmp"},
         ]
@@ -143,7 +160,8 @@ class LitestreamBackup(pulumi.ComponentResource):
             "copyMethod": "Snapshot",
             "pruneIntervalDays": 7,
             "retain": {"daily": volsync.keep_daily, "weekly": volsync.keep_weekly},
-            "moverSecurityContext": {"runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS},
+            # The mover pod runs in this `restricted` namespace: non-root and RuntimeDefault seccomp, or refused.
+            "moverSecurityContext": mover_security(),
         }
         if volsync.volume_snapshot_class:
             restic["volumeSnapshotClassName"] = volsync.volume_snapshot_class
@@ -170,6 +188,8 @@ def backed_up_volume(
     identity_file: str | None = None,
 ) -> tuple[k8s.core.v1.PersistentVolumeClaim, LitestreamBackup]:
     """An application's SQLite volume and its Litestream backup: the pod mounts the claim as the volume `data`."""
+    if config.backup.nfs is None:
+        raise ValueError(f"{app}: backup.nfs is required for a Litestream backup (checked by the config)")
     claim_name = f"{app}-data"
     claim = data_claim(
         f"{name}-data",
@@ -189,6 +209,7 @@ def backed_up_volume(
             data_volume="data",
             data_mount=data_dir,
             pvc_name=claim_name,
+            backup_claim=BACKUP_CLAIM,
             identity_volume="identity" if identity_file else None,
             identity_file=identity_file,
             require_backup=config.role is Role.STANDBY,

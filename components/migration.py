@@ -18,10 +18,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.backup_volume import CLAIM as BACKUP_CLAIM
 from components.config import StackConfig
-from components.headscale import IDENTITY_MOUNT, IDENTITY_VOLUME, SERVER_CONFIG_MOUNT, SERVER_CONFIG_VOLUME
+from components.headscale import APP, IDENTITY_MOUNT, server_files
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
-from components.litestream import BACKUP_MOUNT, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE
+from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE, backup_mount
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
 from components.postgres import CLUSTER, DATABASE, OWNER, app_secret, read_write_host
 
@@ -62,20 +63,22 @@ class SqliteToPostgres(pulumi.ComponentResource):
         db_path = f"{PATHS.data_dir}/db.sqlite"
         litestream = config.backup.litestream
         scratch = {"name": "scratch", "mountPath": PATHS.data_dir}
+        # configtest loads the server's config.yaml: every file it names (identity, OIDC secret) must be mounted.
+        file_volumes, file_mounts = server_files(config)
         restore = {
             "name": "restore",
             "image": litestream.image,
             "command": ["/bin/sh", SCRIPT_FILE],
             "env": [
                 {"name": "DB_PATH", "value": db_path},
-                {"name": "BACKUP_DIR", "value": f"{BACKUP_MOUNT}/headscale"},
+                {"name": "BACKUP_DIR", "value": f"{BACKUP_MOUNT}/{APP}"},
                 {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
                 {"name": "IDENTITY_FILE", "value": PATHS.noise_key},
                 {"name": "REQUIRE_BACKUP", "value": "true"},
             ],
             "volumeMounts": [
                 scratch,
-                {"name": "backup", "mountPath": BACKUP_MOUNT, "readOnly": True},
+                backup_mount(APP, read_only=True),
                 {"name": "litestream-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
                 IDENTITY_MOUNT,
                 {"name": "tmp", "mountPath": "/tmp"},
@@ -89,8 +92,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
             "args": ["configtest"],
             "env": database_env(namespace),
             "volumeMounts": [
-                SERVER_CONFIG_MOUNT,
-                IDENTITY_MOUNT,
+                *file_mounts,
                 {"name": "run", "mountPath": PATHS.run_dir},
                 {"name": "tmp", "mountPath": "/tmp"},
             ],
@@ -120,11 +122,9 @@ class SqliteToPostgres(pulumi.ComponentResource):
             {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-            {"name": "backup", "nfs": {"server": config.backup.nfs.server, "path": config.backup.nfs.path,
-                                       "readOnly": True}},
+            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": BACKUP_CLAIM, "readOnly": True}},
             {"name": "litestream-config", "configMap": {"name": "headscale-litestream", "defaultMode": 0o444}},
-            SERVER_CONFIG_VOLUME,
-            IDENTITY_VOLUME,
+            *file_volumes,
         ]  # fmt: skip
         # A new Job (new name) for every change of what it would do; a finished one is kept for the record.
         digest = checksum(config.headscale.version, migration.image, str(migration.force))[:8]

@@ -21,6 +21,7 @@ class ProtectedApp:
     http_port: int
     metrics_port: int | None = None
     also_from_apps: tuple[str, ...] = ()  # in-namespace clients of the HTTP port (Headplane → Headscale)
+    public_udp_ports: tuple[int, ...] = ()  # reached straight from the internet (the embedded DERP's STUN)
 
 
 def ingress_peers(settings: NetworkPolicy) -> list[dict[str, Any]]:
@@ -47,6 +48,7 @@ def policy_spec(app: ProtectedApp, settings: NetworkPolicy) -> dict[str, Any]:
                 "from": [{"namespaceSelector": {"matchLabels": monitoring}}],
             }
         )
+    rules += [{"ports": [{"protocol": "UDP", "port": port}]} for port in app.public_udp_ports]
     return {"podSelector": {"matchLabels": selector(app.app)}, "policyTypes": ["Ingress"], "ingress": rules}
 
 

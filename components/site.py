@@ -9,14 +9,23 @@ import pulumi_kubernetes as k8s
 
 from components import headplane as headplane_module
 from components import headscale as headscale_module
-from components.config import DatabaseStage, Role, RouterMode, StackConfig
+from components.backup_volume import BackupVolume, BackupVolumeArgs
+from components.config import DatabaseStage, Role, StackConfig
 from components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
 from components.failover import promotion_steps
-from components.gateway import GatewayArgs, GatewayServices, SubnetRouters, advertised_routes, proxies
+from components.gateway import (
+    GatewayArgs,
+    GatewayServices,
+    SubnetRouters,
+    advertised_routes,
+    proxies,
+    routers_namespace,
+)
 from components.gateway import endpoints as gateway_endpoints
 from components.gateway_config import rewrite_kubeconfig
 from components.headplane import Headplane, HeadplaneArgs
 from components.headscale import HeadscaleServer, HeadscaleServerArgs
+from components.headscale_config import STUN_PORT
 from components.inventory import must_back_up
 from components.migration import SqliteToPostgres, SqliteToPostgresArgs
 from components.network_policy import NetworkPolicies, ProtectedApp
@@ -36,12 +45,21 @@ def namespace_labels() -> dict[str, str]:
     }
 
 
-def gateway_namespace_labels(config: StackConfig) -> dict[str, str]:
-    """Userspace routers and the gateway services run restricted; kernel-mode routers need NET_ADMIN as root."""
-    level = "privileged" if config.gateway.routers.mode is RouterMode.KERNEL else "restricted"
+def gateway_namespace_labels() -> dict[str, str]:
+    """The gateway services and userspace routers run restricted."""
     return {
         **labels("tailnet-gateway", "namespace"),
-        "pod-security.kubernetes.io/enforce": level,
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+        "pod-security.kubernetes.io/warn": "restricted",
+    }
+
+
+def kernel_routers_namespace_labels() -> dict[str, str]:
+    """Kernel-mode routers need NET_ADMIN as root, which only `privileged` admits; audit and warn keep saying so."""
+    return {
+        **labels("subnet-router", "namespace"),
+        "pod-security.kubernetes.io/enforce": "privileged",
         "pod-security.kubernetes.io/audit": "restricted",
         "pod-security.kubernetes.io/warn": "restricted",
     }
@@ -85,10 +103,22 @@ class TailnetSite(pulumi.ComponentResource):
             )
             child = pulumi.ResourceOptions(parent=self, provider=provider)
 
+        # Namespaces that hold state are retained: deleting one would delete the claims, the identity Secret and
+        # the routers' node state inside it, whatever their own options say.
+        keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True))
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace", metadata={"name": config.namespace, "labels": namespace_labels()}, opts=child
+            f"{name}-namespace", metadata={"name": config.namespace, "labels": namespace_labels()}, opts=keep
         )
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        if config.backup.nfs is not None:
+            backup_volume = BackupVolume(
+                f"{name}-backup-volume",
+                BackupVolumeArgs(namespace=config.namespace, nfs=config.backup.nfs),
+                opts=in_namespace,
+            )
+            in_namespace = pulumi.ResourceOptions.merge(
+                in_namespace, pulumi.ResourceOptions(depends_on=[backup_volume])
+            )
         self.database = None
         if config.database.stage is not DatabaseStage.SQLITE:
             self.database = PostgresDatabase(
@@ -116,37 +146,46 @@ class TailnetSite(pulumi.ComponentResource):
                 http_port=headscale_module.HTTP_PORT,
                 metrics_port=headscale_module.METRICS_PORT,
                 also_from_apps=(headplane_module.APP,) if config.headplane.enabled else (),
+                public_udp_ports=(STUN_PORT,) if config.headscale.derp.embedded else (),
             )
         ]
         gateway_namespace = k8s.core.v1.Namespace(
             f"{name}-gateway-namespace",
-            metadata={"name": config.gateway.namespace, "labels": gateway_namespace_labels(config)},
-            opts=child,
+            metadata={"name": config.gateway.namespace, "labels": gateway_namespace_labels()},
+            opts=keep,
         )
         in_gateway = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[gateway_namespace]))
-        gateway_args = GatewayArgs(config=config, namespace=config.gateway.namespace)
-        SubnetRouters(f"{name}-routers", gateway_args, opts=in_gateway)
-        GatewayServices(f"{name}-gateway", gateway_args, opts=in_gateway)
+        router_namespace = routers_namespace(config)
+        in_routers = in_gateway
+        if router_namespace != config.gateway.namespace:
+            kernel_namespace = k8s.core.v1.Namespace(
+                f"{name}-routers-namespace",
+                metadata={"name": router_namespace, "labels": kernel_routers_namespace_labels()},
+                opts=keep,
+            )
+            in_routers = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[kernel_namespace]))
+        SubnetRouters(f"{name}-routers", GatewayArgs(config=config, namespace=router_namespace), opts=in_routers)
+        GatewayServices(
+            f"{name}-gateway", GatewayArgs(config=config, namespace=config.gateway.namespace), opts=in_gateway
+        )
         self.objects = None
         if config.bootstrap_api_key is not None:
             self.objects = TailnetObjects(
                 f"{name}-tailnet",
-                TailnetObjectsArgs(
-                    config=config, namespace=config.namespace, gateway_namespace=config.gateway.namespace
-                ),
-                opts=pulumi.ResourceOptions.merge(in_namespace, in_gateway),
+                TailnetObjectsArgs(config=config, namespace=config.namespace, routers_namespace=router_namespace),
+                opts=pulumi.ResourceOptions.merge(in_namespace, in_routers),
             )
         elif config.router_auth_key is not None:
             k8s.core.v1.Secret(
                 f"{name}-router-key",
                 metadata={
                     "name": ROUTER_KEY_SECRET,
-                    "namespace": config.gateway.namespace,
+                    "namespace": router_namespace,
                     "labels": labels("subnet-router", "auth"),
                 },
                 type="Opaque",
                 string_data={"authkey": pulumi.Output.secret(config.router_auth_key.get_secret_value())},
-                opts=in_gateway,
+                opts=in_routers,
             )
         if config.headplane.enabled:
             self.headplane = Headplane(
@@ -196,6 +235,7 @@ class TailnetSite(pulumi.ComponentResource):
                 "endpoints": gateway_endpoints(config),
                 "routes": advertised_routes(config),
                 "namespace": config.gateway.namespace,
+                "routersNamespace": router_namespace,
             },
             **({} if config.bootstrap_api_key is not None else {"nextSteps": next_steps(config)}),
             "policy": {

@@ -13,6 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import PROJECT, Role, StackConfig
+from components.gateway import routers_namespace
 from components.pod import labels
 from headscale_provider.resources import (
     ApiKey,
@@ -44,6 +45,14 @@ def next_steps(config: StackConfig) -> list[str]:
         "headscale apikeys create --expiration 90d",
         f"pulumi config set --secret {PROJECT}:bootstrapApiKey '<the key printed above>'",
         "pulumi up",
+        *(
+            []
+            if config.router_auth_key is not None
+            else [
+                f"# until then the subnet routers in {routers_namespace(config)} have no pre-auth key and stay not "
+                f"ready; pulumi up mints it into the Secret {ROUTER_KEY_SECRET} there (or set routerAuthKey instead)"
+            ]
+        ),
     ]
 
 
@@ -51,7 +60,7 @@ def next_steps(config: StackConfig) -> list[str]:
 class TailnetObjectsArgs:
     config: StackConfig
     namespace: str
-    gateway_namespace: str  # where the routers read their key
+    routers_namespace: str  # where the routers run and read their key
 
 
 class TailnetObjects(pulumi.ComponentResource):
@@ -81,7 +90,7 @@ class TailnetObjects(pulumi.ComponentResource):
             f"{name}-router-key-secret",
             metadata={
                 "name": ROUTER_KEY_SECRET,
-                "namespace": args.namespace,
+                "namespace": args.routers_namespace,
                 "labels": labels("subnet-router", "auth"),
             },
             type="Opaque",
@@ -109,4 +118,4 @@ class TailnetObjects(pulumi.ComponentResource):
                     opts=child,
                 )
                 self.headplane_api_key = pulumi.Output.secret(key.key)
-        self.register_outputs({"routerKeySecret": f"{args.gateway_namespace}/{ROUTER_KEY_SECRET}"})
+        self.register_outputs({"routerKeySecret": f"{args.routers_namespace}/{ROUTER_KEY_SECRET}"})

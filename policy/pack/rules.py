@@ -126,8 +126,15 @@ def sqlite_is_backed_up(subject: Subject) -> list[str]:
     pod = pod_spec(subject)
     if pod is None or not (_apps(pod) & SQLITE_APPS):
         return []
-    if not any("persistentVolumeClaim" in volume for volume in pod.get("volumes") or []):
-        return []  # no SQLite volume: nothing for Litestream to guard (the postgres stage)
+    writable_claims = [
+        volume
+        for volume in pod.get("volumes") or []
+        if "persistentVolumeClaim" in volume and not volume["persistentVolumeClaim"].get("readOnly")
+    ]
+    if not writable_claims:
+        # No writable claim: nothing for Litestream to guard (the postgres stage; the migration Job, which only
+        # reads the backup claim).
+        return []
     init = pod.get("initContainers") or []
     restore = [c for c in init if c.get("restartPolicy") != "Always" and "restore" in " ".join(c.get("command") or [])]
     replicate = [

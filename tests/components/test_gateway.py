@@ -83,8 +83,12 @@ def test_kernel_mode_adds_only_net_admin_and_says_why(run_stack, lab_project) ->
     routers = next(r for r in run.resources if r.type == "kubernetes:apps/v1:StatefulSet")
     (container,) = routers.inputs["spec"]["template"]["spec"]["containers"]
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
-    namespace = _obj(run, "Namespace", "tailnet-gateway")
-    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    # Only the routers leave `restricted`: they get a namespace of their own; the gateway services stay put.
+    assert routers.inputs["metadata"]["namespace"] == "tailnet-gateway-routers"
+    enforce = "pod-security.kubernetes.io/enforce"
+    assert _obj(run, "Namespace", "tailnet-gateway-routers")["metadata"]["labels"][enforce] == "privileged"
+    assert _obj(run, "Namespace", "tailnet-gateway")["metadata"]["labels"][enforce] == "restricted"
+    assert _obj(run, "Deployment", "tailnet-gateway")["metadata"]["namespace"] == "tailnet-gateway"
     assert violations(Subject(type=routers.type, name=routers.name, props=routers.inputs)) == {}
     greedy = copy.deepcopy(routers.inputs)
     greedy["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"].append("SYS_ADMIN")

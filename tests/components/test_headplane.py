@@ -49,7 +49,9 @@ def test_own_database_and_backup_directory_without_identity_contract(run_stack) 
     assert env["BACKUP_DIR"] == "/backup/headplane"
     assert "IDENTITY_FILE" not in env
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
-    assert claims == ["headplane-data"]
+    assert claims == ["headplane-data", "litestream-backup"]
+    (backup,) = [m for m in pod["initContainers"][0]["volumeMounts"] if m["name"] == "backup"]
+    assert (backup["mountPath"], backup["subPath"]) == ("/backup/headplane", "headplane"), "its own directory only"
 
 
 def test_disabled_headplane_leaves_nothing_behind(run_stack, lab_project) -> None:

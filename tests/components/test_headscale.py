@@ -83,8 +83,11 @@ def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
     assert env["BACKUP_DIR"] == "/backup/headscale"
     assert env["IDENTITY_FILE"] == "/etc/headscale/identity/noise_private.key"
     assert env["REQUIRE_BACKUP"] == "false"
-    nfs = next(v for v in pod["volumes"] if v["name"] == "backup")["nfs"]
-    assert nfs == {"server": "nfs.internal.example.com", "path": "/export/headscale-backup"}
+    backup = next(v for v in pod["volumes"] if v["name"] == "backup")
+    assert backup == {"name": "backup", "persistentVolumeClaim": {"claimName": "litestream-backup"}}
+    for container in (restore, sidecar):
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "backup"]
+        assert mount == {"name": "backup", "mountPath": "/backup/headscale", "subPath": "headscale"}
 
 
 def test_volume_is_rwo_and_survives_a_destroy(run_stack) -> None:

@@ -28,7 +28,7 @@ def test_each_application_gets_its_own_replica_directory(run_stack) -> None:
 def test_volumes_that_hold_the_registry_are_retained_on_destroy(run_stack) -> None:
     run = run_stack("hydra")
     claims = [r for r in run.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
-    assert {r.inputs["metadata"]["name"] for r in claims} == {"headscale-data", "headplane-data"}
+    assert {r.inputs["metadata"]["name"] for r in claims} == {"headscale-data", "headplane-data", "litestream-backup"}
     assert all(r.retain_on_delete for r in claims)
 
 

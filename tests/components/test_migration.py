@@ -50,8 +50,9 @@ def test_the_job_restores_creates_the_schema_then_migrates(migrating_run) -> Non
     assert env["REQUIRE_BACKUP"] == "true"
     assert env["DB_PATH"] == "/var/lib/headscale/db.sqlite"
     backup = next(v for v in pod["volumes"] if v["name"] == "backup")
-    assert backup["nfs"]["readOnly"] is True
-    assert next(m for m in restore["volumeMounts"] if m["name"] == "backup")["readOnly"] is True
+    assert backup["persistentVolumeClaim"] == {"claimName": "litestream-backup", "readOnly": True}
+    mount = next(m for m in restore["volumeMounts"] if m["name"] == "backup")
+    assert mount == {"name": "backup", "mountPath": "/backup/headscale", "subPath": "headscale", "readOnly": True}
     assert schema["args"] == ["configtest"]
     assert schema["image"] == "ghcr.io/juanfont/headscale:0.29.2"
     schema_env = {e["name"]: e for e in schema["env"]}

@@ -76,7 +76,7 @@ def test_headscale_on_postgres_has_no_volume_and_reads_the_cnpg_secret(postgres_
     assert database["type"] == "postgres"
     assert database["postgres"]["host"] == "headscale-db-rw.headscale.svc.cluster.local"
     claims = {o["metadata"]["name"] for o in _objects(postgres_run, "PersistentVolumeClaim")}
-    assert claims == {"headplane-data"}, "Headplane keeps its own SQLite"
+    assert claims == {"headplane-data", "litestream-backup"}, "Headplane keeps its own SQLite and its backup"
 
 
 def test_the_postgres_stage_validates(postgres_run, shared_dir: Path, tmp_path: Path) -> None:

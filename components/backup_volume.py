@@ -1,0 +1,82 @@
+"""BackupVolume: the NFS export of the Litestream replicas, as a claim the `restricted` Pod Security level admits.
+
+Pods never mount `nfs:` inline (the `restricted` level refuses that volume type). The export reaches them as a
+PersistentVolumeClaim: either bound to a static `nfs` PersistentVolume this component creates (pre-bound both
+ways, so no other claim can take it), or provisioned by a StorageClass the user names (e.g. csi-driver-nfs).
+Each application mounts its own sub-directory of the claim (`subPath: <app>`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import Nfs
+from components.pod import labels
+
+CLAIM = "litestream-backup"
+
+
+def volume_name(namespace: str) -> str:
+    """PersistentVolumes are cluster-scoped: the namespace keeps two installations on one cluster apart."""
+    return f"{namespace}-{CLAIM}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackupVolumeArgs:
+    namespace: str
+    nfs: Nfs
+
+
+class BackupVolume(pulumi.ComponentResource):
+    """The backup claim (and its static PersistentVolume); both survive `pulumi destroy` and a replacement."""
+
+    claim: k8s.core.v1.PersistentVolumeClaim
+    volume: k8s.core.v1.PersistentVolume | None
+    claim_name: str
+
+    def __init__(self, name: str, args: BackupVolumeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("headscale-ha:backup:BackupVolume", name, None, opts)
+        nfs = args.nfs
+        meta_labels = labels("litestream", "backup")
+        # Retained: deleting the claim or the volume object must never be how the backup directory goes away.
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        self.claim_name = CLAIM
+        self.volume = None
+        claim_spec: dict[str, object] = {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": nfs.size}},
+        }
+        if nfs.storage_class is not None:
+            claim_spec["storageClassName"] = nfs.storage_class
+        else:
+            self.volume = k8s.core.v1.PersistentVolume(
+                f"{name}-volume",
+                metadata={"name": volume_name(args.namespace), "labels": meta_labels},
+                spec={
+                    "capacity": {"storage": nfs.size},
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "",
+                    "claimRef": {"namespace": args.namespace, "name": CLAIM},
+                    "nfs": {"server": nfs.server, "path": nfs.path},
+                },
+                opts=keep,
+            )
+            claim_spec |= {"storageClassName": "", "volumeName": volume_name(args.namespace)}
+        self.claim = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-claim",
+            metadata={"name": CLAIM, "namespace": args.namespace, "labels": meta_labels},
+            spec=claim_spec,
+            opts=pulumi.ResourceOptions.merge(
+                keep, pulumi.ResourceOptions(depends_on=[self.volume] if self.volume else [])
+            ),
+        )
+        self.register_outputs(
+            {
+                "claim": f"{args.namespace}/{CLAIM}",
+                "volume": volume_name(args.namespace) if self.volume else None,
+            }
+        )
