@@ -142,7 +142,8 @@ class SubnetRouters(pulumi.ComponentResource):
                 f"{name}-state-{index}",
                 metadata={**meta, "name": state},
                 type="Opaque",
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["data", "stringData"]),
+                # Retained: they hold each router's node key; a destroy must not force a re-enrolment.
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["data", "stringData"], retain_on_delete=True),
             )
             for index, state in enumerate(state_names)
         ]

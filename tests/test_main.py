@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from offline.harness import PROJECT_DIR
+from offline.harness import PROJECT_DIR, ProgramRun, RegisteredResource
 from offline.plan import main as plan_main
 from offline.plan import plan_stack, write_rendered
 from offline.stack_files import list_stacks
@@ -169,3 +169,152 @@ def test_plan_with_an_assumed_api_key_shows_the_provider_resources(
     result = _validate(shared_dir, files)
     assert result.returncode == 0, result.stdout
     assert "offline placeholder" not in "".join(f.read_text() for f in files)
+
+
+# --------------------------------------------------------------------------- what a cluster admits and keeps
+
+POSTGRES_STAGE = """\
+  headscale-ha:database:
+    stage: {stage}
+    postgres:
+      instances: 1
+      objectStore: {{destinationPath: "s3://headscale-wal/hydra"}}
+    migration: {{image: "registry.example.com/headscale-ha/migrate:1.0.0"}}
+  headscale-ha:objectStoreAccessKeyId:
+    secure: v1:AAAA
+  headscale-ha:objectStoreSecretAccessKey:
+    secure: v1:BBBB
+"""
+OIDC_SECRETS = """\
+  headscale-ha:oidcClientSecret:
+    secure: v1:CCCC
+  headscale-ha:headplaneApiKey:
+    secure: v1:DDDD
+"""
+LAB_ACTIVE = "config:\n  headscale-ha:role: active\n  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
+#: name -> (stack file text of "lab", changes to the shared config, secrets assumed set). Every stage, both roles,
+#: both router modes and key paths, both routes, both backup volume sources, OIDC, embedded DERP, VolSync.
+OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
+    "sqlite-kernel-routers-router-key": (
+        LAB_ACTIVE + "  headscale-ha:gateway: {routers: {mode: kernel, replicas: 2}}\n"
+        "  headscale-ha:routerAuthKey:\n    secure: v1:EEEE\n",
+        {},
+        (),
+    ),
+    "sqlite-api-key-storage-class-volsync": (
+        LAB_ACTIVE,
+        {"backup": {"nfs": {"storageClass": "nfs-csi"}, "volsync": {"repository": "restic-config"}}},
+        ("bootstrapApiKey",),
+    ),
+    "migrating-oidc": (
+        LAB_ACTIVE + POSTGRES_STAGE.format(stage="migrating") + OIDC_SECRETS,
+        {"headscale": {"oidc": {"issuer": "https://id.example.com", "clientId": "headscale"}}},
+        (),
+    ),
+    "postgres-embedded-derp-ingress-kernel-api-key": (
+        LAB_ACTIVE + POSTGRES_STAGE.format(stage="postgres") + "  headscale-ha:endpoint: {route: ingress}\n"
+        "  headscale-ha:gateway: {routers: {mode: kernel}}\n",
+        {"headscale": {"derp": {"embedded": True}}},
+        ("bootstrapApiKey",),
+    ),
+    "standby-postgres-external-dns": (
+        "config:\n  headscale-ha:role: standby\n  headscale-ha:identityFrom: org/headscale-ha/hydra\n"
+        "  headscale-ha:cluster: {name: cosmos, nodes: 1, workloadsOnControlPlane: true, apiServer: {host: 10.2.0.1}}\n"
+        "  headscale-ha:endpoint: {failover: externalDns}\n" + POSTGRES_STAGE.format(stage="postgres"),
+        {},
+        ("bootstrapApiKey",),
+    ),
+}
+
+
+def _option_set_run(name: str, project_copy) -> ProgramRun:
+    if name in STACKS:
+        return plan_stack(name, assume_secrets=["bootstrapApiKey"] if name == "hydra" else [])
+    stack_text, shared, secrets = OPTION_SETS[name]
+    project = project_copy(lab=stack_text)
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    for key, value in shared.items():
+        document["config"][key]["value"] = {**document["config"][key]["value"], **value}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return plan_stack("lab", project_dir=project, assume_secrets=list(secrets))
+
+
+STACKS = ("hydra", "cosmos")
+ALL_SETS = [*STACKS, *OPTION_SETS]
+
+
+@pytest.mark.parametrize("option_set", ALL_SETS)
+def test_every_option_set_is_admitted_by_pod_security(option_set: str, shared_dir: Path, project_copy, tmp_path) -> None:
+    run = _option_set_run(option_set, project_copy)
+    files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
+    namespaces = [yaml.safe_load(f.read_text()) for f in files if f.name.startswith("namespace-")]
+    assert namespaces, "admission is only emulated for namespaces among the files"
+    result = _validate(shared_dir, files)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--no-admission" not in result.args
+
+
+def test_admission_is_really_checked(shared_dir: Path, tmp_path: Path) -> None:
+    """The check above can fail: an inline nfs volume (what the stacks used to render) is refused."""
+    files = [f for f in write_rendered(plan_stack("hydra"), tmp_path) if f.suffix == ".yaml"]
+    path = next(f for f in files if f.name == "deployment-headscale.yaml")
+    deployment = yaml.safe_load(path.read_text())
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    backup = next(v for v in volumes if v["name"] == "backup")
+    backup.pop("persistentVolumeClaim")
+    backup["nfs"] = {"server": "nfs.internal.example.com", "path": "/export/headscale-backup"}
+    path.write_text(yaml.safe_dump(deployment))
+    result = _validate(shared_dir, files)
+    assert result.returncode == 1
+    assert "volume 'backup' of type nfs is forbidden by the restricted level" in result.stdout
+
+
+def _stateful(resource: RegisteredResource) -> str | None:
+    """Why a resource must survive `pulumi destroy`, or None when losing it costs nothing that cannot be recreated."""
+    kind = resource.inputs.get("kind") if resource.is_kubernetes_object else None
+    name = (resource.inputs.get("metadata") or {}).get("name", "") if resource.is_kubernetes_object else ""
+    if resource.type == "random:index/randomBytes:RandomBytes":
+        return "key material that exists only in the Pulumi state"
+    if kind == "Namespace":
+        return "deleting a namespace deletes every claim and Secret inside it"
+    if kind in ("PersistentVolumeClaim", "PersistentVolume"):
+        return "a database or its backup"
+    if kind == "Secret" and (name == "headscale-identity" or name.startswith("subnet-router-") and name[-1].isdigit()):
+        return "node private keys"
+    if kind == "Cluster":
+        return "the PostgreSQL database (CloudNativePG deletes its volumes with it)"
+    return None
+
+
+@pytest.mark.parametrize("option_set", ALL_SETS)
+def test_stateful_resources_survive_destroy(option_set: str, project_copy) -> None:
+    run = _option_set_run(option_set, project_copy)
+    stateful = [(r, why) for r in run.resources if (why := _stateful(r))]
+    assert len(stateful) >= 4
+    unprotected = [f"{r.type} {r.name} ({why})" for r, why in stateful if not (r.protect or r.retain_on_delete)]
+    assert unprotected == []
+    # State-only key material cannot be "retained": it is protected, so `destroy` refuses until unprotected.
+    assert all(r.protect for r, _ in stateful if r.type.startswith("random:"))
+
+
+@pytest.mark.parametrize("option_set", ALL_SETS)
+def test_the_router_key_secret_and_the_routers_meet_in_one_namespace(option_set: str, project_copy) -> None:
+    run = _option_set_run(option_set, project_copy)
+    objects = run.kubernetes_objects()
+    (routers,) = [o for o in objects if o["kind"] == "StatefulSet"]
+    namespace = routers["metadata"]["namespace"]
+    env = {e["name"]: e for e in routers["spec"]["template"]["spec"]["containers"][0]["env"]}
+    reference = env["TS_AUTHKEY"]["valueFrom"]["secretKeyRef"]
+    keys = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == reference["name"]]
+    has_key_path = any(
+        r.type.endswith(":PreAuthKey") for r in run.resources
+    ) or option_set == "sqlite-kernel-routers-router-key"
+    if has_key_path:
+        assert [k["metadata"]["namespace"] for k in keys] == [namespace]
+        assert set(keys[0]["stringData"]) == {reference["key"]}
+        assert "pulumi.com/skipAwait" not in routers["metadata"].get("annotations", {})
+    else:
+        assert keys == []
+        # No key yet: Pulumi does not wait for routers that cannot become ready, and the stack says what to set.
+        assert routers["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        assert any("routerAuthKey" in step for step in run.outputs["nextSteps"])

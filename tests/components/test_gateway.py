@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -149,3 +151,28 @@ def test_a_given_router_key_lands_in_the_routers_secret(run_stack, lab_project) 
     secret = _obj(run, "Secret", "subnet-router-authkey")
     assert secret["metadata"]["namespace"] == "tailnet-gateway"
     assert secret["stringData"] == {"authkey": SECRET}
+
+
+def test_a_router_without_a_key_says_why_and_is_not_ready(run_stack, tmp_path) -> None:
+    routers = _obj(run_stack("hydra"), "StatefulSet", "subnet-router")
+    (container,) = routers["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TS_ENABLE_HEALTH_CHECK"] == "true"
+    port = int(env["TS_LOCAL_ADDR_PORT"].rsplit(":", 1)[1])
+    assert {"name": "health", "containerPort": port, "protocol": "TCP"} in container["ports"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    shell, flag, script = container["command"]
+    assert (shell, flag) == ("/bin/sh", "-c")
+    # Run the entrypoint for real (POSIX sh), with a stand-in containerboot, with and without a key.
+    sh = shutil.which("busybox") or shutil.which("sh")
+    assert sh is not None
+    boot = tmp_path / "containerboot"
+    boot.write_text("#!/bin/sh\necho containerboot started\n")
+    boot.chmod(0o755)
+    runnable = script.replace("/usr/local/bin/containerboot", str(boot))
+    argv = [sh, "sh", "-c", runnable] if sh.endswith("busybox") else [sh, "-c", runnable]
+    without = subprocess.run(argv, capture_output=True, text=True, env={"TS_AUTHKEY": ""}, check=True)
+    assert "no pre-auth key (Secret tailnet-gateway/subnet-router-authkey" in without.stderr
+    assert "nextSteps" in without.stderr and without.stdout == "containerboot started\n"
+    with_key = subprocess.run(argv, capture_output=True, text=True, env={"TS_AUTHKEY": "k"}, check=True)
+    assert with_key.stderr == "" and with_key.stdout == "containerboot started\n"

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 
+from components.headscale import PATHS
 from offline.harness import SECRET, ProgramRun
+from tests.test_main import _option_set_run
 
 
 def _object(run: ProgramRun, kind: str, name: str) -> dict:
@@ -158,3 +161,64 @@ def test_a_single_node_cluster_lets_the_control_plane_host_the_pods(run_stack) -
         assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"} in (
             spec["tolerations"]
         ), name
+
+
+def _file_paths(node: object) -> set[str]:
+    """Every file the rendered config.yaml names (keys ending in `_path` with a value)."""
+    if isinstance(node, dict):
+        found = {v for k, v in node.items() if k.endswith("_path") and isinstance(v, str) and v}
+        return found.union(*(_file_paths(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_file_paths(v) for v in node))
+    return set()
+
+
+def _resolves(path: str, container: dict, volumes: dict[str, dict]) -> bool:
+    """The kubelet's view: some mount of the container holds the file, including the item that names it."""
+    for mount in container.get("volumeMounts", []):
+        root = mount["mountPath"].rstrip("/")
+        if path == root and "subPath" in mount:
+            return True
+        if path.startswith(root + "/"):
+            source = volumes[mount["name"]]
+            items = (source.get("secret") or source.get("configMap") or {}).get("items")
+            relative = path[len(root) + 1 :]
+            return items is None or relative in {item["path"] for item in items}
+    return False
+
+
+@pytest.mark.parametrize("option_set", ["hydra", "migrating-oidc", "postgres-embedded-derp-ingress-kernel-api-key"])
+def test_every_file_the_config_names_is_mounted_wherever_headscale_loads_it(option_set: str, project_copy) -> None:
+    run = _option_set_run(option_set, project_copy)
+    config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
+    paths = _file_paths(config)
+    assert PATHS.noise_key in paths
+    assert (PATHS.oidc_client_secret in paths) == ("oidc" in option_set)
+    loaders = []
+    for workload in run.kubernetes_objects():
+        if workload["kind"] not in ("Deployment", "Job"):
+            continue
+        pod = workload["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            if container["image"].startswith("ghcr.io/juanfont/headscale:"):
+                loaders.append(container["name"])
+                missing = sorted(p for p in paths if not _resolves(p, container, volumes))
+                assert missing == [], f"{workload['metadata']['name']}/{container['name']} cannot read {missing}"
+    assert loaders == ["headscale", *(["schema", "smoke"] if "migrating" in option_set else [])]
+
+
+def test_the_embedded_derp_stun_port_is_reachable(project_copy) -> None:
+    run = _option_set_run("postgres-embedded-derp-ingress-kernel-api-key", project_copy)
+    config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
+    port = int(config["derp"]["server"]["stun_listen_addr"].rsplit(":", 1)[1])
+    (container,) = _pod(run)["containers"]
+    assert {"name": "stun", "containerPort": port, "protocol": "UDP"} in container["ports"]
+    service = _object(run, "Service", "headscale-stun")["spec"]
+    assert service["ports"] == [{"name": "stun", "port": port, "targetPort": "stun", "protocol": "UDP"}]
+    assert service["type"] == "LoadBalancer" and service["externalTrafficPolicy"] == "Local"
+    rules = _object(run, "NetworkPolicy", "headscale")["spec"]["ingress"]
+    assert {"ports": [{"protocol": "UDP", "port": port}]} in rules, "from anywhere: clients probe it from the internet"
+    without = _option_set_run("hydra", project_copy)
+    assert all(p["protocol"] == "TCP" for p in _pod(without)["containers"][0]["ports"])
+    assert not [o for o in without.kubernetes_objects() if o["metadata"]["name"] == "headscale-stun"]

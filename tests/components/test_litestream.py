@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import yaml
 
 from components.litestream_config import restore_script
 from offline.harness import ProgramRun
+from tests.test_main import _validate
 
 
 def _objects(run: ProgramRun, kind: str) -> list[dict]:
@@ -52,3 +56,57 @@ def test_volsync_snapshots_are_optional_and_per_volume(run_stack, project_copy) 
     assert sources["headscale-data"]["sourcePVC"] == "headscale-data"
     assert sources["headscale-data"]["restic"]["repository"] == "restic-config"
     assert sources["headscale-data"]["restic"]["retain"] == {"daily": 7, "weekly": 4}
+
+
+#: VolSync runs an unprivileged mover (no `volsync.backube/privileged-movers` on the namespace) with this container
+#: security context and the ReplicationSource's moverSecurityContext as the pod's: admission sees both.
+VOLSYNC_MOVER_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "privileged": False,
+    "readOnlyRootFilesystem": True,
+}
+
+
+def _mover_pod_files(tmp_path: Path, pod_security: dict) -> list[Path]:
+    tmp_path.mkdir()
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "headscale", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "volsync-src-headscale-data", "namespace": "headscale"},
+        "spec": {
+            "securityContext": pod_security,
+            "containers": [
+                {"name": "restic", "image": "quay.io/backube/volsync:0.11.0", "securityContext": VOLSYNC_MOVER_CONTAINER}
+            ],
+        },
+    }
+    files = []
+    for index, document in enumerate((namespace, pod)):
+        path = tmp_path / f"{index}.yaml"
+        path.write_text(yaml.safe_dump(document))
+        files.append(path)
+    return files
+
+
+def test_volsync_mover_pods_are_admitted_under_restricted(run_stack, project_copy, shared_dir, tmp_path) -> None:
+    project = project_copy()
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    document["config"]["backup"]["value"]["volsync"] = {"repository": "restic-config"}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    sources = _objects(run_stack("hydra", project_dir=project), "ReplicationSource")
+    contexts = {json.dumps(s["spec"]["restic"]["moverSecurityContext"], sort_keys=True) for s in sources}
+    assert len(sources) == 2 and len(contexts) == 1
+    mover = json.loads(contexts.pop())
+    admitted = _validate(shared_dir, _mover_pod_files(tmp_path / "now", mover))
+    assert admitted.returncode == 0, admitted.stdout
+    # What the stacks used to render: refused, so the second backup would silently never run.
+    before = {"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532}
+    refused = _validate(shared_dir, _mover_pod_files(tmp_path / "before", before))
+    assert refused.returncode == 1
+    assert "runAsNonRoot" in refused.stdout and "seccompProfile" in refused.stdout

@@ -1,0 +1,66 @@
+"""BackupVolume: the NFS export reaches the pods as a claim, bound to exactly one volume, kept on destroy."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from components.config import ConfigError
+from offline.harness import ProgramRun
+
+
+def _objects(run: ProgramRun, kind: str) -> list[dict]:
+    return [o for o in run.kubernetes_objects() if o["kind"] == kind]
+
+
+def _with_nfs(project_copy, nfs: dict):
+    project = project_copy()
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    document["config"]["backup"]["value"]["nfs"] = nfs
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return project
+
+
+def test_a_static_nfs_volume_is_bound_to_the_claim_both_ways(run_stack) -> None:
+    run = run_stack("hydra")
+    (volume,) = _objects(run, "PersistentVolume")
+    claim = next(c for c in _objects(run, "PersistentVolumeClaim") if c["metadata"]["name"] == "litestream-backup")
+    assert volume["spec"]["nfs"] == {"server": "nfs.internal.example.com", "path": "/export/headscale-backup"}
+    # Pre-bound both ways with no class: no provisioner takes the claim, no other claim takes the volume.
+    assert volume["spec"]["claimRef"] == {"namespace": "headscale", "name": "litestream-backup"}
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"] == "headscale-litestream-backup"
+    assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
+    assert volume["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    kept = [r for r in run.resources if r.name.startswith("hydra-backup-volume-")]
+    assert len(kept) == 2 and all(r.retain_on_delete for r in kept)
+
+
+def test_no_pod_mounts_nfs_inline(run_stack) -> None:
+    for stack in ("hydra", "cosmos"):
+        for workload in _objects(run_stack(stack), "Deployment"):
+            assert all("nfs" not in v for v in workload["spec"]["template"]["spec"].get("volumes", []))
+
+
+def test_a_storage_class_provisions_the_claim_instead(run_stack, project_copy) -> None:
+    project = _with_nfs(project_copy, {"storageClass": "nfs-csi", "size": "20Gi"})
+    run = run_stack("hydra", project_dir=project)
+    assert _objects(run, "PersistentVolume") == []
+    claim = next(c for c in _objects(run, "PersistentVolumeClaim") if c["metadata"]["name"] == "litestream-backup")
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "20Gi"}},
+        "storageClassName": "nfs-csi",
+    }
+
+
+@pytest.mark.parametrize(
+    ("nfs", "message"),
+    [
+        ({"server": "nfs.example.com"}, "server and path are required for the static nfs PersistentVolume"),
+        ({"storageClass": "nfs-csi", "path": "/export/x"}, "storageClass provisions the volume"),
+    ],
+)
+def test_the_backup_source_is_one_or_the_other(nfs: dict, message: str, run_stack, project_copy) -> None:
+    with pytest.raises(ConfigError, match=rf"headscale-ha:backup\.nfs: .*{message}"):
+        run_stack("hydra", project_dir=_with_nfs(project_copy, nfs))
