@@ -191,7 +191,10 @@ OIDC_SECRETS = """\
   headscale-ha:headplaneApiKey:
     secure: v1:DDDD
 """
-LAB_ACTIVE = "config:\n  headscale-ha:role: active\n  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
+LAB_ACTIVE = (
+    "config:\n  headscale-ha:role: active\n"
+    "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
+)
 #: name -> (stack file text of "lab", changes to the shared config, secrets assumed set). Every stage, both roles,
 #: both router modes and key paths, both routes, both backup volume sources, OIDC, embedded DERP, VolSync.
 OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
@@ -244,7 +247,9 @@ ALL_SETS = [*STACKS, *OPTION_SETS]
 
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
-def test_every_option_set_is_admitted_by_pod_security(option_set: str, shared_dir: Path, project_copy, tmp_path) -> None:
+def test_every_option_set_is_admitted_by_pod_security(
+    option_set: str, shared_dir: Path, project_copy, tmp_path: Path
+) -> None:
     run = _option_set_run(option_set, project_copy)
     files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
     namespaces = [yaml.safe_load(f.read_text()) for f in files if f.name.startswith("namespace-")]
@@ -279,7 +284,8 @@ def _stateful(resource: RegisteredResource) -> str | None:
         return "deleting a namespace deletes every claim and Secret inside it"
     if kind in ("PersistentVolumeClaim", "PersistentVolume"):
         return "a database or its backup"
-    if kind == "Secret" and (name == "headscale-identity" or name.startswith("subnet-router-") and name[-1].isdigit()):
+    router_state = name.startswith("subnet-router-") and name[-1].isdigit()
+    if kind == "Secret" and (name == "headscale-identity" or router_state):
         return "node private keys"
     if kind == "Cluster":
         return "the PostgreSQL database (CloudNativePG deletes its volumes with it)"

@@ -33,7 +33,8 @@ def test_a_static_nfs_volume_is_bound_to_the_claim_both_ways(run_stack) -> None:
     assert volume["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     kept = [r for r in run.resources if r.name.startswith("hydra-backup-volume-")]
-    assert len(kept) == 2 and all(r.retain_on_delete for r in kept)
+    assert len(kept) == 2
+    assert all(r.retain_on_delete for r in kept)
 
 
 def test_no_pod_mounts_nfs_inline(run_stack) -> None:

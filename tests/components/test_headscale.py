@@ -216,7 +216,8 @@ def test_the_embedded_derp_stun_port_is_reachable(project_copy) -> None:
     assert {"name": "stun", "containerPort": port, "protocol": "UDP"} in container["ports"]
     service = _object(run, "Service", "headscale-stun")["spec"]
     assert service["ports"] == [{"name": "stun", "port": port, "targetPort": "stun", "protocol": "UDP"}]
-    assert service["type"] == "LoadBalancer" and service["externalTrafficPolicy"] == "Local"
+    assert service["type"] == "LoadBalancer"
+    assert service["externalTrafficPolicy"] == "Local"
     rules = _object(run, "NetworkPolicy", "headscale")["spec"]["ingress"]
     assert {"ports": [{"protocol": "UDP", "port": port}]} in rules, "from anywhere: clients probe it from the internet"
     without = _option_set_run("hydra", project_copy)

@@ -82,7 +82,11 @@ def _mover_pod_files(tmp_path: Path, pod_security: dict) -> list[Path]:
         "spec": {
             "securityContext": pod_security,
             "containers": [
-                {"name": "restic", "image": "quay.io/backube/volsync:0.11.0", "securityContext": VOLSYNC_MOVER_CONTAINER}
+                {
+                    "name": "restic",
+                    "image": "quay.io/backube/volsync:0.11.0",
+                    "securityContext": VOLSYNC_MOVER_CONTAINER,
+                }
             ],
         },
     }
@@ -101,7 +105,8 @@ def test_volsync_mover_pods_are_admitted_under_restricted(run_stack, project_cop
     (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     sources = _objects(run_stack("hydra", project_dir=project), "ReplicationSource")
     contexts = {json.dumps(s["spec"]["restic"]["moverSecurityContext"], sort_keys=True) for s in sources}
-    assert len(sources) == 2 and len(contexts) == 1
+    assert len(sources) == 2
+    assert len(contexts) == 1
     mover = json.loads(contexts.pop())
     admitted = _validate(shared_dir, _mover_pod_files(tmp_path / "now", mover))
     assert admitted.returncode == 0, admitted.stdout
@@ -109,4 +114,5 @@ def test_volsync_mover_pods_are_admitted_under_restricted(run_stack, project_cop
     before = {"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532}
     refused = _validate(shared_dir, _mover_pod_files(tmp_path / "before", before))
     assert refused.returncode == 1
-    assert "runAsNonRoot" in refused.stdout and "seccompProfile" in refused.stdout
+    assert "runAsNonRoot" in refused.stdout
+    assert "seccompProfile" in refused.stdout
