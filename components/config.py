@@ -525,8 +525,8 @@ class Postgres(_Model):
     streaming_host: str | None = Field(
         default=None,
         description="Address of the active cluster's PostgreSQL as the standby reaches it (e.g. through the tailnet "
-        "gateway); required for `streaming`. The TLS Secrets `<cluster>-replication` and `<cluster>-ca` of the "
-        "active cluster must be copied to the standby's namespace.",
+        "gateway); required for `streaming`. The active cluster's TLS Secrets `headscale-db-replication` and "
+        "`headscale-db-ca` must be copied to the standby's namespace as `active-db-replication` and `active-db-ca`.",
     )
     resources: ComputeResources = Field(
         default_factory=_resources("100m", "256Mi", "1", "1Gi"), description="Resources of each instance."

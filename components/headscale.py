@@ -234,7 +234,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         http_probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 3}
         env: list[dict[str, Any]] = []
         if config.database.stage is DatabaseStage.POSTGRES:
-            # Headscale has no password file option: the CNPG app Secret's password reaches it as an env var.
+            # Headscale has no password file option: the owner Secret's password reaches it as an env var.
             env.append({"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": {"name": app_secret(), "key": "password"}}})
         container = {
             "name": APP,

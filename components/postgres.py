@@ -1,8 +1,8 @@
 """PostgresDatabase: the CloudNativePG cluster Headscale moves to, archived continuously to an object store.
 
 WAL archiving goes through the barman-cloud plugin (an `ObjectStore` plus the cluster's `plugins` entry) and a
-`ScheduledBackup` takes base backups; together they are this stage's backup. CNPG creates the Secret
-`<cluster>-app` (host, dbname, username, password) that Headscale reads.
+`ScheduledBackup` takes base backups; together they are this stage's backup. The owner's password is a Secret of
+this component (see OWNER_SECRET), which CNPG applies to the role on the primary.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from components.config import ReplicaSource, Role, StackConfig
 from components.pod import labels, resources
@@ -23,11 +24,22 @@ CREDENTIALS = f"{CLUSTER}-s3"
 BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
 #: The active site's cluster as a standby's replica cluster knows it: through the shared WAL archive.
 ACTIVE_SOURCE = "active-db"
+#: The active cluster's `<cluster>-replication` and `<cluster>-ca`, copied to the standby under these names: its own
+#: cluster has the same name, and CNPG generates Secrets with the original names for it.
+ACTIVE_REPLICATION_SECRET = f"{ACTIVE_SOURCE}-replication"
+ACTIVE_CA_SECRET = f"{ACTIVE_SOURCE}-ca"
+
+
+#: The owner's credentials, ours rather than CNPG's `<cluster>-app`: CNPG creates no `-app` Secret for a replica
+#: cluster, and after a promotion it would not hold the password the role was replicated with. CNPG sets the role's
+#: password from this Secret (bootstrap and managed role) on whichever cluster is primary, so each site's Headscale
+#: reads a password its own database accepts.
+OWNER_SECRET = f"{CLUSTER}-owner"
 
 
 def app_secret() -> str:
-    """The Secret CNPG generates for the application owner."""
-    return f"{CLUSTER}-app"
+    """The Secret Headscale and the migration Job read the owner's password from."""
+    return OWNER_SECRET
 
 
 def read_write_host(namespace: str) -> str:
@@ -54,6 +66,14 @@ class PostgresDatabase(pulumi.ComponentResource):
             raise ValueError("database.postgres.objectStore and its credentials are required (checked by the config)")
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(CLUSTER, "database")}
+        password = random.RandomPassword(f"{name}-owner-password", length=32, special=False, opts=child)
+        owner = k8s.core.v1.Secret(
+            f"{name}-owner",
+            metadata={**meta, "name": OWNER_SECRET},
+            type="kubernetes.io/basic-auth",
+            string_data={"username": OWNER, "password": pulumi.Output.secret(password.result)},
+            opts=child,
+        )
         credentials = k8s.core.v1.Secret(
             f"{name}-s3",
             metadata={**meta, "name": CREDENTIALS},
@@ -99,6 +119,10 @@ class PostgresDatabase(pulumi.ComponentResource):
                 "podAntiAffinityType": "required" if postgres.instances > 1 else "preferred",
             },
         }
+        # The role's password follows the owner Secret on the primary, including right after a promotion.
+        spec["managed"] = {
+            "roles": [{"name": OWNER, "ensure": "present", "login": True, "passwordSecret": {"name": OWNER_SECRET}}]
+        }
         standby = config.role is Role.STANDBY
         if standby:
             # A replica cluster: recovered from the active site's archive and following it; it archives nothing
@@ -108,21 +132,29 @@ class PostgresDatabase(pulumi.ComponentResource):
                 "plugin": {"name": BARMAN_PLUGIN, "parameters": {"barmanObjectName": STORE, "serverName": CLUSTER}},
             }
             if postgres.replica_source is ReplicaSource.STREAMING:
-                # Streaming first, the archive as fallback; the active's replication certificates are copied here.
+                # Streaming first, the archive as fallback; the active's replication certificates are copied here
+                # under names of their own.
                 source["connectionParameters"] = {
                     "host": str(postgres.streaming_host),
                     "user": "streaming_replica",
                     "dbname": "postgres",
                     "sslmode": "verify-full",
                 }
-                source["sslKey"] = {"name": f"{CLUSTER}-replication", "key": "tls.key"}
-                source["sslCert"] = {"name": f"{CLUSTER}-replication", "key": "tls.crt"}
-                source["sslRootCert"] = {"name": f"{CLUSTER}-ca", "key": "ca.crt"}
-            spec["bootstrap"] = {"recovery": {"source": ACTIVE_SOURCE, "database": DATABASE, "owner": OWNER}}
+                source["sslKey"] = {"name": ACTIVE_REPLICATION_SECRET, "key": "tls.key"}
+                source["sslCert"] = {"name": ACTIVE_REPLICATION_SECRET, "key": "tls.crt"}
+                source["sslRootCert"] = {"name": ACTIVE_CA_SECRET, "key": "ca.crt"}
+            spec["bootstrap"] = {
+                "recovery": {
+                    "source": ACTIVE_SOURCE,
+                    "database": DATABASE,
+                    "owner": OWNER,
+                    "secret": {"name": OWNER_SECRET},
+                }
+            }
             spec["replica"] = {"enabled": True, "source": ACTIVE_SOURCE}
             spec["externalClusters"] = [source]
         else:
-            spec["bootstrap"] = {"initdb": {"database": DATABASE, "owner": OWNER}}
+            spec["bootstrap"] = {"initdb": {"database": DATABASE, "owner": OWNER, "secret": {"name": OWNER_SECRET}}}
             spec["plugins"] = [
                 {"name": BARMAN_PLUGIN, "isWALArchiver": True, "parameters": {"barmanObjectName": STORE}}
             ]
@@ -134,7 +166,7 @@ class PostgresDatabase(pulumi.ComponentResource):
             spec=spec,
             # Bootstrap only matters when the cluster is created; a promoted replica keeps its data.
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[object_store], retain_on_delete=True, ignore_changes=["spec.bootstrap"]
+                parent=self, depends_on=[object_store, owner], retain_on_delete=True, ignore_changes=["spec.bootstrap"]
             ),
         )
         if standby:

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.config import StackConfig, parse_stack_config
+from components.externals import external_objects, optional_references
 from offline.harness import PROJECT_DIR, ProgramRun, RegisteredResource
+from offline.plan import PLACEHOLDERS, plan_stack, write_rendered
 from offline.plan import main as plan_main
-from offline.plan import plan_stack, write_rendered
-from offline.stack_files import list_stacks
+from offline.stack_files import list_stacks, read_stack_settings
+from offline.wiring import check_wiring
 
 LAB_SITE = {"name": "lab", "gatewayIp": "172.29.250.10", "lbPool": "172.29.250.0/28", "routes": ["10.246.0.0/16"]}
 
@@ -227,19 +230,46 @@ OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
         {},
         ("bootstrapApiKey",),
     ),
+    "standby-postgres-streaming-k8gb": (
+        "config:\n  headscale-ha:role: standby\n  headscale-ha:identityFrom: org/headscale-ha/hydra\n"
+        "  headscale-ha:cluster: {name: cosmos, nodes: 1, workloadsOnControlPlane: true, apiServer: {host: 10.2.0.1}}\n"
+        "  headscale-ha:endpoint: {failover: k8gb}\n"
+        + POSTGRES_STAGE.format(stage="postgres").replace(
+            "      instances: 1\n",
+            "      instances: 1\n      replicaSource: streaming\n      streamingHost: 172.30.250.10\n",
+        ),
+        {},
+        (),
+    ),
 }
 
 
-def _option_set_run(name: str, project_copy) -> ProgramRun:
+def _option_set_stack(name: str, project_copy) -> tuple[Path, str, list[str]]:
+    """Where an option set's stack files are: (project directory, stack, secrets assumed set)."""
     if name in STACKS:
-        return plan_stack(name, assume_secrets=["bootstrapApiKey"] if name == "hydra" else [])
+        return PROJECT_DIR, name, ["bootstrapApiKey"] if name == "hydra" else []
     stack_text, shared, secrets = OPTION_SETS[name]
     project = project_copy(lab=stack_text)
     document = yaml.safe_load((project / "Pulumi.yaml").read_text())
     for key, value in shared.items():
         document["config"][key]["value"] = {**document["config"][key]["value"], **value}
     (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return plan_stack("lab", project_dir=project, assume_secrets=list(secrets))
+    return project, "lab", list(secrets)
+
+
+def _option_set_run(name: str, project_copy) -> ProgramRun:
+    project, stack, secrets = _option_set_stack(name, project_copy)
+    return plan_stack(stack, project_dir=project, assume_secrets=secrets)
+
+
+def _option_set_config(name: str, project_copy) -> StackConfig:
+    """The StackConfig the program sees for an option set (what its externals are derived from)."""
+    project, stack, secrets = _option_set_stack(name, project_copy)
+    settings = read_stack_settings(project, stack, placeholders=PLACEHOLDERS, assume_secrets=secrets)
+    prefix = f"{settings.project}:"
+    raw = {key.removeprefix(prefix): value for key, value in settings.config.items() if key.startswith(prefix)}
+    secret = {key.removeprefix(prefix) for key in settings.secret_keys if key.startswith(prefix)}
+    return parse_stack_config(raw, stack=stack, secret_keys=secret)
 
 
 STACKS = ("hydra", "cosmos")
@@ -324,3 +354,27 @@ def test_the_router_key_secret_and_the_routers_meet_in_one_namespace(option_set:
         # No key yet: Pulumi does not wait for routers that cannot become ready, and the stack says what to set.
         assert routers["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
         assert any("routerAuthKey" in step for step in run.outputs["nextSteps"])
+
+
+@pytest.mark.parametrize("option_set", ALL_SETS)
+def test_every_reference_resolves_in_the_rendered_set_or_to_a_documented_external(
+    option_set: str, project_copy
+) -> None:
+    """What the kubelet and the controllers resolve: Secrets, keys, claims, selectors, ports, backends, roles."""
+    run = _option_set_run(option_set, project_copy)
+    config = _option_set_config(option_set, project_copy)
+    externals = external_objects(config)
+    findings = check_wiring(run.kubernetes_objects(), externals=externals, optional_refs=optional_references(config))
+    assert [str(f) for f in findings] == []
+    # Each documented external is really referenced (the list says what a user must provide, nothing more).
+    for external in externals:
+        unlisted = check_wiring(run.kubernetes_objects(), optional_refs=optional_references(config))
+        assert any(f"'{external.name}'" in f.message for f in unlisted), external
+
+
+def test_an_undeclared_optional_reference_is_a_finding(project_copy) -> None:
+    """The check above can fail: without the program's declaration, the routers' optional key is reported."""
+    run = _option_set_run("cosmos", project_copy)
+    (finding,) = check_wiring(run.kubernetes_objects())
+    assert finding.obj == "StatefulSet/tailnet-gateway/subnet-router"
+    assert "subnet-router-authkey" in finding.message

@@ -412,3 +412,133 @@ def test_streaming_replicas_need_a_host() -> None:
     assert only_problem(database=database).startswith(
         f"{PROJECT}:database.postgres.streamingHost: is required when replicaSource is streaming"
     )
+
+
+# ------------------------------------------------------------------------------------------ upstream startup refusals
+# Each rule by which Headscale, Headplane or Litestream refuses to start on a value our config controls is refused
+# here first, naming the key. Rules the renderers make impossible are listed in the tests of the renderers.
+
+
+@pytest.mark.parametrize("base_domain", ["headscale.example.com", "example.com"])
+def test_base_domain_may_not_be_or_contain_the_public_hostname(base_domain: str) -> None:
+    """Headscale 0.28 and 0.29 refuse to start when server_url's host equals dns.base_domain or ends in
+    '.' + dns.base_domain (hscontrol/types/config.go: LoadServerConfig calls isSafeServerURL)."""
+    tailnet = {**section("hydra", "tailnet"), "baseDomain": base_domain}
+    message = only_problem(tailnet=tailnet)
+    assert message.startswith(f"{PROJECT}:tailnet.baseDomain: must be neither publicHostname (headscale.example.com)")
+    assert message.endswith(f"got {base_domain!r}")
+
+
+@pytest.mark.parametrize("base_domain", ["ts.example.com", "le.com", "example.org", "headscale.example.com.ts"])
+def test_base_domain_beside_the_public_hostname_is_accepted(base_domain: str) -> None:
+    """The rule compares whole labels: 'le.com' is no parent of 'headscale.example.com'."""
+    assert parse(tailnet={**section("hydra", "tailnet"), "baseDomain": base_domain}).tailnet.base_domain == base_domain
+
+
+@pytest.mark.parametrize("version", ["0.28.0", "0.29.2"])
+@pytest.mark.parametrize("timeout", ["0", "30s", "65s", "1m5s", "64s1000ms"])
+def test_ephemeral_timeout_of_65s_or_less_is_refused(version: str, timeout: str) -> None:
+    """Headscale 0.28 (ephemeral_node_inactivity_timeout) and 0.29 (node.ephemeral.inactivity_timeout) refuse to
+    start unless the timeout is more than 65s (hscontrol/types/config.go, validateServerConfig)."""
+    headscale = {
+        "version": version,
+        "image": f"ghcr.io/juanfont/headscale:{version}",
+        "ephemeralInactivityTimeout": timeout,
+    }
+    message = only_problem(headscale=headscale)
+    assert message.startswith(f"{PROJECT}:headscale.ephemeralInactivityTimeout: must be more than 65s")
+    assert message.endswith(f"got {timeout!r}")
+
+
+@pytest.mark.parametrize("timeout", ["65001ms", "66s", "30m", "2562047h"])
+def test_ephemeral_timeout_above_65s_is_accepted(timeout: str) -> None:
+    headscale = {**section("hydra", "headscale"), "ephemeralInactivityTimeout": timeout}
+    assert parse(headscale=headscale).headscale.ephemeral_inactivity_timeout == timeout
+
+
+def test_durations_go_cannot_hold_are_refused() -> None:
+    """Go's time.ParseDuration refuses durations above 2^63-1 ns: Headscale then reads 0 (below its minimum) and
+    Litestream 0.5.17 refuses its YAML outright."""
+    headscale = {**section("hydra", "headscale"), "ephemeralInactivityTimeout": "2562048h"}
+    backup = {**section("hydra", "backup"), "litestream": {"retention": "3000000h"}}
+    found = problems(headscale=headscale, backup=backup)
+    assert [p.split(":")[1] for p in found] == ["backup.litestream.retention", "headscale.ephemeralInactivityTimeout"]
+    assert all("longer than Go's longest duration" in p for p in found)
+
+
+@pytest.mark.parametrize("field", ["syncInterval", "retention"])
+@pytest.mark.parametrize("duration", ["0", "0s", "0ms"])
+def test_zero_litestream_durations_are_refused(field: str, duration: str) -> None:
+    """Litestream 0.5.17 refuses to start when a replica's sync-interval or snapshot.retention is not greater than
+    0 (cmd/litestream/main.go, ParseConfig; also checked against the binary in test_litestream_config.py)."""
+    backup = {**section("hydra", "backup"), "litestream": {field: duration}}
+    message = only_problem(backup=backup)
+    assert message.startswith(f"{PROJECT}:backup.litestream.{field}: must be more than 0s")
+    assert message.endswith(f"got {duration!r}")
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://derp.example.com:port/map", "a port up to 65535"),
+        ("https://derp.example.com:70000/map", "a port up to 65535"),
+        ("https://derp{1}.example.com/map", "DNS name, IPv4 or [IPv6] host"),
+        ("https://[fd00::1/map", "DNS name, IPv4 or [IPv6] host"),
+        ("https://derp.example.com/map%2", "%XX escape"),
+        ("https://derp.example.com/map\x7f", "control characters"),
+    ],
+)
+def test_derp_map_urls_go_cannot_parse_are_refused(url: str, expected: str) -> None:
+    """Headscale 0.28 and 0.29 parse every derp.urls entry with Go's url.Parse and dereference the result even when
+    parsing failed, so an unparsable URL crashes the server at startup (hscontrol/types/config.go, derpConfig)."""
+    headscale = {**section("hydra", "headscale"), "derp": {"urls": ["https://ok.example.com/derp.json", url]}}
+    message = only_problem(headscale=headscale)
+    assert message.startswith(f"{PROJECT}:headscale.derp.urls[1]: ")
+    assert expected in message
+
+
+@pytest.mark.parametrize(
+    "url", ["https://derp.example.com/map?v=%41", "https://10.0.0.1:8443/derp.json", "https://[fd00::1]/derp"]
+)
+def test_parsable_derp_map_urls_are_accepted(url: str) -> None:
+    headscale = {**section("hydra", "headscale"), "derp": {"urls": [url]}}
+    assert parse(headscale=headscale).headscale.derp.urls == [url]
+
+
+def test_oidc_issuer_must_be_a_url_both_servers_parse() -> None:
+    """Headplane 0.6.3 refuses to start unless oidc.issuer is a WHATWG URL (app/server/config/config-schema.ts);
+    Headscale builds its OIDC provider from the issuer and, with only_start_if_oidc_is_available, refuses to start
+    when that fails (hscontrol/oidc.go)."""
+    oidc = {"issuer": "https://id.example.com:443x/realms/hs", "clientId": "hs"}
+    found = problems(headscale={**section("hydra", "headscale"), "oidc": oidc})
+    assert any(p.startswith(f"{PROJECT}:headscale.oidc.issuer: must be https://<host>") for p in found), found
+
+
+def test_an_empty_resolver_list_is_refused() -> None:
+    """Headscale 0.26 and later refuse to start when dns.override_local_dns is true (as rendered) and
+    dns.nameservers.global is empty (hscontrol/types/config.go, validateServerConfig)."""
+    message = only_problem(tailnet={**section("hydra", "tailnet"), "nameservers": []})
+    assert message.startswith(f"{PROJECT}:tailnet.nameservers: ")
+    assert "at least 1 item" in message
+
+
+def test_an_unknown_allocation_strategy_is_refused() -> None:
+    """Headscale 0.28 and 0.29 refuse to start unless prefixes.allocation is 'sequential' or 'random'
+    (hscontrol/types/config.go, LoadServerConfig)."""
+    tailnet = {**section("hydra", "tailnet"), "prefixes": {"allocation": "dense"}}
+    assert only_problem(tailnet=tailnet).startswith(f"{PROJECT}:tailnet.prefixes.allocation: ")
+
+
+@pytest.mark.parametrize(
+    ("prefixes", "expected"),
+    [
+        ({"v4": "fd7a:115c:a1e0::/48"}, "v4 fd7a:115c:a1e0::/48 is not an IPv4 network"),
+        ({"v6": "100.64.0.0/10"}, "v6 100.64.0.0/10 is not an IPv6 network"),
+        ({"v4": "10.0.0.0/8"}, "v4 10.0.0.0/8 is outside 100.64.0.0/10"),
+    ],
+)
+def test_prefixes_of_the_wrong_family_or_range_are_reported(prefixes: dict[str, str], expected: str) -> None:
+    """Headscale only warns about ranges outside 100.64.0.0/10 and fd7a:115c:a1e0::/48 (Tailscale clients do not
+    work with others); the plan refuses them, and reports a prefix of the wrong family instead of crashing."""
+    message = only_problem(tailnet={**section("hydra", "tailnet"), "prefixes": prefixes})
+    assert message.startswith(f"{PROJECT}:tailnet.prefixes: {expected}")

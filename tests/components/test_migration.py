@@ -57,7 +57,7 @@ def test_the_job_restores_creates_the_schema_then_migrates(migrating_run) -> Non
     assert schema["image"] == "ghcr.io/juanfont/headscale:0.29.2"
     schema_env = {e["name"]: e for e in schema["env"]}
     assert schema_env["HEADSCALE_DATABASE_TYPE"]["value"] == "postgres"
-    assert schema_env["HEADSCALE_DATABASE_POSTGRES_PASS"]["valueFrom"]["secretKeyRef"]["name"] == "headscale-db-app"
+    assert schema_env["HEADSCALE_DATABASE_POSTGRES_PASS"]["valueFrom"]["secretKeyRef"]["name"] == "headscale-db-owner"
     assert migrate["command"] == ["python", "-m", "migration"]
     assert migrate["args"][:5] == ["run", "--sqlite", "/var/lib/headscale/db.sqlite", "--version", "0.29.2"]
     assert "--force" not in migrate["args"]

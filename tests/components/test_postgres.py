@@ -9,6 +9,7 @@ import yaml
 
 from offline.harness import SECRET
 from offline.plan import write_rendered
+from tests.conftest import LAB_STACK
 from tests.test_main import _validate
 
 POSTGRES = """\
@@ -68,7 +69,7 @@ def test_headscale_on_postgres_has_no_volume_and_reads_the_cnpg_secret(postgres_
     assert container["env"] == [
         {
             "name": "HEADSCALE_DATABASE_POSTGRES_PASS",
-            "valueFrom": {"secretKeyRef": {"name": "headscale-db-app", "key": "password"}},
+            "valueFrom": {"secretKeyRef": {"name": "headscale-db-owner", "key": "password"}},
         }
     ]
     config_map = next(o for o in _objects(postgres_run, "ConfigMap") if o["metadata"]["name"] == "headscale-config")
@@ -110,3 +111,29 @@ def test_a_standby_on_postgres_runs_a_replica_cluster_that_archives_nothing(run_
     assert _objects(run, "ScheduledBackup") == []
     deployment = next(o for o in _objects(run, "Deployment") if o["metadata"]["name"] == "headscale")
     assert deployment["spec"]["replicas"] == 0
+
+
+@pytest.mark.parametrize("role", ["active", "standby"])
+def test_the_owner_password_is_ours_and_cnpg_applies_it_on_the_primary(role: str, run_stack, project_copy) -> None:
+    """A replica cluster gets no `-app` Secret from CNPG, and after a promotion that one would not match the role:
+    both sites read their own owner Secret, which CNPG sets on the role wherever the primary is."""
+    if role == "active":
+        run = run_stack("lab", project_dir=project_copy(lab=LAB_STACK + POSTGRES))
+    else:
+        stack = (
+            "config:\n  headscale-ha:role: standby\n  headscale-ha:identityFrom: org/headscale-ha/hydra\n"
+            "  headscale-ha:cluster: {name: cosmos, nodes: 3, apiServer: {host: 10.2.0.1}}\n"
+        )
+        run = run_stack("lab", project_dir=project_copy(lab=stack + POSTGRES))
+    (cluster,) = _objects(run, "Cluster")
+    owner = next(o for o in _objects(run, "Secret") if o["metadata"]["name"] == "headscale-db-owner")
+    assert owner["type"] == "kubernetes.io/basic-auth"
+    assert owner["stringData"] == {"username": SECRET, "password": SECRET}  # the provider marks all Secret data
+    bootstrap = cluster["spec"]["bootstrap"]["initdb" if role == "active" else "recovery"]
+    assert bootstrap["secret"] == {"name": "headscale-db-owner"}
+    assert cluster["spec"]["managed"]["roles"] == [
+        {"name": "headscale", "ensure": "present", "login": True, "passwordSecret": {"name": "headscale-db-owner"}}
+    ]
+    (headscale,) = [o for o in _objects(run, "Deployment") if o["metadata"]["name"] == "headscale"]
+    (env,) = headscale["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "headscale-db-owner", "key": "password"}

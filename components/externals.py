@@ -1,0 +1,84 @@
+"""What a stack references but does not create: the objects someone else must provide, and who.
+
+One list serves the README's prerequisites, the wiring check the tests run over every rendered set, and the
+stack output `prerequisites`, so the three cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.config import DatabaseStage, ReplicaSource, Role, StackConfig
+from components.gateway import AUTHKEY_SECRET, ROUTERS, routers_namespace
+from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
+
+
+@dataclass(frozen=True, kw_only=True)
+class External:
+    """An object the rendered set references but does not contain, documented as created by someone else."""
+
+    kind: str
+    namespace: str | None  # None for cluster-scoped kinds
+    name: str
+    keys: frozenset[str] = frozenset()  # data keys it must hold; empty: not checked
+    created_by: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionalRef:
+    """An `optional: true` reference the pod is designed to run without, and how the pod shows the absence."""
+
+    namespace: str
+    workload: str  # "Kind/name"
+    name: str
+    absence_shown_by: str
+
+
+def external_objects(config: StackConfig) -> list[External]:
+    """Objects the rendered set references and the user must create (operator-made ones follow from the set)."""
+    found: list[External] = []
+    if config.backup.volsync is not None:
+        found.append(
+            External(
+                kind="Secret",
+                namespace=config.namespace,
+                name=config.backup.volsync.repository,
+                keys=frozenset({"RESTIC_REPOSITORY", "RESTIC_PASSWORD"}),
+                created_by="the user: restic repository of the VolSync snapshots (backup.volsync.repository)",
+            )
+        )
+    postgres = config.database.postgres
+    streaming_replica = (
+        config.role is Role.STANDBY
+        and config.database.stage is DatabaseStage.POSTGRES
+        and postgres.replica_source is ReplicaSource.STREAMING
+    )
+    if streaming_replica:
+        for name, source, keys in (
+            (ACTIVE_REPLICATION_SECRET, f"{CLUSTER}-replication", {"tls.crt", "tls.key"}),
+            (ACTIVE_CA_SECRET, f"{CLUSTER}-ca", {"ca.crt"}),
+        ):
+            found.append(
+                External(
+                    kind="Secret",
+                    namespace=config.namespace,
+                    name=name,
+                    keys=frozenset(keys),
+                    created_by=f"the user: the active cluster's {source}, copied under this name "
+                    "(database.postgres.replicaSource: streaming)",
+                )
+            )
+    return found
+
+
+def optional_references(config: StackConfig) -> list[OptionalRef]:
+    """The routers' enrolment key: absent until the stack can mint one (or `routerAuthKey` is set)."""
+    return [
+        OptionalRef(
+            namespace=routers_namespace(config),
+            workload=f"StatefulSet/{ROUTERS}",
+            name=AUTHKEY_SECRET,
+            absence_shown_by="the entrypoint logs 'subnet-router: no pre-auth key' and the readiness probe "
+            "(tailscale /healthz) fails until the node is enrolled; nextSteps says what to set",
+        )
+    ]
