@@ -1,5 +1,7 @@
 # headscale-ha: `make plan` (offline plan, STACK=name or every stack) and `make test`.
-# Each target bootstraps .venv from the pinned requirements when they changed.
+# Each target bootstraps .venv from the pinned requirements when they changed. `make deps` installs the Debian
+# packages in debian-packages.txt (the real tools some tests run); REQUIRE_REAL_TOOLS=1 make test fails when a
+# real-tool test is skipped.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,8 +9,24 @@ RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 STACK ?=
 ASSUME_SECRETS ?=
+DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
+# apt-get runs as root: directly when we are root, else through sudo.
+AS_ROOT := $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo,NO_SUDO))
 
-.PHONY: plan test lint bench clean
+.PHONY: deps plan validate test lint bench clean
+
+deps:
+	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' "$$package" 2>/dev/null | grep -q 'ok installed' || echo "$$package"; done); \
+	if [ -z "$$missing" ]; then echo "deps: installed: $(DEBIAN_PACKAGES)"; exit 0; fi; \
+	missing=$$(echo $$missing); \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "deps: no apt-get here; install the equivalents of: $$missing" >&2; exit 1; fi; \
+	if [ "$(AS_ROOT)" = NO_SUDO ]; then \
+	  echo "deps: not root and no sudo; as root run: apt-get install $$missing" >&2; exit 1; fi; \
+	echo "deps: installing $$missing"; \
+	$(AS_ROOT) apt-get update -qq && \
+	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +41,16 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
 
 plan: $(RUNTIME_STAMP)
 	$(PY) -m offline.plan $(if $(STACK),--stack $(STACK)) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
+
+# The plan's rendered objects against the Kubernetes and CRD schemas and Pod Security admission (../shared).
+validate: plan $(DEV_STAMP)
+	@test -f ../shared/tools/validate_manifests.py || { echo "validate: ../shared/tools is not beside the checkout" >&2; exit 2; }
+	@for stack in $(if $(STACK),$(STACK),$$(ls Pulumi.*.yaml | sed -e 's/^Pulumi\.//' -e 's/\.yaml$$//')); do \
+	  echo "== $$stack"; \
+	  out=$$($(PY) ../shared/tools/validate_manifests.py $$(find rendered/$$stack -name '*.yaml')) \
+	    || { echo "$$out"; exit 1; }; \
+	  echo "$$out" | tail -n 1; \
+	done
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check --no-cache .

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 from components.backup_volume import CLAIM as BACKUP_CLAIM
 from components.config import Backup, Role, StackConfig
 from components.litestream_config import render_litestream_config, restore_script
-from components.pod import RUN_AS, checksum, container_security, labels, resources
+from components.pod import checksum, container_security, labels, pod_security, resources
 from components.workload import data_claim
 
 BACKUP_MOUNT = "/backup"
@@ -36,14 +36,8 @@ def backup_mount(app: str, *, read_only: bool = False) -> dict[str, Any]:
 
 
 def mover_security() -> dict[str, Any]:
-    """VolSync's mover pod security context, as the `restricted` Pod Security level demands of a pod."""
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": RUN_AS,
-        "runAsGroup": RUN_AS,
-        "fsGroup": RUN_AS,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    """VolSync's mover pod runs in this `restricted` namespace: the same pod security as the applications."""
+    return pod_security()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,14 +39,18 @@ def litestream_bin() -> Path | None:
     return Path(found) if found else None
 
 
+#: POSIX shells the restore script must run under, each with the command that provides it (None: sh, always there).
+#: The tests run every one (a missing one is a skipped real-tool test); bench scripts use the installed ones.
+POSIX_SHELLS: tuple[tuple[list[str], str | None], ...] = (
+    (["sh"], None),
+    (["dash"], "dash"),
+    (["busybox", "sh"], "busybox"),
+)
+
+
 def available_shells() -> list[list[str]]:
-    """POSIX shells to run the restore script under: sh always, dash and busybox ash when installed."""
-    shells = [["sh"]]
-    if shutil.which("dash"):
-        shells.append(["dash"])
-    if shutil.which("busybox"):
-        shells.append(["busybox", "sh"])
-    return shells
+    """The POSIX_SHELLS installed here: sh always, dash and busybox ash when installed."""
+    return [list(argv) for argv, command in POSIX_SHELLS if command is None or shutil.which(command)]
 
 
 @dataclass(frozen=True)

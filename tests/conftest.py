@@ -79,3 +79,4 @@ def run_stack() -> Callable[..., ProgramRun]:
         return plan_stack(stack, project_dir=project_dir)
 
     return run
+pytest_plugins = ["tests.real_tools"]  # real-tool marker, skips naming the package, summary (tests/real_tools.py)

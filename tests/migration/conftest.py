@@ -1,6 +1,7 @@
 """A real PostgreSQL server for the migration tests: started once per session, stopped at the end.
 
-Skipped, with the reason, only when the PostgreSQL server binaries, psql or pgloader are absent.
+Every test that uses it (directly or through ``new_db``) is a real-tool test: marked ``real_tool`` for PostgreSQL,
+psql and pgloader, so it is skipped naming the Debian packages when one is absent (tests/real_tools.py).
 """
 
 from __future__ import annotations
@@ -11,16 +12,23 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from migration.psql import PsqlConnection
-from offline.pg_lab import PgServer, missing_tools
+from offline.pg_lab import PgServer
+from tests.real_tools import require
+
+PG_TOOLS = ("postgres", "psql", "pgloader")
 
 _names = itertools.count(1)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "pg_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_tool(*PG_TOOLS))
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    reason = missing_tools()
-    if reason is not None:
-        pytest.skip(f"real-tool migration tests need PostgreSQL 15 and pgloader: {reason}")
+    require(*PG_TOOLS)
     server = PgServer.start()
     try:
         yield server
