@@ -223,3 +223,42 @@ def test_the_embedded_derp_stun_port_is_reachable(project_copy) -> None:
     without = _option_set_run("hydra", project_copy)
     assert all(p["protocol"] == "TCP" for p in _pod(without)["containers"][0]["ports"])
     assert not [o for o in without.kubernetes_objects() if o["metadata"]["name"] == "headscale-stun"]
+
+
+def _listeners(config: dict) -> dict[str, tuple[int, str, bool]]:
+    """Every listener the rendered config opens: key -> (port, protocol, bound beyond loopback)."""
+    found = {key: config[key] for key in ("listen_addr", "metrics_listen_addr", "grpc_listen_addr") if config.get(key)}
+    server = config["derp"]["server"]
+    if server.get("enabled"):
+        found["derp.server.stun_listen_addr"] = server["stun_listen_addr"]
+    return {
+        key: (int(addr.rsplit(":", 1)[1]), "UDP" if "stun" in key else "TCP", not addr.startswith("127."))
+        for key, addr in found.items()
+    }
+
+
+@pytest.mark.parametrize("option_set", ["hydra", "postgres-embedded-derp-ingress-kernel-api-key"])
+def test_every_port_the_config_opens_is_carried_where_it_must_be_reached(option_set: str, project_copy) -> None:
+    run = _option_set_run(option_set, project_copy)
+    config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
+    listeners = _listeners(config)
+    (container,) = _pod(run)["containers"]
+    declared = {(p["containerPort"], p["protocol"]): p["name"] for p in container["ports"]}
+    services = [
+        o
+        for o in run.kubernetes_objects()
+        if o["kind"] == "Service" and o["spec"]["selector"].get("app.kubernetes.io/name") == "headscale"
+    ]
+    served = {(p["targetPort"], p["protocol"]) for s in services for p in s["spec"]["ports"]}
+    allowed = {
+        (p["port"], p["protocol"])
+        for rule in _object(run, "NetworkPolicy", "headscale")["spec"]["ingress"]
+        for p in rule["ports"]
+    }
+    for key, (port, protocol, reachable) in listeners.items():
+        if not reachable:
+            assert (port, protocol) not in declared, f"{key} is loopback only and needs no port"
+            continue
+        assert (port, protocol) in declared, f"{key}: no containerPort {port}/{protocol}"
+        assert (declared[(port, protocol)], protocol) in served, f"{key}: no Service port"
+        assert (port, protocol) in allowed, f"{key}: the NetworkPolicy drops it"

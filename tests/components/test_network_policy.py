@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from components.config import NetworkPolicy
+from components.config import Derp, NetworkPolicy
 from components.network_policy import ProtectedApp, policy_spec
+from offline.harness import PROJECT_DIR
 
 HEADSCALE = ProtectedApp(app="headscale", http_port=8080, metrics_port=9090, also_from_apps=("headplane",))
 
@@ -42,3 +43,17 @@ def test_both_applications_get_a_policy(run_stack) -> None:
         o["metadata"]["name"] for o in run_stack("hydra").kubernetes_objects() if o["kind"] == "NetworkPolicy"
     )
     assert names == ["headplane", "headscale"]
+
+
+def test_no_policy_blocks_what_headscale_needs_at_start(run_stack) -> None:
+    """Headscale stops at start when a DERP map URL cannot be fetched, and with onlyStartIfAvailable when the OIDC
+    issuer is unreachable: no rendered policy may restrict egress without allowing them (README: Prerequisites)."""
+    for stack in ("hydra", "cosmos"):
+        policies = [o for o in run_stack(stack).kubernetes_objects() if o["kind"] == "NetworkPolicy"]
+        assert policies
+        assert all("Egress" not in p["spec"]["policyTypes"] for p in policies)
+    readme = (PROJECT_DIR / "README.md").read_text()
+    prerequisites = readme.split("## Prerequisites", 1)[1].split("\n## ", 1)[0]
+    for default_map in Derp().urls:
+        assert default_map in prerequisites
+    assert "onlyStartIfAvailable" in prerequisites
