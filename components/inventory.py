@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.backup_volume import CLAIM as BACKUP_CLAIM
 from components.config import DatabaseStage, StackConfig
 from components.headplane import SECRET_NAME as HEADPLANE_SECRET
 from components.headscale import IDENTITY_SECRET
@@ -20,7 +21,12 @@ def must_back_up(config: StackConfig) -> list[dict[str, Any]]:
     """The state/backup/loss table of this stack, one row per stateful object."""
     namespace = config.namespace
     nfs = config.backup.nfs
-    replica_root = f"nfs://{nfs.server}{nfs.path}" if nfs else "(no NFS target configured)"
+    if nfs is None:
+        replica_root = "(no NFS target configured)"
+    elif nfs.storage_class is not None:
+        replica_root = f"the claim {namespace}/{BACKUP_CLAIM} (StorageClass {nfs.storage_class})"
+    else:
+        replica_root = f"nfs://{nfs.server}{nfs.path}"
     volsync = " plus VolSync restic snapshots of the volume" if config.backup.volsync else ""
     imported = config.noise_private_key is not None
     rows = [
