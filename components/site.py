@@ -112,7 +112,7 @@ class TailnetSite(pulumi.ComponentResource):
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
         if config.backup.nfs is not None:
             backup_volume = BackupVolume(
-                f"{name}-backup-volume",
+                f"{name}-backup",
                 BackupVolumeArgs(namespace=config.namespace, nfs=config.backup.nfs),
                 opts=in_namespace,
             )

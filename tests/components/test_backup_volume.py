@@ -32,7 +32,7 @@ def test_a_static_nfs_volume_is_bound_to_the_claim_both_ways(run_stack) -> None:
     assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
     assert volume["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
-    kept = [r for r in run.resources if r.name.startswith("hydra-backup-volume-")]
+    kept = [r for r in run.resources if r.name in ("hydra-backup-volume", "hydra-backup-claim")]
     assert len(kept) == 2
     assert all(r.retain_on_delete for r in kept)
 
