@@ -4,6 +4,10 @@ Pods never mount `nfs:` inline (the `restricted` level refuses that volume type)
 PersistentVolumeClaim: either bound to a static `nfs` PersistentVolume this component creates (pre-bound both
 ways, so no other claim can take it), or provisioned by a StorageClass the user names (e.g. csi-driver-nfs).
 Each application mounts its own sub-directory of the claim (`subPath: <app>`).
+
+Both objects are named after their source (server, path, class, size): most of a claim's and a volume's spec is
+immutable, and both are retained on delete, so a changed source gets new objects beside the kept old ones rather
+than a replacement that would collide with them.
 """
 
 from __future__ import annotations
@@ -14,14 +18,20 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import Nfs
-from components.pod import labels
+from components.pod import checksum, labels
 
-CLAIM = "litestream-backup"
+CLAIM_PREFIX = "litestream-backup"
 
 
-def volume_name(namespace: str) -> str:
+def claim_name(nfs: Nfs) -> str:
+    """The backup claim of this source: `litestream-backup-<8 hex>`."""
+    source = checksum(nfs.storage_class or "", nfs.server or "", nfs.path or "", nfs.size)
+    return f"{CLAIM_PREFIX}-{source[:8]}"
+
+
+def volume_name(namespace: str, nfs: Nfs) -> str:
     """PersistentVolumes are cluster-scoped: the namespace keeps two installations on one cluster apart."""
-    return f"{namespace}-{CLAIM}"
+    return f"{namespace}-{claim_name(nfs)}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +53,7 @@ class BackupVolume(pulumi.ComponentResource):
         meta_labels = labels("litestream", "backup")
         # Retained: deleting the claim or the volume object must never be how the backup directory goes away.
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
-        self.claim_name = CLAIM
+        self.claim_name = claim = claim_name(nfs)
         self.volume = None
         claim_spec: dict[str, object] = {
             "accessModes": ["ReadWriteMany"],
@@ -54,21 +64,21 @@ class BackupVolume(pulumi.ComponentResource):
         else:
             self.volume = k8s.core.v1.PersistentVolume(
                 f"{name}-volume",
-                metadata={"name": volume_name(args.namespace), "labels": meta_labels},
+                metadata={"name": volume_name(args.namespace, nfs), "labels": meta_labels},
                 spec={
                     "capacity": {"storage": nfs.size},
                     "accessModes": ["ReadWriteMany"],
                     "persistentVolumeReclaimPolicy": "Retain",
                     "storageClassName": "",
-                    "claimRef": {"namespace": args.namespace, "name": CLAIM},
+                    "claimRef": {"namespace": args.namespace, "name": claim},
                     "nfs": {"server": nfs.server, "path": nfs.path},
                 },
                 opts=keep,
             )
-            claim_spec |= {"storageClassName": "", "volumeName": volume_name(args.namespace)}
+            claim_spec |= {"storageClassName": "", "volumeName": volume_name(args.namespace, nfs)}
         self.claim = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-claim",
-            metadata={"name": CLAIM, "namespace": args.namespace, "labels": meta_labels},
+            metadata={"name": claim, "namespace": args.namespace, "labels": meta_labels},
             spec=claim_spec,
             opts=pulumi.ResourceOptions.merge(
                 keep, pulumi.ResourceOptions(depends_on=[self.volume] if self.volume else [])
@@ -76,7 +86,7 @@ class BackupVolume(pulumi.ComponentResource):
         )
         self.register_outputs(
             {
-                "claim": f"{args.namespace}/{CLAIM}",
-                "volume": volume_name(args.namespace) if self.volume else None,
+                "claim": f"{args.namespace}/{claim}",
+                "volume": volume_name(args.namespace, nfs) if self.volume else None,
             }
         )

@@ -50,6 +50,22 @@ def promotion_steps(config: StackConfig) -> list[dict[str, str]]:
             }[config.endpoint.failover],
         },
     ]
+    if config.noise_private_key is None:
+        # Generated keys live only in the active stack's state, protected: demoting that stack (which must then take
+        # its identity from elsewhere) would delete them, so `pulumi up` refuses until they are imported.
+        steps.insert(
+            0,
+            {
+                "step": "keep the identity",
+                "why": f"{active}'s Noise and DERP keys were generated and exist only in its Pulumi state (protected); "
+                "both stacks must hold them as secret config before either changes role",
+                "command": f"pulumi stack output -s {active} --show-secrets identity; on both stacks: "
+                f"pulumi config set --secret {PROJECT}:noisePrivateKey '<noisePrivateKey>' and "
+                f"pulumi config set --secret {PROJECT}:derpPrivateKey '<derpPrivateKey>'; "
+                f"then pulumi state unprotect -s {active} on its two RandomBytes keys and pulumi up -s {active} "
+                "(same keys, now from config)",
+            },
+        )
     if config.role is Role.STANDBY:
-        steps[0]["note"] = f"this stack ({config.site.name}) is the standby; {PROJECT} refuses two active sites"
+        steps[-4]["note"] = f"this stack ({config.site.name}) is the standby; {PROJECT} refuses two active sites"
     return steps

@@ -27,6 +27,7 @@ COREFILE_DIR = "/etc/coredns-config"
 HOSTS_DIR = "/etc/coredns-hosts"  # a directory mount, so CoreDNS sees ConfigMap updates and reloads
 AUTHKEY_SECRET = "subnet-router-authkey"
 SKIP_AWAIT = "pulumi.com/skipAwait"
+KEY_SOURCE_ANNOTATION = "headscale-ha/auth-key-source"
 HEALTH_PORT = 9002  # containerboot's /healthz (TS_ENABLE_HEALTH_CHECK)
 POOL_LABEL = "io.cilium/lb-pool"
 ROOT_ANNOTATION = "headscale-ha/runs-as-root"
@@ -67,6 +68,14 @@ def routers_namespace(config: StackConfig) -> str:
     if config.gateway.routers.mode is RouterMode.KERNEL:
         return f"{config.gateway.namespace}-routers"
     return config.gateway.namespace
+
+
+def key_source(config: StackConfig) -> str:
+    """Where the routers' enrolment key comes from: `minted` (bootstrapApiKey), `configured` (routerAuthKey) or
+    `none` yet."""
+    if config.bootstrap_api_key is not None:
+        return "minted"
+    return "configured" if config.router_auth_key is not None else "none"
 
 
 def key_check(namespace: str) -> str:
@@ -119,6 +128,7 @@ def _disruption_budget(
 class GatewayArgs:
     config: StackConfig
     namespace: str
+    key_secret: pulumi.Resource | None = None  # the routers' enrolment key; they start after it exists
 
 
 class SubnetRouters(pulumi.ComponentResource):
@@ -176,7 +186,7 @@ class SubnetRouters(pulumi.ComponentResource):
             spec={"clusterIP": "None", "selector": selector(ROUTERS), "ports": [{"name": "none", "port": 1}]},
             opts=child,
         )
-        has_key = config.bootstrap_api_key is not None or config.router_auth_key is not None
+        has_key = key_source(config) != "none"
         self.statefulset = k8s.apps.v1.StatefulSet(
             f"{name}-statefulset",
             # Without a key the routers cannot become ready until the next `pulumi up` mints one: do not wait.
@@ -189,14 +199,20 @@ class SubnetRouters(pulumi.ComponentResource):
                 "template": {
                     "metadata": {
                         "labels": labels(ROUTERS, "gateway"),
-                        "annotations": {ROOT_ANNOTATION: "kernel-networking"}
-                        if routers.mode is RouterMode.KERNEL
-                        else {},
+                        "annotations": {
+                            # A router reads TS_AUTHKEY only when it starts: when a key source appears, the pods
+                            # roll and the ones that never enrolled pick the key up.
+                            KEY_SOURCE_ANNOTATION: key_source(config),
+                            **({ROOT_ANNOTATION: "kernel-networking"} if routers.mode is RouterMode.KERNEL else {}),
+                        },
                     },
                     "spec": self._pod_spec(config, replicas, namespace),
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.state_secrets, headless]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[*self.state_secrets, headless, *([args.key_secret] if args.key_secret else [])],
+            ),
         )
         if replicas > 1:
             _disruption_budget(f"{name}-pdb", ROUTERS, namespace, child)

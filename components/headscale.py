@@ -33,6 +33,7 @@ PATHS = HeadscalePaths()
 IDENTITY_SECRET = "headscale-identity"
 #: The embedded DERP relay's STUN listener (UDP): reached by clients from the internet, so it has its own Service.
 STUN_SERVICE = "headscale-stun"
+STUN_SHARING_KEY = "headscale-public"
 STUN_CONTAINER_PORT: dict[str, Any] = {"name": "stun", "containerPort": STUN_PORT, "protocol": "UDP"}
 NOISE_ITEM, DERP_ITEM = "noise.key", "derp.key"
 
@@ -71,6 +72,19 @@ OIDC_VOLUME: dict[str, Any] = {
     },
 }
 OIDC_MOUNT: dict[str, Any] = {"name": "oidc", "mountPath": PATHS.oidc_client_secret.rsplit("/", 1)[0], "readOnly": True}
+
+
+def stun_annotations(config: StackConfig) -> dict[str, str]:
+    """Clients send STUN to the address the public hostname resolves to: with Cilium LB-IPAM the Service asks for the
+    site's public address and shares it (sharing key) with the public Gateway's Service, which must carry the same
+    key. Pulumi does not wait for an address: the pool is the user's, and a standby has no pod behind it."""
+    annotations = {"pulumi.com/skipAwait": "true"}
+    if config.site.public_address is not None:
+        annotations |= {
+            "lbipam.cilium.io/ips": str(config.site.public_address),
+            "lbipam.cilium.io/sharing-key": STUN_SHARING_KEY,
+        }
+    return annotations
 
 
 def server_files(config: StackConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -202,7 +216,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         if config.headscale.derp.embedded:
             self.stun_service = k8s.core.v1.Service(
                 f"{name}-stun",
-                metadata={**meta, "name": STUN_SERVICE},
+                metadata={**meta, "name": STUN_SERVICE, "annotations": stun_annotations(config)},
                 spec={
                     "type": "LoadBalancer",
                     # Local: STUN answers with the source address it sees, so it must be the client's own.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.backup_volume import CLAIM as BACKUP_CLAIM
+from components.backup_volume import claim_name
 from components.config import DatabaseStage, StackConfig
 from components.headplane import SECRET_NAME as HEADPLANE_SECRET
 from components.headscale import IDENTITY_SECRET
@@ -24,7 +24,7 @@ def must_back_up(config: StackConfig) -> list[dict[str, Any]]:
     if nfs is None:
         replica_root = "(no NFS target configured)"
     elif nfs.storage_class is not None:
-        replica_root = f"the claim {namespace}/{BACKUP_CLAIM} (StorageClass {nfs.storage_class})"
+        replica_root = f"the claim {namespace}/{claim_name(nfs)} (StorageClass {nfs.storage_class})"
     else:
         replica_root = f"nfs://{nfs.server}{nfs.path}"
     volsync = " plus VolSync restic snapshots of the volume" if config.backup.volsync else ""

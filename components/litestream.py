@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.backup_volume import CLAIM as BACKUP_CLAIM
+from components.backup_volume import claim_name as backup_claim_name
 from components.config import Backup, Role, StackConfig
 from components.litestream_config import render_litestream_config, restore_script
 from components.pod import checksum, container_security, labels, pod_security, resources
@@ -32,7 +32,7 @@ TMP_VOLUME = "litestream-tmp"
 def backup_mount(app: str, *, read_only: bool = False) -> dict[str, Any]:
     """The application's own sub-directory of the backup claim, at `/backup/<app>` (the restore's BACKUP_DIR)."""
     mount: dict[str, Any] = {"name": BACKUP_VOLUME, "mountPath": f"{BACKUP_MOUNT}/{app}", "subPath": app}
-    return mount | {"readOnly": True} if read_only else mount
+    return (mount | {"readOnly": True}) if read_only else mount
 
 
 def mover_security() -> dict[str, Any]:
@@ -203,7 +203,7 @@ def backed_up_volume(
             data_volume="data",
             data_mount=data_dir,
             pvc_name=claim_name,
-            backup_claim=BACKUP_CLAIM,
+            backup_claim=backup_claim_name(config.backup.nfs),
             identity_volume="identity" if identity_file else None,
             identity_file=identity_file,
             require_backup=config.role is Role.STANDBY,

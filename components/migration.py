@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.backup_volume import CLAIM as BACKUP_CLAIM
+from components.backup_volume import claim_name
 from components.config import StackConfig
 from components.headscale import APP, IDENTITY_MOUNT, server_files
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
@@ -65,6 +65,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
         scratch = {"name": "scratch", "mountPath": PATHS.data_dir}
         # configtest loads the server's config.yaml: every file it names (identity, OIDC secret) must be mounted.
         file_volumes, file_mounts = server_files(config)
+        backup_claim = claim_name(config.backup.nfs)
         restore = {
             "name": "restore",
             "image": litestream.image,
@@ -122,7 +123,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
             {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": BACKUP_CLAIM, "readOnly": True}},
+            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": backup_claim, "readOnly": True}},
             {"name": "litestream-config", "configMap": {"name": "headscale-litestream", "defaultMode": 0o444}},
             *file_volumes,
         ]  # fmt: skip

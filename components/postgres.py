@@ -69,7 +69,8 @@ class PostgresDatabase(pulumi.ComponentResource):
         password = random.RandomPassword(f"{name}-owner-password", length=32, special=False, opts=child)
         owner = k8s.core.v1.Secret(
             f"{name}-owner",
-            metadata={**meta, "name": OWNER_SECRET},
+            # CNPG reloads a labelled Secret at once: a new password reaches the role without waiting.
+            metadata={**meta, "name": OWNER_SECRET, "labels": {**meta["labels"], "cnpg.io/reload": "true"}},
             type="kubernetes.io/basic-auth",
             string_data={"username": OWNER, "password": pulumi.Output.secret(password.result)},
             opts=child,

@@ -164,19 +164,17 @@ class TailnetSite(pulumi.ComponentResource):
                 opts=keep,
             )
             in_routers = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[kernel_namespace]))
-        SubnetRouters(f"{name}-routers", GatewayArgs(config=config, namespace=router_namespace), opts=in_routers)
-        GatewayServices(
-            f"{name}-gateway", GatewayArgs(config=config, namespace=config.gateway.namespace), opts=in_gateway
-        )
         self.objects = None
+        router_key: k8s.core.v1.Secret | None = None
         if config.bootstrap_api_key is not None:
             self.objects = TailnetObjects(
                 f"{name}-tailnet",
                 TailnetObjectsArgs(config=config, namespace=config.namespace, routers_namespace=router_namespace),
                 opts=pulumi.ResourceOptions.merge(in_namespace, in_routers),
             )
+            router_key = self.objects.router_key_secret
         elif config.router_auth_key is not None:
-            k8s.core.v1.Secret(
+            router_key = k8s.core.v1.Secret(
                 f"{name}-router-key",
                 metadata={
                     "name": ROUTER_KEY_SECRET,
@@ -187,6 +185,16 @@ class TailnetSite(pulumi.ComponentResource):
                 string_data={"authkey": pulumi.Output.secret(config.router_auth_key.get_secret_value())},
                 opts=in_routers,
             )
+        # The routers read their key when they start: they start after it exists (see SubnetRouters for how a
+        # key that arrives later reaches routers that started without one).
+        SubnetRouters(
+            f"{name}-routers",
+            GatewayArgs(config=config, namespace=router_namespace, key_secret=router_key),
+            opts=in_routers,
+        )
+        GatewayServices(
+            f"{name}-gateway", GatewayArgs(config=config, namespace=config.gateway.namespace), opts=in_gateway
+        )
         if config.headplane.enabled:
             self.headplane = Headplane(
                 f"{name}-headplane",

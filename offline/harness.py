@@ -60,6 +60,7 @@ class RegisteredResource:
     provider: str | None = None
     protect: bool = False
     retain_on_delete: bool = False
+    dependencies: tuple[str, ...] = ()  # URNs of its explicit and input dependencies
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -230,6 +231,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 provider=request.provider or None,
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
+                dependencies=tuple(request.dependencies),
             )
             with self.lock:
                 self.registered.append(record)

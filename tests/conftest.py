@@ -6,6 +6,7 @@ autouse fixture below also resets the runtime after each test, so no test sees a
 
 from __future__ import annotations
 
+import os
 import shutil
 import textwrap
 from collections.abc import Callable, Iterator
@@ -33,6 +34,8 @@ def _reset_pulumi_runtime() -> Iterator[None]:
 def shared_dir() -> Path:
     """../shared beside the checkout (reference data and the manifest validator)."""
     if not (SHARED_DIR / "tools" / "validate_manifests.py").is_file():
+        if os.environ.get("REQUIRE_REAL_TOOLS") == "1":
+            pytest.fail(f"{SHARED_DIR} is absent and REQUIRE_REAL_TOOLS=1: schema and admission checks may not skip")
         pytest.skip(f"{SHARED_DIR} is absent: the shared reference data and validator are not on this machine")
     return SHARED_DIR
 

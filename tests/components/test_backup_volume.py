@@ -24,11 +24,11 @@ def _with_nfs(project_copy, nfs: dict):
 def test_a_static_nfs_volume_is_bound_to_the_claim_both_ways(run_stack) -> None:
     run = run_stack("hydra")
     (volume,) = _objects(run, "PersistentVolume")
-    claim = next(c for c in _objects(run, "PersistentVolumeClaim") if c["metadata"]["name"] == "litestream-backup")
+    (claim,) = [c for c in _objects(run, "PersistentVolumeClaim") if c["metadata"]["name"].startswith("litestream-")]
     assert volume["spec"]["nfs"] == {"server": "nfs.internal.example.com", "path": "/export/headscale-backup"}
     # Pre-bound both ways with no class: no provisioner takes the claim, no other claim takes the volume.
-    assert volume["spec"]["claimRef"] == {"namespace": "headscale", "name": "litestream-backup"}
-    assert claim["spec"]["volumeName"] == volume["metadata"]["name"] == "headscale-litestream-backup"
+    assert volume["spec"]["claimRef"] == {"namespace": "headscale", "name": claim["metadata"]["name"]}
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"] == f"headscale-{claim['metadata']['name']}"
     assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
     assert volume["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
@@ -47,7 +47,7 @@ def test_a_storage_class_provisions_the_claim_instead(run_stack, project_copy) -
     project = _with_nfs(project_copy, {"storageClass": "nfs-csi", "size": "20Gi"})
     run = run_stack("hydra", project_dir=project)
     assert _objects(run, "PersistentVolume") == []
-    claim = next(c for c in _objects(run, "PersistentVolumeClaim") if c["metadata"]["name"] == "litestream-backup")
+    (claim,) = [c for c in _objects(run, "PersistentVolumeClaim") if c["metadata"]["name"].startswith("litestream-")]
     assert claim["spec"] == {
         "accessModes": ["ReadWriteMany"],
         "resources": {"requests": {"storage": "20Gi"}},
@@ -65,3 +65,32 @@ def test_a_storage_class_provisions_the_claim_instead(run_stack, project_copy) -
 def test_the_backup_source_is_one_or_the_other(nfs: dict, message: str, run_stack, project_copy) -> None:
     with pytest.raises(ConfigError, match=rf"headscale-ha:backup\.nfs: .*{message}"):
         run_stack("hydra", project_dir=_with_nfs(project_copy, nfs))
+
+
+def _backup_names(run: ProgramRun) -> tuple[str, ...]:
+    claims = [c["metadata"]["name"] for c in _objects(run, "PersistentVolumeClaim")]
+    volumes = [v["metadata"]["name"] for v in _objects(run, "PersistentVolume")]
+    return (*sorted(c for c in claims if c.startswith("litestream-")), *volumes)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"server": "nfs2.internal.example.com", "path": "/export/headscale-backup"},
+        {"server": "nfs.internal.example.com", "path": "/export/elsewhere"},
+        {"server": "nfs.internal.example.com", "path": "/export/headscale-backup", "size": "20Gi"},
+        {"storageClass": "nfs-csi"},
+    ],
+)
+def test_a_changed_source_gets_new_objects_not_a_replacement(changed: dict, run_stack, project_copy) -> None:
+    """A claim's and a volume's source are immutable and both are retained: a replacement with the same name would
+    collide with the kept object, so the names follow the source and every pod follows the names."""
+    before = _backup_names(run_stack("hydra"))
+    run = run_stack("hydra", project_dir=_with_nfs(project_copy, changed))
+    after = _backup_names(run)
+    assert not set(before) & set(after)
+    claim = after[0]
+    for workload in [*_objects(run, "Deployment")]:
+        for volume in workload["spec"]["template"]["spec"]["volumes"]:
+            if volume["name"] == "backup":
+                assert volume["persistentVolumeClaim"]["claimName"] == claim

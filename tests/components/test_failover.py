@@ -113,10 +113,16 @@ def test_imported_keys_give_the_pair_one_identity(run_stack, project_copy) -> No
             for r in run.resources
             if r.type in ("random:index/randomBytes:RandomBytes", "pulumi:pulumi:StackReference")
         ]
+        # Nothing to save first: the keys already live in both stacks' config.
+        assert run.outputs["failover"][0]["step"] == "fence the old active"
 
 
 def test_promotion_steps_are_ordered_and_name_the_sites(run_stack) -> None:
     steps = run_stack("cosmos").outputs["failover"]
+    keep = steps.pop(0)
+    assert keep["step"] == "keep the identity", "hydra generated its keys: they must be imported before a demotion"
+    assert "pulumi stack output -s hydra --show-secrets identity" in keep["command"]
+    assert "pulumi state unprotect -s hydra" in keep["command"]
     assert [s["step"] for s in steps] == ["fence the old active", "promote the data", "scale up", "move DNS"]
     assert "tailnet.activeSite: cosmos" in steps[0]["command"]
     assert "pulumi up -s hydra" in steps[0]["command"]

@@ -13,6 +13,7 @@ import yaml
 from components.config import ConfigError
 from components.gateway_config import tailnet_addresses
 from offline.harness import SECRET, ProgramRun
+from offline.plan import plan_stack
 from offline.render import manifests, outputs_json
 from policy.pack.rules import Subject, violations
 
@@ -178,3 +179,17 @@ def test_a_router_without_a_key_says_why_and_is_not_ready(run_stack, tmp_path) -
     with_key = subprocess.run(argv, capture_output=True, text=True, env={"TS_AUTHKEY": "k"}, check=True)
     assert with_key.stderr == ""
     assert with_key.stdout == "containerboot started\n"
+
+
+def test_routers_start_after_their_key_and_roll_when_a_key_source_appears(run_stack, project_copy) -> None:
+    """Routers read TS_AUTHKEY only at start: they wait for the key Secret, and the first key source rolls them."""
+    without = _obj(run_stack("cosmos"), "StatefulSet", "subnet-router")["spec"]["template"]["metadata"]
+    run = plan_stack("cosmos", assume_secrets=["bootstrapApiKey"])
+    routers = next(r for r in run.resources if r.type == "kubernetes:apps/v1:StatefulSet")
+    (key,) = [
+        r for r in run.resources if r.is_kubernetes_object and r.inputs["metadata"]["name"] == "subnet-router-authkey"
+    ]
+    assert key.urn in routers.dependencies
+    annotation = "headscale-ha/auth-key-source"
+    assert without["annotations"][annotation] == "none"
+    assert routers.inputs["spec"]["template"]["metadata"]["annotations"][annotation] == "minted"

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import yaml
 
+from components.backup_volume import claim_name
+from components.config import Nfs
 from offline.harness import SECRET, ProgramRun
+
+#: The backup claim of the shared config's NFS source (Pulumi.yaml).
+BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
 
 
 def _object(run: ProgramRun, kind: str, name: str) -> dict:
@@ -49,7 +54,7 @@ def test_own_database_and_backup_directory_without_identity_contract(run_stack) 
     assert env["BACKUP_DIR"] == "/backup/headplane"
     assert "IDENTITY_FILE" not in env
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
-    assert claims == ["headplane-data", "litestream-backup"]
+    assert claims == ["headplane-data", BACKUP_CLAIM]
     (backup,) = [m for m in pod["initContainers"][0]["volumeMounts"] if m["name"] == "backup"]
     assert (backup["mountPath"], backup["subPath"]) == ("/backup/headplane", "headplane"), "its own directory only"
 

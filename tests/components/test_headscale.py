@@ -7,9 +7,14 @@ import re
 import pytest
 import yaml
 
+from components.backup_volume import claim_name
+from components.config import Nfs
 from components.headscale import PATHS
 from offline.harness import SECRET, ProgramRun
 from tests.test_main import _option_set_run
+
+#: The backup claim of the shared config's NFS source (Pulumi.yaml).
+BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
 
 
 def _object(run: ProgramRun, kind: str, name: str) -> dict:
@@ -87,7 +92,7 @@ def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
     assert env["IDENTITY_FILE"] == "/etc/headscale/identity/noise_private.key"
     assert env["REQUIRE_BACKUP"] == "false"
     backup = next(v for v in pod["volumes"] if v["name"] == "backup")
-    assert backup == {"name": "backup", "persistentVolumeClaim": {"claimName": "litestream-backup"}}
+    assert backup == {"name": "backup", "persistentVolumeClaim": {"claimName": BACKUP_CLAIM}}
     for container in (restore, sidecar):
         (mount,) = [m for m in container["volumeMounts"] if m["name"] == "backup"]
         assert mount == {"name": "backup", "mountPath": "/backup/headscale", "subPath": "headscale"}
@@ -218,6 +223,11 @@ def test_the_embedded_derp_stun_port_is_reachable(project_copy) -> None:
     assert service["ports"] == [{"name": "stun", "port": port, "targetPort": "stun", "protocol": "UDP"}]
     assert service["type"] == "LoadBalancer"
     assert service["externalTrafficPolicy"] == "Local"
+    # Clients probe the public hostname's address: the Service asks for it and shares it with the public Gateway.
+    annotations = _object(run, "Service", "headscale-stun")["metadata"]["annotations"]
+    assert annotations["lbipam.cilium.io/ips"] == "198.51.100.10"
+    assert annotations["lbipam.cilium.io/sharing-key"] == "headscale-public"
+    assert annotations["pulumi.com/skipAwait"] == "true"
     rules = _object(run, "NetworkPolicy", "headscale")["spec"]["ingress"]
     assert {"ports": [{"protocol": "UDP", "port": port}]} in rules, "from anywhere: clients probe it from the internet"
     without = _option_set_run("hydra", project_copy)

@@ -7,9 +7,14 @@ from pathlib import Path
 
 import yaml
 
+from components.backup_volume import claim_name
+from components.config import Nfs
 from components.litestream_config import restore_script
 from offline.harness import ProgramRun
 from tests.test_main import _validate
+
+#: The backup claim of the shared config's NFS source (Pulumi.yaml).
+BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
 
 
 def _objects(run: ProgramRun, kind: str) -> list[dict]:
@@ -32,7 +37,7 @@ def test_each_application_gets_its_own_replica_directory(run_stack) -> None:
 def test_volumes_that_hold_the_registry_are_retained_on_destroy(run_stack) -> None:
     run = run_stack("hydra")
     claims = [r for r in run.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
-    assert {r.inputs["metadata"]["name"] for r in claims} == {"headscale-data", "headplane-data", "litestream-backup"}
+    assert {r.inputs["metadata"]["name"] for r in claims} == {"headscale-data", "headplane-data", BACKUP_CLAIM}
     assert all(r.retain_on_delete for r in claims)
 
 

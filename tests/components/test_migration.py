@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from components.config import ConfigError
+from components.backup_volume import claim_name
+from components.config import ConfigError, Nfs
 from offline.plan import write_rendered
 from policy.pack.rules import Subject, violations
 from tests.components.test_postgres import POSTGRES
@@ -17,6 +18,9 @@ MIGRATING = POSTGRES.replace("stage: postgres", "stage: migrating").replace(
     '      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}\n'
     '    migration: {image: "registry.example.com/headscale-ha/migrate:1.0.0"}\n',
 )
+
+#: The backup claim of the shared config's NFS source (Pulumi.yaml).
+BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
 
 
 @pytest.fixture
@@ -50,7 +54,7 @@ def test_the_job_restores_creates_the_schema_then_migrates(migrating_run) -> Non
     assert env["REQUIRE_BACKUP"] == "true"
     assert env["DB_PATH"] == "/var/lib/headscale/db.sqlite"
     backup = next(v for v in pod["volumes"] if v["name"] == "backup")
-    assert backup["persistentVolumeClaim"] == {"claimName": "litestream-backup", "readOnly": True}
+    assert backup["persistentVolumeClaim"] == {"claimName": BACKUP_CLAIM, "readOnly": True}
     mount = next(m for m in restore["volumeMounts"] if m["name"] == "backup")
     assert mount == {"name": "backup", "mountPath": "/backup/headscale", "subPath": "headscale", "readOnly": True}
     assert schema["args"] == ["configtest"]

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.backup_volume import claim_name
+from components.config import Nfs
 from offline.harness import SECRET
 from offline.plan import write_rendered
 from tests.conftest import LAB_STACK
@@ -23,6 +25,9 @@ POSTGRES = """\
   headscale-ha:objectStoreSecretAccessKey:
     secure: v1:BBBB
 """
+
+#: The backup claim of the shared config's NFS source (Pulumi.yaml).
+BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
 
 
 def _objects(run, kind: str) -> list[dict]:
@@ -77,7 +82,7 @@ def test_headscale_on_postgres_has_no_volume_and_reads_the_cnpg_secret(postgres_
     assert database["type"] == "postgres"
     assert database["postgres"]["host"] == "headscale-db-rw.headscale.svc.cluster.local"
     claims = {o["metadata"]["name"] for o in _objects(postgres_run, "PersistentVolumeClaim")}
-    assert claims == {"headplane-data", "litestream-backup"}, "Headplane keeps its own SQLite and its backup"
+    assert claims == {"headplane-data", BACKUP_CLAIM}, "Headplane keeps its own SQLite and its backup"
 
 
 def test_the_postgres_stage_validates(postgres_run, shared_dir: Path, tmp_path: Path) -> None:
