@@ -232,7 +232,7 @@ class SubnetRouters(pulumi.ComponentResource):
             {"name": "TS_HOSTNAME", "value": f"{config.site.name}-$(POD_NAME)"},
             {
                 # Optional by design: the first `pulumi up` runs before Headscale can mint a key. Without one the
-                # pod logs why (see KEY_CHECK) and stays not ready; a replica already enrolled keeps its state.
+                # pod logs why (see key_check) and stays not ready; a replica already enrolled keeps its state.
                 "name": "TS_AUTHKEY",
                 "valueFrom": {"secretKeyRef": {"name": AUTHKEY_SECRET, "key": "authkey", "optional": True}},
             },
