@@ -2,8 +2,8 @@
 
 import pulumi
 
-from components.config import load_stack_config
-from components.site import TailnetSite
+from program.config import load_stack_config
+from program.site import TailnetSite
 
 config = load_stack_config()
 site = TailnetSite(pulumi.get_stack(), config)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import Nfs
+from components.settings import Nfs
 from components.pod import checksum, labels
 
 CLAIM_PREFIX = "litestream-backup"

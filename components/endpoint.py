@@ -13,7 +13,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import FailoverMode, Role, RouteKind, StackConfig
+from components.settings import FailoverMode, Role, RouteKind
+from program.config import StackConfig
 from components.pod import labels
 
 NAME = "headscale-public"

@@ -15,7 +15,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import ComputeResources, Proxy, ResourceAmounts, RouterMode, StackConfig
+from components.settings import ComputeResources, Proxy, ResourceAmounts, RouterMode
+from program.config import StackConfig
 from components.gateway_config import render_corefile, render_hosts
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
 from policy.render import router_tag

@@ -13,7 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.config import Role, StackConfig
+from components.settings import Role
+from program.config import StackConfig
 from components.headplane_config import HeadplanePaths, headplane_config_yaml
 from components.litestream import LitestreamBackup, backed_up_volume
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling

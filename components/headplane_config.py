@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from components.config import StackConfig
+from program.config import StackConfig
 from policy.images import ImageRef
 
 #: Headplane minor whose config keys this renderer knows (from the 0.6.3 example config).

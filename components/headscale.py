@@ -13,7 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.config import DatabaseStage, Role, StackConfig
+from components.settings import DatabaseStage, Role
+from program.config import StackConfig
 from components.headscale_config import (
     PASSWORD_ENV,
     STUN_PORT,

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from components.config import SUPPORTED_HEADSCALE_MINORS, DatabaseStage, StackConfig
+from components.settings import SUPPORTED_HEADSCALE_MINORS, DatabaseStage
+from program.config import StackConfig
 
 #: Environment variable that carries the PostgreSQL password (Headscale has no ``pass_file`` option).
 PASSWORD_ENV = "HEADSCALE_DATABASE_POSTGRES_PASS"

@@ -19,7 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.backup_volume import claim_name
-from components.config import StackConfig
+from program.config import StackConfig
 from components.headscale import APP, IDENTITY_MOUNT, server_files
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
 from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE, backup_mount

@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import NetworkPolicy
+from components.settings import NetworkPolicy
 from components.pod import labels, selector
 
 

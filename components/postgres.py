@@ -13,7 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.config import ReplicaSource, Role, StackConfig
+from components.settings import ReplicaSource, Role
+from program.config import StackConfig
 from components.pod import labels, resources
 
 CLUSTER = "headscale-db"

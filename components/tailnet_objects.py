@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import PROJECT, Role, StackConfig
+from components.settings import PROJECT, Role
+from program.config import StackConfig
 from components.gateway import routers_namespace
 from components.pod import labels
 from headscale_provider.resources import (

@@ -13,7 +13,8 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import PROJECT, ConfigError, PolicyMode, StackConfig
+from components.settings import PROJECT, PolicyMode
+from program.config import ConfigError, StackConfig
 from components.pod import labels
 from components.tailnet_objects import api_url, manages_tailnet
 from headscale_provider.resources import HeadscalePolicy, PolicyProvider

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from components.config import PROJECT, ConfigError
+from components.settings import PROJECT
+from program.config import ConfigError
 from offline import render
 from offline.harness import PROJECT_DIR, ProgramRun, run_program
 from offline.stack_files import StackFileError, list_stacks, read_stack_settings

@@ -8,7 +8,7 @@ CloudNativePG's `-app` Secret and `-rw` Service, a StatefulSet's claims), and ag
 documented as created by someone else. Anything else is a `Finding` that says what would happen in a cluster.
 
 Pure: plain dicts in, findings out (the CLI alone reads YAML). `External` and `OptionalRef` are the program's
-own list of what it expects from others (components/externals.py).
+own list of what it expects from others (program/externals.py).
 Usage: ``python -m offline.wiring FILES_OR_DIRS...`` prints the findings, then ``N objects, N findings``;
 exit status 1 when there are findings.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.externals import External, OptionalRef
+from program.externals import External, OptionalRef
 
 __all__ = ["External", "Finding", "OptionalRef", "check_wiring"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config import StackConfig, parse_stack_config
-from components.externals import external_objects, optional_references
+from program.config import StackConfig, parse_stack_config
+from program.externals import external_objects, optional_references
 from offline.harness import PROJECT_DIR, ProgramRun, RegisteredResource
 from offline.plan import PLACEHOLDERS, plan_stack, write_rendered
 from offline.plan import main as plan_main

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from components.config import ConfigError
+from program.config import ConfigError
 from offline.harness import ProgramRun
 
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from components.config import ConfigError
+from program.config import ConfigError
 from components.gateway_config import tailnet_addresses
 from offline.harness import SECRET, ProgramRun
 from offline.plan import plan_stack

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from components.backup_volume import claim_name
-from components.config import Nfs
+from components.settings import Nfs
 from offline.harness import SECRET, ProgramRun
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from components.backup_volume import claim_name
-from components.config import Nfs
+from components.settings import Nfs
 from components.headscale import PATHS
 from offline.harness import SECRET, ProgramRun
 from tests.test_main import _option_set_run

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from components.config import SECRET_KEYS, StackConfig
+from program.config import SECRET_KEYS, StackConfig
 from components.headscale_config import (
     PASSWORD_ENV,
     HeadscalePaths,
@@ -19,7 +19,7 @@ from components.headscale_config import (
     headscale_config_yaml,
     render_headscale_config,
 )
-from tests.components.test_config import DERP, NOISE, parse, section
+from tests.program.test_config import DERP, NOISE, parse, section
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 HEADSCALE_REFERENCE = SHARED / "reference" / "headscale"

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from components.backup_volume import claim_name
-from components.config import Nfs
+from components.settings import Nfs
 from components.litestream_config import restore_script
 from offline.harness import ProgramRun
 from tests.test_main import _validate

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config import Litestream
+from components.settings import Litestream
 from components.litestream_config import parse_go_duration, render_litestream_config, restore_script
 from offline.litestream_lab import (
     App,

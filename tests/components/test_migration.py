@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from components.backup_volume import claim_name
-from components.config import ConfigError, Nfs
+from components.settings import Nfs
+from program.config import ConfigError
 from offline.plan import write_rendered
 from policy.pack.rules import Subject, violations
 from tests.components.test_postgres import POSTGRES

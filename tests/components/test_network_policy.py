@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components.config import Derp, NetworkPolicy
+from components.settings import Derp, NetworkPolicy
 from components.network_policy import ProtectedApp, policy_spec
 from offline.harness import PROJECT_DIR
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from components.backup_volume import claim_name
-from components.config import Nfs
+from components.settings import Nfs
 from offline.harness import SECRET
 from offline.plan import write_rendered
 from tests.conftest import LAB_STACK

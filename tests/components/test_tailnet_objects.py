@@ -7,7 +7,7 @@ import base64
 import dill
 import pytest
 
-from components.config import ConfigError
+from program.config import ConfigError
 from offline.harness import SECRET, ProgramRun
 
 BOOTSTRAP = "  headscale-ha:bootstrapApiKey:\n    secure: v1:AAAA\n"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from components.config import ConfigError
+from program.config import ConfigError
 from components.tailnet_policy import CONFIG_MAP, HASH_ANNOTATION
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components.config import SECRET_KEYS, StackConfig
+from program.config import SECRET_KEYS, StackConfig
 from offline import config_reference
 from offline.harness import PROJECT_DIR
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.config import ConfigError
+from program.config import ConfigError
 from offline.harness import PROJECT_DIR, RegisteredResource, run_program
 from offline.stack_files import read_stack_settings
 

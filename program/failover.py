@@ -7,7 +7,8 @@ stack files, not by memory.
 
 from __future__ import annotations
 
-from components.config import PROJECT, DatabaseStage, FailoverMode, Role, StackConfig
+from components.settings import PROJECT, DatabaseStage, FailoverMode, Role
+from program.config import StackConfig
 
 
 def promotion_steps(config: StackConfig) -> list[dict[str, str]]:

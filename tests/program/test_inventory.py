@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components.inventory import must_back_up
-from tests.components.test_config import parse
+from program.inventory import must_back_up
+from tests.program.test_config import parse
 
 
 def test_every_stateful_object_is_listed_with_its_backup() -> None:

@@ -10,9 +10,10 @@ import pulumi_kubernetes as k8s
 from components import headplane as headplane_module
 from components import headscale as headscale_module
 from components.backup_volume import BackupVolume, BackupVolumeArgs
-from components.config import DatabaseStage, Role, StackConfig
+from components.settings import DatabaseStage, Role
+from program.config import StackConfig
 from components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
-from components.failover import promotion_steps
+from program.failover import promotion_steps
 from components.gateway import (
     GatewayArgs,
     GatewayServices,
@@ -26,7 +27,7 @@ from components.gateway_config import rewrite_kubeconfig
 from components.headplane import Headplane, HeadplaneArgs
 from components.headscale import HeadscaleServer, HeadscaleServerArgs
 from components.headscale_config import STUN_PORT
-from components.inventory import must_back_up
+from program.inventory import must_back_up
 from components.migration import SqliteToPostgres, SqliteToPostgresArgs
 from components.network_policy import NetworkPolicies, ProtectedApp
 from components.pod import labels

@@ -7,14 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.config import (
-    PROJECT,
-    ConfigError,
-    DatabaseStage,
-    Role,
-    StackConfig,
-    parse_stack_config,
-)
+from components.settings import PROJECT, DatabaseStage, Role
+from program.config import ConfigError, StackConfig, parse_stack_config
 from offline.harness import PROJECT_DIR
 from offline.stack_files import read_stack_settings
 

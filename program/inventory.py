@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from components.backup_volume import claim_name
-from components.config import DatabaseStage, StackConfig
+from components.settings import DatabaseStage
+from program.config import StackConfig
 from components.headplane import SECRET_NAME as HEADPLANE_SECRET
 from components.headscale import IDENTITY_SECRET
 

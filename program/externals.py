@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.config import DatabaseStage, ReplicaSource, Role, StackConfig
+from components.settings import DatabaseStage, ReplicaSource, Role
+from program.config import StackConfig
 from components.gateway import AUTHKEY_SECRET, ROUTERS, routers_namespace
 from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
 

@@ -1,32 +1,23 @@
-"""StackConfig: the one typed source of every knob of a stack.
+"""Typed, validated settings the components take (resources, placement, backup, DERP, OIDC, ...).
 
-Values come from Pulumi config (``Pulumi.yaml`` defaults, replaced key by key by ``Pulumi.<stack>.yaml``).
-Everything is validated before a single resource is registered, and every problem is reported at once
-as ``headscale-ha:<key>: <what is wrong>, got <value>``.
+Frozen, keyword-only pydantic models, camelCase in Pulumi config. The stack's config (program/config.py) is
+composed of these sections; a component takes only the ones it uses, so another program can build them by hand.
 """
 
 from __future__ import annotations
 
-import copy
-import difflib
-import functools
 import ipaddress
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated
 
-import pulumi
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    SecretStr,
-    TypeAdapter,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -43,7 +34,6 @@ from components.config_types import (
     Image,
     IPAddress,
     IPv4,
-    NodePrivateKey,
     PostgresImage,
     Quantity,
     quantity_value,
@@ -52,10 +42,9 @@ from policy.images import ImageRef
 
 PROJECT = "headscale-ha"
 SUPPORTED_HEADSCALE_MINORS = ("0.28", "0.29")
-_GONE = object()
 
 
-class _Model(BaseModel):
+class SettingsModel(BaseModel):
     """Frozen, keyword-only, camelCase in config, unknown keys rejected."""
 
     model_config = ConfigDict(
@@ -154,12 +143,12 @@ def _is_ipv6(text: str) -> bool:
 ParsableHttpsUrl = Annotated[HttpsUrl, AfterValidator(_parsable_url)]
 
 
-class ResourceAmounts(_Model):
+class ResourceAmounts(SettingsModel):
     cpu: Quantity = Field(description="CPU, as a Kubernetes quantity (cores).")
     memory: Quantity = Field(description="Memory, as a Kubernetes quantity (bytes).")
 
 
-class ComputeResources(_Model):
+class ComputeResources(SettingsModel):
     """Requests and limits of one container; limits must not be below requests."""
 
     requests: ResourceAmounts = Field(description="Resources the scheduler reserves.")
@@ -184,7 +173,7 @@ def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> Call
 # --------------------------------------------------------------------------------------------- tailnet
 
 
-class Site(_Model):
+class Site(SettingsModel):
     """One cluster of the tailnet, as every stack sees it."""
 
     name: DnsLabel = Field(description="Cluster name; the stack whose `cluster.name` matches runs this site.")
@@ -205,7 +194,7 @@ class Site(_Model):
         return self
 
 
-class TailnetUser(_Model):
+class TailnetUser(SettingsModel):
     """A Headscale user the active stack manages through the API."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$", description="User name (policies write it `name@`).")
@@ -214,7 +203,7 @@ class TailnetUser(_Model):
     force_delete: bool = Field(default=False, description="Delete the user with its nodes when removed from config.")
 
 
-class Prefixes(_Model):
+class Prefixes(SettingsModel):
     v4: Cidr = Field(default="100.64.0.0/10", description="Tailnet IPv4 range; must lie inside 100.64.0.0/10.")
     v6: Cidr = Field(default="fd7a:115c:a1e0::/48", description="Tailnet IPv6 range; inside fd7a:115c:a1e0::/48.")
     allocation: str = Field(
@@ -234,7 +223,7 @@ class Prefixes(_Model):
         return self
 
 
-class Tailnet(_Model):
+class Tailnet(SettingsModel):
     """What both clusters share: names, sites, address ranges. Lives in Pulumi.yaml."""
 
     public_hostname: Fqdn = Field(description="Public name of Headscale (`/`) and Headplane (`/admin`).")
@@ -299,14 +288,14 @@ class Tailnet(_Model):
 # --------------------------------------------------------------------------------------------- cluster
 
 
-class ApiServer(_Model):
+class ApiServer(SettingsModel):
     host: str = Field(
         min_length=1, description="Address of the cluster's API server (VIP or name) the gateway proxies to."
     )
     port: int = Field(default=6443, ge=1, le=65535, description="API server port.")
 
 
-class Cluster(_Model):
+class Cluster(SettingsModel):
     """The Kubernetes cluster this stack deploys to."""
 
     name: DnsLabel | None = Field(default=None, description="Site name in `tailnet.sites`; default: the stack name.")
@@ -337,7 +326,7 @@ class Cluster(_Model):
 # --------------------------------------------------------------------------------------------- applications
 
 
-class Oidc(_Model):
+class Oidc(SettingsModel):
     issuer: ParsableHttpsUrl = Field(description="OIDC issuer URL.")
     client_id: str = Field(min_length=1, description="OIDC client id; the secret is the `oidcClientSecret` key.")
     scope: list[str] = Field(default_factory=lambda: ["openid", "profile", "email"], description="Requested scopes.")
@@ -350,7 +339,7 @@ class Oidc(_Model):
     pkce: bool = Field(default=True, description="Use PKCE (S256).")
 
 
-class Derp(_Model):
+class Derp(SettingsModel):
     embedded: bool = Field(default=False, description="Run Headscale's embedded DERP relay (needs UDP 3478 reachable).")
     region_id: int = Field(default=999, ge=900, le=999, description="Region id of the embedded DERP.")
     region_code: DnsLabel = Field(default="headscale", description="Region code of the embedded DERP.")
@@ -366,7 +355,7 @@ class Derp(_Model):
         return self
 
 
-class Headscale(_Model):
+class Headscale(SettingsModel):
     version: str = Field(description="Headscale release, 0.28.x or 0.29.x; selects config keys and API dialect.")
     image: Image = Field(description="Headscale image; its tag must be the `version`.")
     log_level: str = Field(default="info", pattern="^(trace|debug|info|warn|error)$", description="Log level.")
@@ -418,7 +407,7 @@ class Headscale(_Model):
         return ".".join(self.version.split(".")[:2])
 
 
-class Headplane(_Model):
+class Headplane(SettingsModel):
     enabled: bool = Field(default=True, description="Deploy the Headplane web UI at `/admin`.")
     image: Image = Field(default="ghcr.io/tale/headplane:0.6.3", description="Headplane image.")
     resources: ComputeResources = Field(
@@ -435,7 +424,7 @@ class Headplane(_Model):
         return image
 
 
-class Nfs(_Model):
+class Nfs(SettingsModel):
     """Where the Litestream replicas live. Pods reach it only through a claim: `restricted` admits no `nfs:` volume."""
 
     server: str | None = Field(
@@ -465,7 +454,7 @@ class Nfs(_Model):
         return self
 
 
-class Litestream(_Model):
+class Litestream(SettingsModel):
     image: Image = Field(default="docker.io/litestream/litestream:0.5.17", description="Litestream image.")
     sync_interval: Duration = Field(default="1s", description="How often WAL changes are shipped to the replica.")
     retention: Duration = Field(default="168h", description="How long snapshots and WAL segments are kept.")
@@ -481,7 +470,7 @@ class Litestream(_Model):
         )
 
 
-class VolSync(_Model):
+class VolSync(SettingsModel):
     """A second, independent backup: restic snapshots of the SQLite volumes."""
 
     repository: str = Field(min_length=1, description="Secret (in the namespace) holding the restic repository config.")
@@ -491,7 +480,7 @@ class VolSync(_Model):
     volume_snapshot_class: str | None = Field(default=None, description="VolumeSnapshotClass; default: the cluster's.")
 
 
-class Backup(_Model):
+class Backup(SettingsModel):
     nfs: Nfs | None = Field(
         default=None, description="NFS target of the Litestream replicas; required in the sqlite and migrating stages."
     )
@@ -499,7 +488,7 @@ class Backup(_Model):
     volsync: VolSync | None = Field(default=None, description="Optional VolSync ReplicationSource per SQLite volume.")
 
 
-class ObjectStore(_Model):
+class ObjectStore(SettingsModel):
     destination_path: str = Field(
         pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/\S*)?$",
         description="Barman destination, `s3://bucket/path`.",
@@ -515,7 +504,7 @@ class ReplicaSource(StrEnum):
     STREAMING = "streaming"
 
 
-class Postgres(_Model):
+class Postgres(SettingsModel):
     instances: int = Field(default=1, ge=1, le=9, description="CNPG instances (one primary + replicas), one per node.")
     replica_source: ReplicaSource = Field(
         default=ReplicaSource.ARCHIVE,
@@ -541,7 +530,7 @@ class Postgres(_Model):
     )
 
 
-class Migration(_Model):
+class Migration(SettingsModel):
     """The SQLite → PostgreSQL Job of the migrating stage."""
 
     image: Image | None = Field(
@@ -553,7 +542,7 @@ class Migration(_Model):
     deadline_seconds: int = Field(default=3600, ge=60, le=86400, description="The Job fails after this long.")
 
 
-class Database(_Model):
+class Database(SettingsModel):
     stage: DatabaseStage = Field(
         default=DatabaseStage.SQLITE, description="`sqlite`, `migrating` or `postgres` (see the design)."
     )
@@ -561,7 +550,7 @@ class Database(_Model):
     migration: Migration = Field(default_factory=Migration, description="The migration Job.")
 
 
-class Routers(_Model):
+class Routers(SettingsModel):
     replicas: int = Field(default=1, ge=1, le=10, description="Subnet-router pods; at most `cluster.nodes`.")
     auth_key_lifetime: str = Field(
         default="2160h", pattern=r"^(\d+[dhms])+$", description="Lifetime of the routers' minted pre-auth key."
@@ -575,14 +564,14 @@ class Routers(_Model):
     image: Image = Field(default="ghcr.io/tailscale/tailscale:v1.82.5", description="Tailscale image.")
 
 
-class Proxy(_Model):
+class Proxy(SettingsModel):
     name: DnsLabel = Field(description="Port name on the gateway Service.")
     port: int = Field(ge=1, le=65535, description="Port on the gateway IP.")
     target_host: str = Field(min_length=1, description="Where the proxy forwards to.")
     target_port: int = Field(ge=1, le=65535, description="Target port.")
 
 
-class GatewayServices(_Model):
+class GatewayServices(SettingsModel):
     replicas: int = Field(default=1, ge=1, le=10, description="CoreDNS/socat pods; at most `cluster.nodes`.")
     dns_hosts: dict[str, IPAddress] = Field(
         default_factory=dict,
@@ -597,7 +586,7 @@ class GatewayServices(_Model):
     )
 
 
-class Gateway(_Model):
+class Gateway(SettingsModel):
     namespace: DnsLabel = Field(default="tailnet-gateway", description="Namespace of the routers and gateway services.")
     pool_label: str = Field(
         default="tailnet", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", description="Value of `io.cilium/lb-pool`."
@@ -606,7 +595,7 @@ class Gateway(_Model):
     services: GatewayServices = Field(default_factory=GatewayServices, description="CoreDNS and TCP proxies.")
 
 
-class Endpoint(_Model):
+class Endpoint(SettingsModel):
     failover: FailoverMode = Field(default=FailoverMode.NONE, description="`k8gb`, `externalDns` or `none`.")
     ttl: int = Field(default=60, ge=5, le=3600, description="DNS TTL of the public record, seconds.")
     route: RouteKind = Field(
@@ -625,7 +614,7 @@ class PolicyMode(StrEnum):
     APPLY = "apply"
 
 
-class TailnetPolicySettings(_Model):
+class TailnetPolicySettings(SettingsModel):
     """Where the tailnet ACL policy comes from and who owns the live one."""
 
     mode: PolicyMode = Field(
@@ -642,7 +631,7 @@ class TailnetPolicySettings(_Model):
     )
 
 
-class NetworkPolicy(_Model):
+class NetworkPolicy(SettingsModel):
     """Who may reach the pods; Headplane always reaches Headscale."""
 
     enabled: bool = Field(default=True, description="Render NetworkPolicies for Headscale and Headplane.")
@@ -657,435 +646,3 @@ class NetworkPolicy(_Model):
     monitoring_namespace: DnsLabel = Field(default="monitoring", description="The only namespace allowed to metrics.")
 
 
-# --------------------------------------------------------------------------------------------- the stack
-
-#: Keys whose values are secrets: they must be set with `pulumi config set --secret`.
-SECRET_KEYS = (
-    "kubeconfig",
-    "noisePrivateKey",
-    "derpPrivateKey",
-    "oidcClientSecret",
-    "routerAuthKey",
-    "headplaneApiKey",
-    "bootstrapApiKey",
-    "objectStoreAccessKeyId",
-    "objectStoreSecretAccessKey",
-)
-
-
-class StackConfig(_Model):
-    """Every knob of one stack (one cluster)."""
-
-    role: Role = Field(description="`active` serves the tailnet; `standby` keeps the identity, scaled to 0.")
-    namespace: DnsLabel = Field(default="headscale", description="Namespace of the control plane.")
-    cluster: Cluster = Field(description="The cluster of this stack.")
-    tailnet: Tailnet = Field(description="The tailnet shared by every stack (Pulumi.yaml).")
-    headscale: Headscale = Field(description="The Headscale server.")
-    headplane: Headplane = Field(default_factory=Headplane, description="The Headplane web UI.")
-    backup: Backup = Field(default_factory=Backup, description="Litestream backups.")
-    database: Database = Field(default_factory=Database, description="Database stage and PostgreSQL cluster.")
-    gateway: Gateway = Field(default_factory=Gateway, description="Subnet routers and gateway services.")
-    endpoint: Endpoint = Field(default_factory=Endpoint, description="Public endpoint and DNS failover.")
-    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies.")
-    policy: TailnetPolicySettings = Field(default_factory=TailnetPolicySettings, description="The tailnet ACL policy.")
-    kubeconfig: SecretStr | None = Field(
-        default=None, description="Secret. Admin kubeconfig; default: the ambient kubeconfig."
-    )
-    noise_private_key: NodePrivateKey | None = Field(
-        default=None, description="Secret. Import an existing Noise key (`privkey:` + 64 hex); default: generated."
-    )
-    derp_private_key: NodePrivateKey | None = Field(
-        default=None, description="Secret. Import an existing embedded-DERP key; default: generated."
-    )
-    oidc_client_secret: SecretStr | None = Field(
-        default=None, description="Secret. OIDC client secret; required with `headscale.oidc`."
-    )
-    router_auth_key: SecretStr | None = Field(
-        default=None, description="Secret. Pre-auth key for the subnet routers; default: minted by the provider."
-    )
-    bootstrap_api_key: SecretStr | None = Field(
-        default=None,
-        description="Secret. Headscale API key the provider uses; with it the stack manages users, keys and policy.",
-    )
-    identity_from: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",
-        description="`org/project/stack` of the active stack: a standby takes the Noise/DERP keys from its "
-        "`identity` output (or import both keys as secret config instead).",
-    )
-    headscale_api_url: str | None = Field(
-        default=None,
-        pattern=r"^https?://[^\s/]+(/\S*)?$",
-        description="Headscale API as reached from where `pulumi up` runs (http(s) URL); default the public URL.",
-    )
-    object_store_access_key_id: SecretStr | None = Field(
-        default=None, description="Secret. S3 access key id of `database.postgres.objectStore`."
-    )
-    object_store_secret_access_key: SecretStr | None = Field(
-        default=None, description="Secret. S3 secret access key of `database.postgres.objectStore`."
-    )
-    headplane_api_key: SecretStr | None = Field(
-        default=None, description="Secret. Headscale API key Headplane uses for OIDC logins; required with OIDC."
-    )
-
-    @property
-    def site(self) -> Site:
-        assert self.cluster.name is not None  # filled in by parse_stack_config
-        return self.tailnet.site(self.cluster.name)
-
-    @property
-    def dns_zone(self) -> str:
-        return self.tailnet.zone_of(self.site)
-
-
-# --------------------------------------------------------------------------------------------- errors
-
-
-class ConfigError(pulumi.RunError):
-    """Invalid stack config; the message lists every problem, one per line."""
-
-    def __init__(self, problems: Iterable[str]) -> None:
-        self.problems = sorted(set(problems))
-        super().__init__(
-            f"invalid stack config ({len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}):\n  "
-            + "\n  ".join(self.problems)
-        )
-
-
-def _shown(value: object) -> str:
-    if value is _GONE:
-        return "nothing"
-    text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, dict | list) else repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _problem(key: str, what: str, value: object) -> str:
-    secret = key.split(".")[0].split("[")[0] in SECRET_KEYS
-    return f"{PROJECT}:{key}: {what}, got {'[secret]' if secret and value is not _GONE else _shown(value)}"
-
-
-def _model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The model class that holds the field at ``path`` (for 'did you mean' hints)."""
-    model: Any = StackConfig
-    for part in path:
-        if isinstance(part, int):
-            continue
-        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
-        if field is None:
-            return None
-        model = model_in(field.annotation)
-        if model is None:
-            return None
-    return model
-
-
-def model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation (``X | None``, ``list[X]``, ``Annotated[X, ...]``), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _format_loc(loc: tuple[str | int, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _describe(error: Mapping[str, Any], loc: tuple[str | int, ...]) -> str:
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        model = _model_at(loc[:-1])
-        known = sorted(f.alias or n for n, f in model.model_fields.items()) if model else []
-        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
-        return f"unknown key{hint}"
-    if kind == "missing":
-        return "is required"
-    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    return message[0].lower() + message[1:] if message else kind
-
-
-def _validation_problems(key: str, exc: ValidationError) -> list[str]:
-    problems = []
-    for error in exc.errors():
-        loc = tuple(error["loc"])
-        problems.append(
-            _problem(
-                _format_loc((key, *loc)),
-                _describe(error, (key, *loc)),
-                error.get("input", _GONE) if error["type"] != "missing" else _GONE,
-            )
-        )
-    return problems
-
-
-# --------------------------------------------------------------------------------------------- loading
-
-
-def _needs_json(annotation: Any) -> bool:
-    if get_origin(annotation) is list or model_in(annotation) is not None:
-        return True
-    return any(_needs_json(arg) for arg in get_args(annotation))
-
-
-def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
-    """Rules that span keys; each runs when the keys it reads validated on their own."""
-    problems: list[str] = []
-
-    def have(*keys: str) -> bool:
-        return all(sections.get(k) is not None for k in keys)
-
-    if have("cluster", "tailnet"):
-        names = [site.name for site in sections["tailnet"].sites]
-        if sections["cluster"].name not in names:
-            problems.append(
-                _problem(
-                    "cluster.name", f"is not a site in tailnet.sites ({', '.join(names)})", sections["cluster"].name
-                )
-            )
-    if have("cluster", "gateway"):
-        nodes = sections["cluster"].nodes
-        for part in ("routers", "services"):
-            replicas = getattr(sections["gateway"], part).replicas
-            if replicas > nodes:
-                problems.append(
-                    _problem(
-                        f"gateway.{part}.replicas",
-                        f"exceeds cluster.nodes ({nodes}); replicas are spread one per node",
-                        replicas,
-                    )
-                )
-    if (
-        have("cluster", "gateway")
-        and sections["gateway"].services.proxies is None
-        and sections["cluster"].api_server is None
-    ):
-        problems.append(
-            _problem(
-                "cluster.apiServer",
-                "is required for the default gateway proxies (kube-api, talos); "
-                "set it or list gateway.services.proxies",
-                _GONE,
-            )
-        )
-    if have("cluster", "database"):
-        instances = sections["database"].postgres.instances
-        if instances > sections["cluster"].nodes:
-            problems.append(
-                _problem(
-                    "database.postgres.instances",
-                    f"exceeds cluster.nodes ({sections['cluster'].nodes}); instances are spread one per node",
-                    instances,
-                )
-            )
-    if have("role", "cluster", "tailnet"):
-        active_site = sections["tailnet"].active_site
-        is_active_site = sections["cluster"].name == active_site
-        if (sections["role"] is Role.ACTIVE) != is_active_site:
-            problems.append(
-                _problem(
-                    "role",
-                    f"disagrees with tailnet.activeSite ({active_site}): exactly one site is active; to promote, "
-                    "change activeSite and the role of both stacks together",
-                    sections["role"].value,
-                )
-            )
-    if have("role") and sections["role"] is Role.STANDBY:
-        imported = sections.get("noisePrivateKey") is not None and sections.get("derpPrivateKey") is not None
-        if sections.get("identityFrom") is None and not imported:
-            problems.append(
-                _problem(
-                    "identityFrom",
-                    "is required on a standby (or import noisePrivateKey and derpPrivateKey): a standby with its own "
-                    "keys would be a different server to every client",
-                    _GONE,
-                )
-            )
-    if have("endpoint", "tailnet") and sections["endpoint"].failover is FailoverMode.EXTERNAL_DNS:
-        missing = sorted(site.name for site in sections["tailnet"].sites if site.public_address is None)
-        if missing:
-            problems.append(
-                _problem(
-                    "tailnet.sites",
-                    f"need a publicAddress for externalDns failover (missing: {', '.join(missing)})",
-                    _GONE,
-                )
-            )
-    standby = have("role") and sections["role"] is Role.STANDBY
-    if have("database"):
-        postgres_settings = sections["database"].postgres
-        if postgres_settings.replica_source is ReplicaSource.STREAMING and postgres_settings.streaming_host is None:
-            problems.append(
-                _problem("database.postgres.streamingHost", "is required when replicaSource is streaming", _GONE)
-            )
-    if standby and have("database") and sections["database"].stage is DatabaseStage.MIGRATING:
-        problems.append(
-            _problem(
-                "database.stage",
-                "a standby never migrates; migrate the active stack, then move the standby to postgres",
-                "migrating",
-            )
-        )
-    if have("database", "backup"):
-        stage = sections["database"].stage
-        if stage in (DatabaseStage.SQLITE, DatabaseStage.MIGRATING) and sections["backup"].nfs is None:
-            problems.append(
-                _problem(
-                    "backup.nfs",
-                    f"is required in the {stage} stage: Litestream is the only backup of the SQLite database",
-                    _GONE,
-                )
-            )
-        needs_store = stage in (DatabaseStage.MIGRATING, DatabaseStage.POSTGRES)
-        if needs_store and not (sections.get("objectStoreAccessKeyId") and sections.get("objectStoreSecretAccessKey")):
-            problems.append(
-                _problem(
-                    "objectStoreAccessKeyId",
-                    f"and objectStoreSecretAccessKey are required in the {stage} stage (WAL archive credentials)",
-                    _GONE,
-                )
-            )
-        if stage is DatabaseStage.MIGRATING and sections["database"].migration.image is None:
-            problems.append(
-                _problem(
-                    "database.migration.image",
-                    "is required in the migrating stage: build images/migrate/Dockerfile, push it, pin it here",
-                    _GONE,
-                )
-            )
-        if needs_store and sections["database"].postgres.object_store is None:
-            problems.append(
-                _problem(
-                    "database.postgres.objectStore",
-                    f"is required in the {stage} stage: WAL archiving is the backup of the PostgreSQL cluster",
-                    _GONE,
-                )
-            )
-    if have("headscale") and sections["headscale"].oidc is not None and sections.get("oidcClientSecret") is None:
-        problems.append(
-            _problem(
-                "oidcClientSecret",
-                "is required when headscale.oidc is set (pulumi config set --secret oidcClientSecret ...)",
-                _GONE,
-            )
-        )
-    if (
-        have("headscale", "headplane")
-        and sections["headscale"].oidc is not None
-        and sections["headplane"].enabled
-        and sections.get("headplaneApiKey") is None
-        and sections.get("bootstrapApiKey") is None
-    ):
-        problems.append(
-            _problem(
-                "headplaneApiKey",
-                "is required when headscale.oidc is set and Headplane is enabled (Headplane's OIDC login "
-                "acts with a Headscale API key), unless bootstrapApiKey lets the stack mint one",
-                _GONE,
-            )
-        )
-    noise, derp = sections.get("noisePrivateKey"), sections.get("derpPrivateKey")
-    if noise is not None and noise == derp:
-        problems.append(
-            _problem("derpPrivateKey", "must differ from noisePrivateKey (Headscale refuses equal keys)", derp)
-        )
-    return problems
-
-
-def _without_bad_leaves(key: str, value: Any, exc: ValidationError) -> Any | None:
-    """The section validated again with every rejected mapping entry left out (so defaults apply), or None.
-
-    Only used to run cross-key rules alongside the section's own errors; its problems are already reported.
-    """
-    trimmed = copy.deepcopy(value)
-    try:
-        for error in exc.errors():
-            *path, leaf = error["loc"] or (None,)
-            holder = trimmed
-            for part in path:
-                holder = holder[part]
-            if not isinstance(leaf, str) or not isinstance(holder, dict):
-                return None
-            holder.pop(leaf, None)
-        return _adapter(key).validate_python(trimmed, by_alias=True)
-    except (ValidationError, KeyError, IndexError, TypeError):
-        return None
-
-
-@functools.cache
-def _adapter(key: str) -> TypeAdapter[Any]:
-    """Validator of one top-level key, with the constraints declared on its field."""
-    field = next(f for n, f in StackConfig.model_fields.items() if key in (n, f.alias))
-    return TypeAdapter(Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation)
-
-
-def parse_stack_config(raw: Mapping[str, str], *, stack: str, secret_keys: Iterable[str] = ()) -> StackConfig:
-    """Validate raw config values (as Pulumi hands them over: strings, JSON for objects) into a StackConfig.
-
-    ``raw`` maps keys of this project's namespace, without the ``headscale-ha:`` prefix, to their values.
-    Raises ConfigError with every problem found.
-    """
-    fields = {field.alias or name: field for name, field in StackConfig.model_fields.items()}
-    secret_keys = set(secret_keys)
-    problems: list[str] = []
-    sections: dict[str, Any] = {}
-    fallback: dict[str, Any] = {}
-    for key in sorted(raw):
-        if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            problems.append(_problem(key, f"unknown key{hint}", raw[key] if key not in SECRET_KEYS else _GONE))
-    for key, field in fields.items():
-        value: Any = raw.get(key, _GONE)
-        if value is not _GONE and key in SECRET_KEYS and key not in secret_keys:
-            problems.append(
-                _problem(
-                    key,
-                    f"must be a secret (pulumi config set --secret {key} ...), a plain value would be stored in clear",
-                    value,
-                )
-            )
-            continue
-        if value is not _GONE and _needs_json(field.annotation) and isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                problems.append(_problem(key, "must be an object or a list", value))
-                continue
-        if value is _GONE:
-            if field.is_required():
-                problems.append(_problem(key, "is required", _GONE))
-                continue
-            sections[key] = field.get_default(call_default_factory=True)
-            continue
-        if key == "cluster" and isinstance(value, dict) and value.get("name") is None:
-            value = {**value, "name": stack}
-        try:
-            sections[key] = _adapter(key).validate_python(value, by_alias=True)
-        except ValidationError as exc:
-            problems += _validation_problems(key, exc)
-            # Without its bad leaves the section may still be good enough for the cross-key rules.
-            fallback[key] = _without_bad_leaves(key, value, exc)
-    problems += _cross_checks({**{k: v for k, v in fallback.items() if v is not None}, **sections})
-    if problems:
-        raise ConfigError(problems)
-    return StackConfig.model_validate({key: sections[key] for key in fields if key in sections})
-
-
-def load_stack_config() -> StackConfig:
-    """Read this project's keys from Pulumi config (stack file over Pulumi.yaml) and validate them."""
-    project = pulumi.get_project()
-    prefix = f"{project}:"
-    available = {**pulumi.runtime.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
-    raw = {key[len(prefix) :]: str(pulumi.runtime.get_config(key)) for key in available if key.startswith(prefix)}
-    secret = {key for key in raw if pulumi.runtime.is_config_secret(prefix + key)}
-    secret |= {
-        key[len(prefix) :] for key in pulumi.runtime.config.get_config_secret_keys_env() if key.startswith(prefix)
-    }
-    return parse_stack_config(raw, stack=pulumi.get_stack(), secret_keys=secret)
