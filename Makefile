@@ -40,7 +40,7 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
 	touch $(RUNTIME_STAMP) $@
 
 plan: $(RUNTIME_STAMP)
-	$(PY) -m offline.plan $(if $(STACK),--stack $(STACK)) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
+	$(PY) -m tools.plan $(if $(STACK),--stack $(STACK)) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
 
 # The plan's rendered objects against the Kubernetes and CRD schemas and Pod Security admission (../shared).
 validate: plan $(DEV_STAMP)

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from migration import check_target, preflight, run_pgloader, schema_for, verify
 from migration.source import snapshot
-from offline import headscale_samples as sample_db
-from offline.pg_lab import PgServer, missing_tools
+from tests.support import headscale_samples as sample_db
+from tests.support.pg_lab import PgServer, missing_tools
 
 STEPS = ("snapshot", "preflight", "target", "load", "verify")
 

@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from offline.harness import run_program  # noqa: E402
-from offline.plan import plan_stack, write_rendered  # noqa: E402
-from offline.stack_files import list_stacks  # noqa: E402
+from tools.harness import run_program  # noqa: E402
+from tools.plan import plan_stack, write_rendered  # noqa: E402
+from tools.stack_files import list_stacks  # noqa: E402
 
 FLOOR_PROGRAM = """\
 import importlib
@@ -46,7 +46,7 @@ FLOOR_RUNNER = """\
 import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from offline.harness import run_program
+from tools.harness import run_program
 run_program(project="floor", stack="floor", config={{}}, program=Path({program!r}))
 """
 

@@ -26,7 +26,7 @@ from headscale_provider.resources import (
     PreAuthKeyProvider,
     UserProvider,
 )
-from offline.fake_headscale import FakeHeadscale
+from tests.support.fake_headscale import FakeHeadscale
 
 POLICY = '{"acls": [{"action": "accept", "src": ["user0@"], "dst": ["user0@:*"]}]}'
 SHAPE = {"users": 5, "preauth_keys": 15, "api_keys": 5, "nodes": 24, "policy": 1}

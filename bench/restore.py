@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from components.litestream_config import parse_go_duration
-from offline.litestream_lab import (
+from tests.support.litestream_lab import (
     App,
     Writer,
     connect_wal,

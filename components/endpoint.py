@@ -13,9 +13,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.pod import labels
 from components.settings import FailoverMode, Role, RouteKind
 from program.config import StackConfig
-from components.pod import labels
 
 NAME = "headscale-public"
 TLS_SECRET = f"{NAME}-tls"

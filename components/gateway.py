@@ -15,11 +15,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.settings import ComputeResources, Proxy, ResourceAmounts, RouterMode
-from program.config import StackConfig
 from components.gateway_config import render_corefile, render_hosts
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
+from components.settings import ComputeResources, Proxy, ResourceAmounts, RouterMode
 from policy.render import router_tag
+from program.config import StackConfig
 
 ROUTERS = "subnet-router"
 SERVICES = "tailnet-gateway"

@@ -13,12 +13,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.settings import Role
-from program.config import StackConfig
 from components.headplane_config import HeadplanePaths, headplane_config_yaml
 from components.litestream import LitestreamBackup, backed_up_volume
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from components.settings import Role
 from components.workload import cluster_service, singleton_deployment
+from program.config import StackConfig
 
 APP = "headplane"
 PORT = 3000

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from program.config import StackConfig
 from policy.images import ImageRef
+from program.config import StackConfig
 
 #: Headplane minor whose config keys this renderer knows (from the 0.6.3 example config).
 SUPPORTED_HEADPLANE_MINOR = "0.6"

@@ -13,8 +13,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.settings import DatabaseStage, Role
-from program.config import StackConfig
 from components.headscale_config import (
     PASSWORD_ENV,
     STUN_PORT,
@@ -25,7 +23,9 @@ from components.headscale_config import (
 from components.litestream import LitestreamBackup, backed_up_volume
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
 from components.postgres import DATABASE, OWNER, app_secret, read_write_host
+from components.settings import DatabaseStage, Role
 from components.workload import cluster_service, singleton_deployment
+from program.config import StackConfig
 
 APP = "headscale"
 HTTP_PORT = 8080

@@ -15,11 +15,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.backup_volume import claim_name as backup_claim_name
-from components.settings import Backup, Role
-from program.config import StackConfig
 from components.litestream_config import render_litestream_config, restore_script
 from components.pod import checksum, container_security, labels, pod_security, resources
+from components.settings import Backup, Role
 from components.workload import data_claim
+from program.config import StackConfig
 
 BACKUP_MOUNT = "/backup"
 CONFIG_MOUNT = "/etc/litestream"

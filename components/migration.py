@@ -19,12 +19,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.backup_volume import claim_name
-from program.config import StackConfig
 from components.headscale import APP, IDENTITY_MOUNT, server_files
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
 from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE, backup_mount
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
 from components.postgres import CLUSTER, DATABASE, OWNER, app_secret, read_write_host
+from program.config import StackConfig
 
 PATHS = HeadscalePaths()
 JOB = "headscale-migrate"

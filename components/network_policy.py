@@ -11,8 +11,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.settings import NetworkPolicy
 from components.pod import labels, selector
+from components.settings import NetworkPolicy
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,9 +13,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from components.pod import labels, resources
 from components.settings import ReplicaSource, Role
 from program.config import StackConfig
-from components.pod import labels, resources
 
 CLUSTER = "headscale-db"
 DATABASE = "headscale"

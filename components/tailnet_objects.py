@@ -12,10 +12,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.settings import PROJECT, Role
-from program.config import StackConfig
 from components.gateway import routers_namespace
 from components.pod import labels
+from components.settings import PROJECT, Role
 from headscale_provider.resources import (
     ApiKey,
     ApiKeyProvider,
@@ -25,6 +24,7 @@ from headscale_provider.resources import (
     UserProvider,
 )
 from policy.render import router_tag
+from program.config import StackConfig
 
 ROUTER_KEY_SECRET = "subnet-router-authkey"
 

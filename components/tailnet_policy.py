@@ -13,13 +13,13 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.settings import PROJECT, PolicyMode
-from program.config import ConfigError, StackConfig
 from components.pod import labels
+from components.settings import PROJECT, PolicyMode
 from components.tailnet_objects import api_url, manages_tailnet
 from headscale_provider.resources import HeadscalePolicy, PolicyProvider
 from policy.model import PolicyError
 from policy.render import RenderedPolicy, SiteRoutes, render_policy
+from program.config import ConfigError, StackConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_MAP = "headscale-policy-rendered"

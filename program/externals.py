@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.settings import DatabaseStage, ReplicaSource, Role
-from program.config import StackConfig
 from components.gateway import AUTHKEY_SECRET, ROUTERS, routers_namespace
 from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
+from components.settings import DatabaseStage, ReplicaSource, Role
+from program.config import StackConfig
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from components.backup_volume import claim_name
-from components.settings import DatabaseStage
-from program.config import StackConfig
 from components.headplane import SECRET_NAME as HEADPLANE_SECRET
 from components.headscale import IDENTITY_SECRET
+from components.settings import DatabaseStage
+from program.config import StackConfig
 
 
 def _item(name: str, kind: str, owner: str, loss: str, required: bool, how: str) -> dict[str, Any]:

@@ -10,10 +10,7 @@ import pulumi_kubernetes as k8s
 from components import headplane as headplane_module
 from components import headscale as headscale_module
 from components.backup_volume import BackupVolume, BackupVolumeArgs
-from components.settings import DatabaseStage, Role
-from program.config import StackConfig
 from components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
-from program.failover import promotion_steps
 from components.gateway import (
     GatewayArgs,
     GatewayServices,
@@ -27,13 +24,16 @@ from components.gateway_config import rewrite_kubeconfig
 from components.headplane import Headplane, HeadplaneArgs
 from components.headscale import HeadscaleServer, HeadscaleServerArgs
 from components.headscale_config import STUN_PORT
-from program.inventory import must_back_up
 from components.migration import SqliteToPostgres, SqliteToPostgresArgs
 from components.network_policy import NetworkPolicies, ProtectedApp
 from components.pod import labels
 from components.postgres import PostgresDatabase, PostgresDatabaseArgs
+from components.settings import DatabaseStage, Role
 from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjects, TailnetObjectsArgs, next_steps
 from components.tailnet_policy import CONFIG_MAP, TailnetPolicy, TailnetPolicyArgs
+from program.config import StackConfig
+from program.failover import promotion_steps
+from program.inventory import must_back_up
 
 
 def namespace_labels() -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Shared fixtures: run the real program for a stack under mocks and hand the captured run to tests.
 
-Every run gets its own event loop and a reset Pulumi runtime (see offline.harness.run_program); the
+Every run gets its own event loop and a reset Pulumi runtime (see tools.harness.run_program); the
 autouse fixture below also resets the runtime after each test, so no test sees another's state.
 """
 
@@ -16,8 +16,8 @@ import pulumi
 import pytest
 from pulumi.runtime import settings
 
-from offline.harness import PROJECT_DIR, ProgramRun
-from offline.plan import plan_stack
+from tools.harness import PROJECT_DIR, ProgramRun
+from tools.plan import plan_stack
 
 SHARED_DIR = PROJECT_DIR.parent / "shared"
 STACKS = ("hydra", "cosmos")

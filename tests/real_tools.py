@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from offline.litestream_lab import litestream_bin
-from offline.pg_lab import postgres_bindir
+from tests.support.litestream_lab import litestream_bin
+from tests.support.pg_lab import postgres_bindir
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEBIAN_PACKAGES_FILE = PROJECT_DIR / "debian-packages.txt"

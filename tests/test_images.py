@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from offline.harness import PROJECT_DIR
 from policy.images import image_problem
+from tools.harness import PROJECT_DIR
 
 DOCKERFILES = sorted((PROJECT_DIR / "images").glob("*/Dockerfile"))
 

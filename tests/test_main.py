@@ -12,11 +12,11 @@ import yaml
 
 from program.config import StackConfig, parse_stack_config
 from program.externals import external_objects, optional_references
-from offline.harness import PROJECT_DIR, ProgramRun, RegisteredResource
-from offline.plan import PLACEHOLDERS, plan_stack, write_rendered
-from offline.plan import main as plan_main
-from offline.stack_files import list_stacks, read_stack_settings
-from offline.wiring import check_wiring
+from tools.harness import PROJECT_DIR, ProgramRun, RegisteredResource
+from tools.plan import PLACEHOLDERS, plan_stack, write_rendered
+from tools.plan import main as plan_main
+from tools.stack_files import list_stacks, read_stack_settings
+from tools.wiring import check_wiring
 
 LAB_SITE = {"name": "lab", "gatewayIp": "172.29.250.10", "lbPool": "172.29.250.0/28", "routes": ["10.246.0.0/16"]}
 
@@ -36,7 +36,7 @@ def _add_site(project: Path, site: dict) -> None:
 
 def _plan_subprocess(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--project-dir", str(project), "--out", str(project / "out"), *args],
+        [sys.executable, "-m", "tools.plan", "--project-dir", str(project), "--out", str(project / "out"), *args],
         capture_output=True,
         text=True,
         cwd=PROJECT_DIR,

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from program.config import ConfigError
-from offline.harness import ProgramRun
+from tools.harness import ProgramRun
 
 
 def _objects(run: ProgramRun, kind: str) -> list[dict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from offline.harness import ProgramRun
+from tools.harness import ProgramRun
 
 
 def _objects(run: ProgramRun, kind: str) -> list[dict]:

@@ -10,12 +10,12 @@ import subprocess
 import pytest
 import yaml
 
-from program.config import ConfigError
 from components.gateway_config import tailnet_addresses
-from offline.harness import SECRET, ProgramRun
-from offline.plan import plan_stack
-from offline.render import manifests, outputs_json
 from policy.pack.rules import Subject, violations
+from program.config import ConfigError
+from tools.harness import SECRET, ProgramRun
+from tools.plan import plan_stack
+from tools.render import manifests, outputs_json
 
 
 def _obj(run: ProgramRun, kind: str, name: str) -> dict:

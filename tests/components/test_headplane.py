@@ -6,7 +6,7 @@ import yaml
 
 from components.backup_volume import claim_name
 from components.settings import Nfs
-from offline.harness import SECRET, ProgramRun
+from tools.harness import SECRET, ProgramRun
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
 BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))

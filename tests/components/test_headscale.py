@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from components.backup_volume import claim_name
-from components.settings import Nfs
 from components.headscale import PATHS
-from offline.harness import SECRET, ProgramRun
+from components.settings import Nfs
 from tests.test_main import _option_set_run
+from tools.harness import SECRET, ProgramRun
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
 BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))

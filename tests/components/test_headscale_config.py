@@ -11,7 +11,6 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from program.config import SECRET_KEYS, StackConfig
 from components.headscale_config import (
     PASSWORD_ENV,
     HeadscalePaths,
@@ -19,6 +18,7 @@ from components.headscale_config import (
     headscale_config_yaml,
     render_headscale_config,
 )
+from program.config import SECRET_KEYS, StackConfig
 from tests.program.test_config import DERP, NOISE, parse, section
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"

@@ -8,10 +8,10 @@ from pathlib import Path
 import yaml
 
 from components.backup_volume import claim_name
-from components.settings import Nfs
 from components.litestream_config import restore_script
-from offline.harness import ProgramRun
+from components.settings import Nfs
 from tests.test_main import _validate
+from tools.harness import ProgramRun
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
 BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))

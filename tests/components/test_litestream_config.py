@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from components.settings import Litestream
 from components.litestream_config import parse_go_duration, render_litestream_config, restore_script
-from offline.litestream_lab import (
+from components.settings import Litestream
+from tests.support.litestream_lab import (
     App,
     insert_rows,
     litestream_bin,

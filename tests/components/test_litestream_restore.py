@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from offline.litestream_lab import (
+from tests.support.litestream_lab import (
     MONITOR_INTERVAL_S,
     POSIX_SHELLS,
     SCRIPT,

@@ -8,11 +8,11 @@ import pytest
 
 from components.backup_volume import claim_name
 from components.settings import Nfs
-from program.config import ConfigError
-from offline.plan import write_rendered
 from policy.pack.rules import Subject, violations
+from program.config import ConfigError
 from tests.components.test_postgres import POSTGRES
 from tests.test_main import _validate
+from tools.plan import write_rendered
 
 MIGRATING = POSTGRES.replace("stage: postgres", "stage: migrating").replace(
     '      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}\n',

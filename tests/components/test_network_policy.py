@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from components.settings import Derp, NetworkPolicy
 from components.network_policy import ProtectedApp, policy_spec
-from offline.harness import PROJECT_DIR
+from components.settings import Derp, NetworkPolicy
+from tools.harness import PROJECT_DIR
 
 HEADSCALE = ProtectedApp(app="headscale", http_port=8080, metrics_port=9090, also_from_apps=("headplane",))
 

@@ -9,10 +9,10 @@ import yaml
 
 from components.backup_volume import claim_name
 from components.settings import Nfs
-from offline.harness import SECRET
-from offline.plan import write_rendered
 from tests.conftest import LAB_STACK
 from tests.test_main import _validate
+from tools.harness import SECRET
+from tools.plan import write_rendered
 
 POSTGRES = """\
   headscale-ha:database:

@@ -8,7 +8,7 @@ import dill
 import pytest
 
 from program.config import ConfigError
-from offline.harness import SECRET, ProgramRun
+from tools.harness import SECRET, ProgramRun
 
 BOOTSTRAP = "  headscale-ha:bootstrapApiKey:\n    secure: v1:AAAA\n"
 DYNAMIC = "pulumi-python:dynamic/headscale:"

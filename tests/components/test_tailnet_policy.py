@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from program.config import ConfigError
 from components.tailnet_policy import CONFIG_MAP, HASH_ANNOTATION
+from program.config import ConfigError
 
 
 def _config_map(run) -> dict:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from headscale_provider.client import HeadscaleClient
-from offline.fake_headscale import FakeHeadscale
+from tests.support.fake_headscale import FakeHeadscale
 
 VERSIONS = ("0.28.0", "0.29.2")
 

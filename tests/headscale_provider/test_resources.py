@@ -316,7 +316,7 @@ def test_destroy_leaves_the_policy_unless_asked(providers, client) -> None:
 
 def test_file_mode_servers_refuse_with_their_message(clock) -> None:
     from headscale_provider.client import HeadscaleClient
-    from offline.fake_headscale import FakeHeadscale
+    from tests.support.fake_headscale import FakeHeadscale
 
     with FakeHeadscale(version="0.29.2", policy_mode="file", now=clock) as server:
         server.policy_text = "{}"  # the file the server was started with

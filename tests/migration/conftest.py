@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from migration.psql import PsqlConnection
-from offline.pg_lab import PgServer
 from tests.real_tools import require
+from tests.support.pg_lab import PgServer
 
 PG_TOOLS = ("postgres", "psql", "pgloader")
 

@@ -37,8 +37,8 @@ from migration import (
 from migration.catalog import foreign_key_problems, foreign_keys, row_counts, schema_problems
 from migration.values import parse_timestamp
 from migration.versions import BIGINT, BOOLEAN, BYTEA, TIMESTAMPTZ, HeadscaleSchema
-from offline import headscale_samples as sample_db
-from offline.pg_lab import PROJECT_DIR, PgServer
+from tests.support import headscale_samples as sample_db
+from tests.support.pg_lab import PROJECT_DIR, PgServer
 
 VERSIONS = sample_db.VERSIONS
 NewDb = Callable[..., PsqlConnection]
@@ -107,7 +107,7 @@ def test_migration_package_imports_nothing_from_components() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module)
     assert "migration.versions" in imported
-    assert not {name for name in imported if name.split(".")[0] in ("components", "offline", "tests")}
+    assert not {name for name in imported if name.split(".")[0] in ("components", "program", "tools", "tests")}
 
 
 def test_unknown_version_is_refused() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pulumi_policy import ResourceValidationArgs
 
-from offline.harness import ProgramRun, RegisteredResource
 from policy.pack.pack import PACK_NAME, build_policies
 from policy.pack.rules import RULES, Subject, violations
+from tools.harness import ProgramRun, RegisteredResource
 
 
 def _subject(resource: RegisteredResource, props: dict[str, Any] | None = None) -> Subject:

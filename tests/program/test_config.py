@@ -9,8 +9,8 @@ import pytest
 
 from components.settings import PROJECT, DatabaseStage, Role
 from program.config import ConfigError, StackConfig, parse_stack_config
-from offline.harness import PROJECT_DIR
-from offline.stack_files import read_stack_settings
+from tools.harness import PROJECT_DIR
+from tools.stack_files import read_stack_settings
 
 NOISE = "privkey:" + "ab" * 32
 DERP = "privkey:" + "cd" * 32

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from offline.harness import SECRET, ProgramRun
-from offline.plan import write_rendered
 from tests.components.test_postgres import POSTGRES
 from tests.test_main import _validate
+from tools.harness import SECRET, ProgramRun
+from tools.plan import write_rendered
 
 
 def _kinds(run: ProgramRun, kind: str) -> list[dict]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from offline.harness import SECRET
-from offline.render import outputs_json, resource_tree
+from tools.harness import SECRET
+from tools.render import outputs_json, resource_tree
 
 SITE_TYPE = "headscale-ha:site:TailnetSite"
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from migration.psql import PsqlConnection
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 SHARED_DIR = PROJECT_DIR.parent / "shared"
 APP_USER = "headscale"
 

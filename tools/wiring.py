@@ -9,7 +9,7 @@ documented as created by someone else. Anything else is a `Finding` that says wh
 
 Pure: plain dicts in, findings out (the CLI alone reads YAML). `External` and `OptionalRef` are the program's
 own list of what it expects from others (program/externals.py).
-Usage: ``python -m offline.wiring FILES_OR_DIRS...`` prints the findings, then ``N objects, N findings``;
+Usage: ``python -m tools.wiring FILES_OR_DIRS...`` prints the findings, then ``N objects, N findings``;
 exit status 1 when there are findings.
 """
 

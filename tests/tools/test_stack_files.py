@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from offline.harness import PROJECT_DIR
-from offline.stack_files import SECURE_PLACEHOLDER, StackFileError, list_stacks, read_stack_settings
+from tools.harness import PROJECT_DIR
+from tools.stack_files import SECURE_PLACEHOLDER, StackFileError, list_stacks, read_stack_settings
 
 
 def test_shipped_stacks_are_found() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from offline.harness import ProgramRun, RegisteredResource, Secret, Unknown
+from tools.harness import ProgramRun, RegisteredResource, Secret, Unknown
 
 
 class _ManifestDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]

@@ -1,6 +1,6 @@
 """Offline plan: run the program for one or every stack under mocks; print the tree, write the YAML.
 
-Usage: ``python -m offline.plan [--stack NAME]... [--out DIR] [--project-dir DIR]``.
+Usage: ``python -m tools.plan [--stack NAME]... [--out DIR] [--project-dir DIR]``.
 Exit status: 0 planned; 1 invalid config (the error lists every problem); 2 unreadable stack files.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from components.settings import PROJECT
 from program.config import ConfigError
-from offline import render
-from offline.harness import PROJECT_DIR, ProgramRun, run_program
-from offline.stack_files import StackFileError, list_stacks, read_stack_settings
+from tools import render
+from tools.harness import PROJECT_DIR, ProgramRun, run_program
+from tools.stack_files import StackFileError, list_stacks, read_stack_settings
 
 
 def _fake_node_key(key: str) -> Callable[[], str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from program.config import ConfigError
-from offline.harness import PROJECT_DIR, RegisteredResource, run_program
-from offline.stack_files import read_stack_settings
+from tools.harness import PROJECT_DIR, RegisteredResource, run_program
+from tools.stack_files import read_stack_settings
 
 
 def test_runs_do_not_leak_into_each_other(run_stack) -> None:

@@ -4,7 +4,7 @@ Why a fake: the Pulumi program manages users, keys, nodes and the policy through
 failures (born-expired keys, masked listings, 500s for "not found", partial writes, dropped connections) are
 properties of the real server that a mock written from memory would get wrong. The fake reproduces them from the
 swagger, the upstream docs and the notes in ``../shared/reference/headscale/API.md`` and checks every exchange
-against the release's swagger (:mod:`offline.swagger_contract`).
+against the release's swagger (:mod:`tests.support.swagger_contract`).
 
 Only the REST surface is faked: there are no Tailscale clients, so nodes are created with
 :meth:`FakeHeadscale.register_node`, which does what a ``tailscale up --authkey`` would do to the server state.
@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import json5
 
-from offline.swagger_contract import GRPC_HTTP_STATUS, SwaggerContract, find_swagger, normalize_version
+from tests.support.swagger_contract import GRPC_HTTP_STATUS, SwaggerContract, find_swagger, normalize_version
 
 SUPPORTED_VERSIONS = ("0.28.0", "0.29.2")
 #: What protojson decodes an absent ``expiration`` to, and what Headscale then stores: born expired.

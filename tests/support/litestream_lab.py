@@ -21,7 +21,7 @@ from pathlib import Path
 
 from components.litestream_config import render_litestream_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = ROOT / "components" / "scripts" / "litestream-restore.sh"
 # Litestream 0.5 turns new WAL frames into an LTX file on each DB monitor tick (DefaultMonitorInterval = 1s)

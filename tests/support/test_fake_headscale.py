@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import requests
 
-import offline.fake_headscale as fake_module
-from offline.fake_headscale import TAGGED_DEVICES_USER_ID, FakeHeadscale
+import tests.support.fake_headscale as fake_module
+from tests.support.fake_headscale import TAGGED_DEVICES_USER_ID, FakeHeadscale
 
 VERSIONS = ("0.28.0", "0.29.2")
 API_KEY_RE = re.compile(r"hskey-api-([A-Za-z0-9_-]{12})-[A-Za-z0-9_-]{64}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from migration.versions import schema_for
 
-SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the checkout
+SHARED_DIR = Path(__file__).resolve().parents[3] / "shared"  # ../shared beside the checkout
 VERSIONS = ("0.28.0", "0.29.2")
 OLDER_MIGRATION_IDS = ("202312101416", "202312101430", "202402151347", "2024041121742", "202406021630")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from offline.wiring import External, Finding, OptionalRef, check_wiring, main, selector_matches
+from tools.wiring import External, Finding, OptionalRef, check_wiring, main, selector_matches
 
 NS = "app"
 LABELS = {"app": "web"}
@@ -947,7 +947,7 @@ def test_cli_exit_zero_without_findings(tmp_path, capsys) -> None:
 def test_real_plan_is_checkable(stack: str) -> None:
     """Integration smoke test: the check runs on the program's real output. It does NOT assert zero findings
     (declaring externals and optional references is the integration's job); it prints them for information."""
-    from offline.plan import plan_stack
+    from tools.plan import plan_stack
 
     run = plan_stack(stack)
     findings = check_wiring(run.kubernetes_objects())

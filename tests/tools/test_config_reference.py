@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from program.config import SECRET_KEYS, StackConfig
-from offline import config_reference
-from offline.harness import PROJECT_DIR
+from tools import config_reference
+from tools.harness import PROJECT_DIR
 
 
 def test_readme_holds_the_generated_reference() -> None:
     readme = (PROJECT_DIR / "README.md").read_text()
     assert config_reference.block() in readme, (
-        "README.md's configuration reference is stale: paste the output of `python -m offline.config_reference`"
+        "README.md's configuration reference is stale: paste the output of `python -m tools.config_reference`"
     )
 
 

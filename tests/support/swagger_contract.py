@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from jsonschema import Draft7Validator, FormatChecker
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 SWAGGER_RELATIVE = Path("gen/openapiv2/headscale/v1/headscale.swagger.json")
 
 Mode = Literal["request", "response"]

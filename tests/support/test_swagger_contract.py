@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from offline.swagger_contract import GRPC_HTTP_STATUS, SwaggerContract, find_swagger, is_rfc3339, normalize_version
+from tests.support.swagger_contract import (
+    GRPC_HTTP_STATUS,
+    SwaggerContract,
+    find_swagger,
+    is_rfc3339,
+    normalize_version,
+)
 
 VERSIONS = ("0.28.0", "0.29.2")
 

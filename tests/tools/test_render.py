@@ -7,8 +7,8 @@ import base64
 import pytest
 import yaml
 
-from offline import render
-from offline.harness import SECRET, UNKNOWN, ProgramRun, RegisteredResource
+from tools import render
+from tools.harness import SECRET, UNKNOWN, ProgramRun, RegisteredResource
 
 
 def _resource(name: str, inputs: dict, *, parent: str | None = None, type_: str = "kubernetes:core/v1:Secret"):
