@@ -36,16 +36,25 @@ def volume_name(namespace: str, nfs: Nfs) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class BackupVolumeArgs:
-    namespace: str
-    nfs: Nfs
+    """Where the claim lives and which export (or StorageClass) backs it."""
+
+    namespace: str  # namespace of the claim: the applications that mount it run there
+    nfs: Nfs  # the source: a static NFS server and path, or a StorageClass that provisions the claim; its size
 
 
 class BackupVolume(pulumi.ComponentResource):
-    """The backup claim (and its static PersistentVolume); both survive `pulumi destroy` and a replacement."""
+    """The backup claim (and its static PersistentVolume); both survive `pulumi destroy` and a replacement.
+
+    Outputs (registered):
+    - ``claim``: `<namespace>/<claim>`, the claim the applications mount (``subPath: <app>``);
+    - ``claimName`` [attribute claim_name]: the claim's name alone, what a pod's volume refers to;
+    - ``volume`` [attribute volume_name]: the static PersistentVolume's name, or None when a StorageClass provisions.
+    """
 
     claim: k8s.core.v1.PersistentVolumeClaim
     volume: k8s.core.v1.PersistentVolume | None
     claim_name: str
+    volume_name: str | None
 
     def __init__(self, name: str, args: BackupVolumeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:backup:BackupVolume", name, None, opts)
@@ -84,9 +93,5 @@ class BackupVolume(pulumi.ComponentResource):
                 keep, pulumi.ResourceOptions(depends_on=[self.volume] if self.volume else [])
             ),
         )
-        self.register_outputs(
-            {
-                "claim": f"{args.namespace}/{claim}",
-                "volume": volume_name(args.namespace, nfs) if self.volume else None,
-            }
-        )
+        self.volume_name = volume_name(args.namespace, nfs) if self.volume else None
+        self.register_outputs({"claim": f"{args.namespace}/{claim}", "claimName": claim, "volume": self.volume_name})

@@ -14,8 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.pod import labels
-from components.settings import FailoverMode, Role, RouteKind
-from program.config import StackConfig
+from components.settings import Endpoint, FailoverMode, RouteKind
 
 NAME = "headscale-public"
 TLS_SECRET = f"{NAME}-tls"
@@ -23,16 +22,24 @@ TLS_SECRET = f"{NAME}-tls"
 
 @dataclass(frozen=True, kw_only=True)
 class Backend:
-    service: str
-    port: int
+    """A Service in the endpoint's namespace that serves a path."""
+
+    service: str  # the Service's name
+    port: int  # its HTTP port
 
 
 @dataclass(frozen=True, kw_only=True)
 class PublicEndpointArgs:
-    config: StackConfig
-    namespace: str
-    headscale: Backend
-    headplane: Backend | None
+    """What the public endpoint needs: the hostname, its backends and how it is routed, certified and failed over."""
+
+    namespace: str  # where the Certificate, the routes (or Ingress) and the DNS record live, beside the backends
+    hostname: str  # the one public name; `/` and `/admin` are served under it
+    headscale: Backend  # served on `/` (no path filtered, no request timeout)
+    headplane: Backend | None  # served on `/admin`; None: no admin path
+    endpoint: Endpoint  # route kind and classes, TLS issuer, failover mode and DNS TTL
+    primary_site: str  # k8gb failover: the geo tag of the site that serves while it is healthy
+    dns_record_target: str | None  # external-dns failover: the address this stack publishes for `hostname`;
+    # None publishes no record (a standby never does)
 
 
 def _paths(args: PublicEndpointArgs) -> list[tuple[str, Backend]]:
@@ -41,16 +48,25 @@ def _paths(args: PublicEndpointArgs) -> list[tuple[str, Backend]]:
 
 
 class PublicEndpoint(pulumi.ComponentResource):
-    """The public routes and their certificate."""
+    """The public routes and their certificate.
+
+    Outputs (also attributes): `hostname`; `url` (`https://<hostname>`); `tlsSecret` (`tls_secret`), the Secret
+    cert-manager writes the certificate to; `routeKind` (`route_kind`), `gateway` or `ingress`, and `route`
+    (`route_name`), the name of the HTTPRoute/Gateway or Ingress serving the hostname.
+    """
 
     certificate: k8s.apiextensions.CustomResource
     routes: list[pulumi.CustomResource]
     dns: k8s.apiextensions.CustomResource | None
+    hostname: str
+    url: str
+    tls_secret: str
+    route_kind: str
+    route_name: str
 
     def __init__(self, name: str, args: PublicEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:endpoint:PublicEndpoint", name, None, opts)
-        config = args.config
-        host = config.tailnet.public_hostname
+        host = args.hostname
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": args.namespace, "labels": labels("headscale", "endpoint")}
         self.certificate = k8s.apiextensions.CustomResource(
@@ -63,28 +79,45 @@ class PublicEndpoint(pulumi.ComponentResource):
                 "dnsNames": [host],
                 "issuerRef": {
                     "group": "cert-manager.io",
-                    "kind": config.endpoint.tls_issuer_kind,
-                    "name": config.endpoint.tls_issuer,
+                    "kind": args.endpoint.tls_issuer_kind,
+                    "name": args.endpoint.tls_issuer,
                 },
                 "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
             },
             opts=child,
         )
-        if config.endpoint.route is RouteKind.GATEWAY:
+        if args.endpoint.route is RouteKind.GATEWAY:
             self.routes = self._gateway(name, args, meta, child)
             served_by = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "name": NAME}
         else:
             self.routes = [self._ingress(name, args, meta, child)]
             served_by = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": NAME}
-        self.dns = self._failover(name, config, meta, served_by, child)
-        self.register_outputs({"hostname": host})
+        self.dns = self._failover(name, args, meta, served_by, child)
+        self.hostname = host
+        self.url = f"https://{host}"
+        self.tls_secret = TLS_SECRET
+        self.route_kind = args.endpoint.route.value
+        self.route_name = NAME
+        self.register_outputs(
+            {
+                "hostname": host,
+                "url": self.url,
+                "tlsSecret": TLS_SECRET,
+                "routeKind": self.route_kind,
+                "route": NAME,
+            }
+        )
 
     @staticmethod
     def _failover(
-        name: str, config: StackConfig, meta: dict[str, Any], served_by: dict[str, str], opts: pulumi.ResourceOptions
+        name: str,
+        args: PublicEndpointArgs,
+        meta: dict[str, Any],
+        served_by: dict[str, str],
+        opts: pulumi.ResourceOptions,
     ) -> k8s.apiextensions.CustomResource | None:
         """Health-checked DNS that follows the active site; a standby never publishes a record of its own."""
-        endpoint, host = config.endpoint, config.tailnet.public_hostname
+        endpoint, host = args.endpoint, args.hostname
         if endpoint.failover is FailoverMode.K8GB:
             # Every cluster runs its Gslb; k8gb answers with the primary while it is healthy, else the other.
             return k8s.apiextensions.CustomResource(
@@ -96,15 +129,14 @@ class PublicEndpoint(pulumi.ComponentResource):
                     "resourceRef": served_by,
                     "strategy": {
                         "type": "failover",
-                        "primaryGeoTag": config.tailnet.active_site,
+                        "primaryGeoTag": args.primary_site,
                         "dnsTtlSeconds": endpoint.ttl,
                     },
                 },
                 opts=opts,
             )
-        if endpoint.failover is FailoverMode.EXTERNAL_DNS and config.role is Role.ACTIVE:
-            address = config.site.public_address
-            assert address is not None  # enforced by the config's cross-key rules
+        address = args.dns_record_target
+        if endpoint.failover is FailoverMode.EXTERNAL_DNS and address is not None:
             return k8s.apiextensions.CustomResource(
                 f"{name}-dns",
                 api_version="externaldns.k8s.io/v1alpha1",
@@ -121,14 +153,14 @@ class PublicEndpoint(pulumi.ComponentResource):
     def _gateway(
         name: str, args: PublicEndpointArgs, meta: dict[str, Any], opts: pulumi.ResourceOptions
     ) -> list[pulumi.CustomResource]:
-        host = args.config.tailnet.public_hostname
+        host = args.hostname
         gateway = k8s.apiextensions.CustomResource(
             f"{name}-gateway",
             api_version="gateway.networking.k8s.io/v1",
             kind="Gateway",
             metadata={**meta, "name": NAME},
             spec={
-                "gatewayClassName": args.config.endpoint.gateway_class,
+                "gatewayClassName": args.endpoint.gateway_class,
                 "listeners": [
                     {
                         "name": "https",
@@ -195,9 +227,9 @@ class PublicEndpoint(pulumi.ComponentResource):
     def _ingress(
         name: str, args: PublicEndpointArgs, meta: dict[str, Any], opts: pulumi.ResourceOptions
     ) -> k8s.networking.v1.Ingress:
-        host = args.config.tailnet.public_hostname
+        host = args.hostname
         annotations = {}
-        if args.config.endpoint.ingress_class == "nginx":
+        if args.endpoint.ingress_class == "nginx":
             # ingress-nginx cuts idle upstream reads after 60 s by default; map streams need far longer.
             annotations = {
                 "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
@@ -215,7 +247,7 @@ class PublicEndpoint(pulumi.ComponentResource):
             f"{name}-ingress",
             metadata={**meta, "name": NAME, "annotations": annotations},
             spec={
-                "ingressClassName": args.config.endpoint.ingress_class,
+                "ingressClassName": args.endpoint.ingress_class,
                 "tls": [{"hosts": [host], "secretName": TLS_SECRET}],
                 "rules": [{"host": host, "http": {"paths": paths}}],
             },

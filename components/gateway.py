@@ -9,6 +9,7 @@ never changes. Split DNS and the tailnet kubeconfig point at that IP, never at a
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,15 +18,15 @@ import pulumi_kubernetes as k8s
 
 from components.gateway_config import render_corefile, render_hosts
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
-from components.settings import ComputeResources, Proxy, ResourceAmounts, RouterMode
-from policy.render import router_tag
-from program.config import StackConfig
+from components.settings import ApiServer, Cluster, ComputeResources, Proxy, ResourceAmounts, RouterMode, Site
 
 ROUTERS = "subnet-router"
 SERVICES = "tailnet-gateway"
 DNS_PORT = 1053  # unprivileged in the pod; the Service answers on 53
 COREFILE_DIR = "/etc/coredns-config"
 HOSTS_DIR = "/etc/coredns-hosts"  # a directory mount, so CoreDNS sees ConfigMap updates and reloads
+COREFILE_CONFIG_MAP = "tailnet-dns-corefile"
+HOSTS_CONFIG_MAP = "tailnet-dns-hosts"
 AUTHKEY_SECRET = "subnet-router-authkey"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 KEY_SOURCE_ANNOTATION = "headscale-ha/auth-key-source"
@@ -40,20 +41,16 @@ _ROUTER = ComputeResources(
 )
 
 
-def advertised_routes(config: StackConfig) -> list[str]:
-    """What this site's routers advertise: its cluster CIDRs and its tailnet LB pool (sorted, unique)."""
-    return sorted({*config.site.routes, config.site.lb_pool})
+def advertised_routes(site: Site) -> list[str]:
+    """What a site's routers advertise: its cluster CIDRs and its tailnet LB pool (sorted, unique)."""
+    return sorted({*site.routes, site.lb_pool})
 
 
-def proxies(config: StackConfig) -> list[Proxy]:
-    """The configured proxies, or the defaults: kube-api and talos to the API server, clustermesh etcd."""
-    if config.gateway.services.proxies is not None:
-        return list(config.gateway.services.proxies)
-    api = config.cluster.api_server
-    assert api is not None  # enforced by the config's cross-key rules
+def default_proxies(api_server: ApiServer) -> list[Proxy]:
+    """The proxies a Talos/Cilium cluster needs: kube-api and talos to the API server, clustermesh etcd."""
     return [
-        Proxy(name="kube-api", port=6443, target_host=api.host, target_port=api.port),
-        Proxy(name="talos", port=50000, target_host=api.host, target_port=50000),
+        Proxy(name="kube-api", port=6443, target_host=api_server.host, target_port=api_server.port),
+        Proxy(name="talos", port=50000, target_host=api_server.host, target_port=50000),
         Proxy(
             name="clustermesh",
             port=2379,
@@ -63,48 +60,31 @@ def proxies(config: StackConfig) -> list[Proxy]:
     ]
 
 
-def routers_namespace(config: StackConfig) -> str:
-    """Kernel-mode routers run as root with NET_ADMIN, which only `privileged` admits: they get a namespace of
-    their own, so the gateway services (and userspace routers) stay `restricted`."""
-    if config.gateway.routers.mode is RouterMode.KERNEL:
-        return f"{config.gateway.namespace}-routers"
-    return config.gateway.namespace
-
-
-def key_source(config: StackConfig) -> str:
-    """Where the routers' enrolment key comes from: `minted` (bootstrapApiKey), `configured` (routerAuthKey) or
-    `none` yet."""
-    if config.bootstrap_api_key is not None:
-        return "minted"
-    return "configured" if config.router_auth_key is not None else "none"
-
-
-def key_check(namespace: str) -> str:
+def key_check(namespace: str, secret: str = AUTHKEY_SECRET) -> str:
     """The router's entrypoint: say in the log when the enrolment key is absent, then run containerboot."""
     message = (
-        f"subnet-router: no pre-auth key (Secret {namespace}/{AUTHKEY_SECRET}, key authkey, is missing or empty); "
+        f"subnet-router: no pre-auth key (Secret {namespace}/{secret}, key authkey, is missing or empty); "
         "a replica that never enrolled stays not ready. Set bootstrapApiKey (the stack mints the key) or "
         "routerAuthKey, then pulumi up: see the stack output nextSteps."
     )
     return f'if [ -z "${{TS_AUTHKEY:-}}" ]; then echo "{message}" >&2; fi; exec /usr/local/bin/containerboot'
 
 
-def dns_records(config: StackConfig) -> dict[str, str]:
-    """Names of the site's zone, all on the stable gateway IP unless configured otherwise."""
-    zone, ip = config.dns_zone, config.site.gateway_ip
-    records = {f"gateway.{zone}": ip, f"api.{zone}": ip}
-    records.update({f"{name}.{zone}": address for name, address in config.gateway.services.dns_hosts.items()})
+def dns_records(zone: str, gateway_ip: str, hosts: Mapping[str, str]) -> dict[str, str]:
+    """Names of the site's zone: `gateway` and `api` on the stable gateway IP, then `hosts` (name -> address)."""
+    records = {f"gateway.{zone}": gateway_ip, f"api.{zone}": gateway_ip}
+    records.update({f"{name}.{zone}": address for name, address in hosts.items()})
     return records
 
 
-def endpoints(config: StackConfig) -> dict[str, str]:
-    ip = config.site.gateway_ip
-    return {"dns": f"{ip}:53", **{proxy.name: f"{ip}:{proxy.port}" for proxy in proxies(config)}}
+def endpoints(gateway_ip: str, proxies: Sequence[Proxy]) -> dict[str, str]:
+    """`ip:port` of every service behind the gateway IP: DNS and each proxy."""
+    return {"dns": f"{gateway_ip}:53", **{proxy.name: f"{gateway_ip}:{proxy.port}" for proxy in proxies}}
 
 
-def spread(config: StackConfig, app: str, replicas: int) -> dict[str, Any]:
+def spread(cluster: Cluster, app: str, replicas: int) -> dict[str, Any]:
     """The cluster's scheduling rules, plus one replica per node when there are several."""
-    placement = scheduling(config.cluster)
+    placement = scheduling(cluster)
     if replicas > 1:
         placement["affinity"]["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -126,25 +106,65 @@ def _disruption_budget(
 
 
 @dataclass(frozen=True, kw_only=True)
-class GatewayArgs:
-    config: StackConfig
-    namespace: str
-    key_secret: pulumi.Resource | None = None  # the routers' enrolment key; they start after it exists
+class SubnetRoutersArgs:
+    """What the subnet routers of one site need; nothing here knows a stack file."""
+
+    namespace: str  # where the StatefulSet, its state Secrets and RBAC live (kernel mode needs `privileged` PSA)
+    replicas: int  # router pods; more than one spreads them one per node and adds a PodDisruptionBudget
+    image: str  # the tailscale image (containerboot)
+    mode: RouterMode  # `kernel` (root + NET_ADMIN, tun) or `userspace` (restricted, no tun)
+    routes: tuple[str, ...]  # CIDRs advertised (TS_ROUTES), in this order
+    tag: str  # the ACL tag the routers join with; the policy's autoApprovers approve their routes by it
+    login_server: str  # the control server URL (`https://<public hostname>`)
+    hostname_prefix: str  # tailnet node names are `<prefix>-<pod name>`
+    cluster: Cluster  # the cluster's placement rules (worker nodes, excluded nodes, toleration of node loss)
+    auth_key_secret: str = AUTHKEY_SECRET  # Secret (key `authkey`) in `namespace` holding the pre-auth key
+    key_source: str | None = None  # where that key comes from (e.g. `minted`); None: no key yet, so Pulumi
+    # does not wait for readiness. A pod annotation carries it, so the pods roll when a source appears.
+    key_secret: pulumi.Resource | None = None  # the resource that writes the key; the routers start after it
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayServicesArgs:
+    """What the gateway services of one site need: CoreDNS for its zone and the TCP proxies, behind one IP."""
+
+    namespace: str  # where the Deployment, its ConfigMaps and the LoadBalancer Service live
+    replicas: int  # CoreDNS/socat pods; more than one spreads them one per node and adds a PodDisruptionBudget
+    coredns_image: str  # CoreDNS image
+    socat_image: str  # socat image, one container per proxy
+    proxies: tuple[Proxy, ...]  # TCP ports on the gateway IP and where each forwards to
+    dns_zone: str  # the split-DNS zone CoreDNS answers for
+    dns_hosts: Mapping[str, str]  # extra names in the zone (relative name -> address)
+    gateway_ip: str  # the Service's fixed IP (Cilium LB IPAM); `gateway.<zone>` and `api.<zone>` point at it
+    lb_pool: str  # CIDR of the CiliumLoadBalancerIPPool that hands out `gateway_ip`
+    pool_name: str  # name of that (cluster-scoped) pool
+    pool_label: str  # value of the `io.cilium/lb-pool` label by which the pool selects the Service
+    cluster: Cluster  # the cluster's placement rules
 
 
 class SubnetRouters(pulumi.ComponentResource):
-    """Tailscale subnet routers; see the module docstring."""
+    """Tailscale subnet routers; see the module docstring.
+
+    Outputs (also attributes): `namespace`; `statefulSet` (`statefulset_name`), the StatefulSet's name;
+    `stateSecrets` (`state_secret_names`), one Secret per replica holding its node state; `authKeySecret`
+    (`auth_key_secret`), the Secret the routers read their pre-auth key from; `replicas`; `routes`, what they
+    advertise.
+    """
 
     statefulset: k8s.apps.v1.StatefulSet
     state_secrets: list[k8s.core.v1.Secret]
+    namespace: str
+    statefulset_name: str
+    state_secret_names: list[str]
+    auth_key_secret: str
+    routes: list[str]
 
-    def __init__(self, name: str, args: GatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: SubnetRoutersArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:gateway:SubnetRouters", name, None, opts)
-        config, namespace = args.config, args.namespace
-        routers = config.gateway.routers
+        namespace = args.namespace
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(ROUTERS, "gateway")}
-        replicas = routers.replicas
+        replicas = args.replicas
         state_names = [f"{ROUTERS}-{index}" for index in range(replicas)]
         # One state Secret per replica, named after its pod: tailscale keeps its node key there. Pulumi creates
         # them empty and never touches what tailscale writes, so RBAC can name exactly these Secrets.
@@ -187,7 +207,7 @@ class SubnetRouters(pulumi.ComponentResource):
             spec={"clusterIP": "None", "selector": selector(ROUTERS), "ports": [{"name": "none", "port": 1}]},
             opts=child,
         )
-        has_key = key_source(config) != "none"
+        has_key = args.key_source is not None
         self.statefulset = k8s.apps.v1.StatefulSet(
             f"{name}-statefulset",
             # Without a key the routers cannot become ready until the next `pulumi up` mints one: do not wait.
@@ -203,11 +223,11 @@ class SubnetRouters(pulumi.ComponentResource):
                         "annotations": {
                             # A router reads TS_AUTHKEY only when it starts: when a key source appears, the pods
                             # roll and the ones that never enrolled pick the key up.
-                            KEY_SOURCE_ANNOTATION: key_source(config),
-                            **({ROOT_ANNOTATION: "kernel-networking"} if routers.mode is RouterMode.KERNEL else {}),
+                            KEY_SOURCE_ANNOTATION: args.key_source or "none",
+                            **({ROOT_ANNOTATION: "kernel-networking"} if args.mode is RouterMode.KERNEL else {}),
                         },
                     },
-                    "spec": self._pod_spec(config, replicas, namespace),
+                    "spec": self._pod_spec(args),
                 },
             },
             opts=pulumi.ResourceOptions(
@@ -217,29 +237,39 @@ class SubnetRouters(pulumi.ComponentResource):
         )
         if replicas > 1:
             _disruption_budget(f"{name}-pdb", ROUTERS, namespace, child)
-        self.register_outputs({"replicas": replicas, "routes": advertised_routes(config)})
+        self.namespace = namespace
+        self.statefulset_name = ROUTERS
+        self.state_secret_names = state_names
+        self.auth_key_secret = args.auth_key_secret
+        self.routes = list(args.routes)
+        self.register_outputs(
+            {
+                "namespace": namespace,
+                "statefulSet": ROUTERS,
+                "stateSecrets": state_names,
+                "authKeySecret": args.auth_key_secret,
+                "replicas": replicas,
+                "routes": self.routes,
+            }
+        )
 
     @staticmethod
-    def _pod_spec(config: StackConfig, replicas: int, namespace: str) -> dict[str, Any]:
-        routers = config.gateway.routers
-        kernel = routers.mode is RouterMode.KERNEL
-        extra_args = (
-            f"--login-server=https://{config.tailnet.public_hostname} "
-            f"--advertise-tags={router_tag(config.site.name)} --accept-dns=false"
-        )
+    def _pod_spec(args: SubnetRoutersArgs) -> dict[str, Any]:
+        kernel = args.mode is RouterMode.KERNEL
+        extra_args = f"--login-server={args.login_server} --advertise-tags={args.tag} --accept-dns=false"
         env = [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "TS_KUBE_SECRET", "value": "$(POD_NAME)"},
-            {"name": "TS_HOSTNAME", "value": f"{config.site.name}-$(POD_NAME)"},
+            {"name": "TS_HOSTNAME", "value": f"{args.hostname_prefix}-$(POD_NAME)"},
             {
                 # Optional by design: the first `pulumi up` runs before Headscale can mint a key. Without one the
                 # pod logs why (see key_check) and stays not ready; a replica already enrolled keeps its state.
                 "name": "TS_AUTHKEY",
-                "valueFrom": {"secretKeyRef": {"name": AUTHKEY_SECRET, "key": "authkey", "optional": True}},
+                "valueFrom": {"secretKeyRef": {"name": args.auth_key_secret, "key": "authkey", "optional": True}},
             },
             {"name": "TS_ENABLE_HEALTH_CHECK", "value": "true"},
             {"name": "TS_LOCAL_ADDR_PORT", "value": f"[::]:{HEALTH_PORT}"},
-            {"name": "TS_ROUTES", "value": ",".join(advertised_routes(config))},
+            {"name": "TS_ROUTES", "value": ",".join(args.routes)},
             {"name": "TS_USERSPACE", "value": "false" if kernel else "true"},
             {"name": "TS_EXTRA_ARGS", "value": extra_args},
             {"name": "TS_SOCKET", "value": "/tmp/tailscaled.sock"},
@@ -263,12 +293,12 @@ class SubnetRouters(pulumi.ComponentResource):
             "automountServiceAccountToken": True,  # containerboot stores the node state in its Secret
             "enableServiceLinks": False,
             "securityContext": pod_context,
-            **spread(config, ROUTERS, replicas),
+            **spread(args.cluster, ROUTERS, args.replicas),
             "containers": [
                 {
                     "name": "tailscale",
-                    "image": routers.image,
-                    "command": ["/bin/sh", "-c", key_check(namespace)],
+                    "image": args.image,
+                    "command": ["/bin/sh", "-c", key_check(args.namespace, args.auth_key_secret)],
                     "env": env,
                     "ports": [{"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
                     # /healthz answers 200 only once the node has its tailnet addresses: no key, no readiness.
@@ -288,41 +318,54 @@ class SubnetRouters(pulumi.ComponentResource):
 
 
 class GatewayServices(pulumi.ComponentResource):
-    """CoreDNS and TCP proxies behind one LoadBalancer Service with a fixed IP from the Cilium pool."""
+    """CoreDNS and TCP proxies behind one LoadBalancer Service with a fixed IP from the Cilium pool.
+
+    Outputs (also attributes): `namespace`; `service` (`service_name`), the LoadBalancer Service;
+    `corefileConfigMap` and `hostsConfigMap` (`corefile_config_map`, `hosts_config_map`), CoreDNS's configuration;
+    `pool` (`pool_name`), the CiliumLoadBalancerIPPool; `ip`, the fixed gateway IP; `dnsZone`; `endpoints`,
+    `ip:port` of DNS and of every proxy.
+    """
 
     deployment: k8s.apps.v1.Deployment
     service: k8s.core.v1.Service
     pool: k8s.apiextensions.CustomResource
+    namespace: str
+    service_name: str
+    corefile_config_map: str
+    hosts_config_map: str
+    pool_name: str
+    ip: str
+    dns_zone: str
+    endpoints: dict[str, str]
 
-    def __init__(self, name: str, args: GatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: GatewayServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:gateway:GatewayServices", name, None, opts)
-        config, namespace = args.config, args.namespace
-        services = config.gateway.services
+        namespace = args.namespace
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(SERVICES, "gateway")}
-        corefile = render_corefile(zone=config.dns_zone, hosts_path=f"{HOSTS_DIR}/hosts", port=DNS_PORT)
-        hosts = render_hosts(dns_records(config))
+        corefile = render_corefile(zone=args.dns_zone, hosts_path=f"{HOSTS_DIR}/hosts", port=DNS_PORT)
+        hosts = render_hosts(dns_records(args.dns_zone, args.gateway_ip, args.dns_hosts))
         k8s.core.v1.ConfigMap(
             f"{name}-corefile",
-            metadata={**meta, "name": "tailnet-dns-corefile"},
+            metadata={**meta, "name": COREFILE_CONFIG_MAP},
             data={"Corefile": corefile},
             opts=child,
         )
         k8s.core.v1.ConfigMap(
-            f"{name}-hosts", metadata={**meta, "name": "tailnet-dns-hosts"}, data={"hosts": hosts}, opts=child
+            f"{name}-hosts", metadata={**meta, "name": HOSTS_CONFIG_MAP}, data={"hosts": hosts}, opts=child
         )
         self.pool = k8s.apiextensions.CustomResource(
             f"{name}-pool",
             api_version="cilium.io/v2",
             kind="CiliumLoadBalancerIPPool",
-            metadata={"name": f"tailnet-{config.site.name}", "labels": labels(SERVICES, "gateway")},
+            metadata={"name": args.pool_name, "labels": labels(SERVICES, "gateway")},
             spec={
-                "blocks": [{"cidr": config.site.lb_pool}],
-                "serviceSelector": {"matchLabels": {POOL_LABEL: config.gateway.pool_label}},
+                "blocks": [{"cidr": args.lb_pool}],
+                "serviceSelector": {"matchLabels": {POOL_LABEL: args.pool_label}},
             },
             opts=child,
         )
-        replicas = services.replicas
+        replicas = args.replicas
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata={**meta, "name": SERVICES},
@@ -334,7 +377,7 @@ class GatewayServices(pulumi.ComponentResource):
                         "labels": labels(SERVICES, "gateway"),
                         "annotations": {"checksum/config": checksum(corefile)},
                     },
-                    "spec": self._pod_spec(config, replicas),
+                    "spec": self._pod_spec(args),
                 },
             },
             opts=child,
@@ -342,16 +385,16 @@ class GatewayServices(pulumi.ComponentResource):
         ports = [
             {"name": "dns-udp", "port": 53, "targetPort": DNS_PORT, "protocol": "UDP"},
             {"name": "dns-tcp", "port": 53, "targetPort": DNS_PORT, "protocol": "TCP"},
-            *({"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"} for p in proxies(config)),
+            *({"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"} for p in args.proxies),
         ]
         self.service = k8s.core.v1.Service(
             f"{name}-service",
             metadata={
                 **meta,
                 "name": SERVICES,
-                "labels": {**meta["labels"], POOL_LABEL: config.gateway.pool_label},
+                "labels": {**meta["labels"], POOL_LABEL: args.pool_label},
                 # The stable address everything on the tailnet uses for this site (split DNS, kubeconfig).
-                "annotations": {"lbipam.cilium.io/ips": config.site.gateway_ip},
+                "annotations": {"lbipam.cilium.io/ips": args.gateway_ip},
             },
             spec={
                 "type": "LoadBalancer",
@@ -363,14 +406,32 @@ class GatewayServices(pulumi.ComponentResource):
         )
         if replicas > 1:
             _disruption_budget(f"{name}-pdb", SERVICES, namespace, child)
-        self.register_outputs({"ip": config.site.gateway_ip, "endpoints": endpoints(config)})
+        self.namespace = namespace
+        self.service_name = SERVICES
+        self.corefile_config_map = COREFILE_CONFIG_MAP
+        self.hosts_config_map = HOSTS_CONFIG_MAP
+        self.pool_name = args.pool_name
+        self.ip = args.gateway_ip
+        self.dns_zone = args.dns_zone
+        self.endpoints = endpoints(args.gateway_ip, args.proxies)
+        self.register_outputs(
+            {
+                "namespace": namespace,
+                "service": SERVICES,
+                "corefileConfigMap": COREFILE_CONFIG_MAP,
+                "hostsConfigMap": HOSTS_CONFIG_MAP,
+                "pool": args.pool_name,
+                "ip": args.gateway_ip,
+                "dnsZone": args.dns_zone,
+                "endpoints": self.endpoints,
+            }
+        )
 
     @staticmethod
-    def _pod_spec(config: StackConfig, replicas: int) -> dict[str, Any]:
-        services = config.gateway.services
+    def _pod_spec(args: GatewayServicesArgs) -> dict[str, Any]:
         dns = {
             "name": "coredns",
-            "image": services.coredns_image,
+            "image": args.coredns_image,
             "args": ["-conf", f"{COREFILE_DIR}/Corefile"],
             "ports": [
                 {"name": "dns-udp", "containerPort": DNS_PORT, "protocol": "UDP"},
@@ -388,7 +449,7 @@ class GatewayServices(pulumi.ComponentResource):
         socat = [
             {
                 "name": f"proxy-{proxy.name}",
-                "image": services.socat_image,
+                "image": args.socat_image,
                 "args": [
                     f"TCP-LISTEN:{proxy.port},fork,reuseaddr",
                     f"TCP:{proxy.target_host}:{proxy.target_port}",
@@ -398,17 +459,17 @@ class GatewayServices(pulumi.ComponentResource):
                 "resources": resources(_SMALL),
                 "securityContext": container_security(),
             }
-            for proxy in proxies(config)
+            for proxy in args.proxies
         ]
         spec: dict[str, Any] = {
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": pod_security(),
-            **spread(config, SERVICES, replicas),
+            **spread(args.cluster, SERVICES, args.replicas),
             "containers": [dns, *socat],
             "volumes": [
-                {"name": "corefile", "configMap": {"name": "tailnet-dns-corefile"}},
-                {"name": "hosts", "configMap": {"name": "tailnet-dns-hosts"}},
+                {"name": "corefile", "configMap": {"name": COREFILE_CONFIG_MAP}},
+                {"name": "hosts", "configMap": {"name": HOSTS_CONFIG_MAP}},
             ],
         }
         return spec

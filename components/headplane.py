@@ -13,34 +13,50 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.headplane_config import HeadplanePaths, headplane_config_yaml
+from components.headplane_config import HeadplaneConfigInput, HeadplanePaths, headplane_config_yaml
 from components.litestream import LitestreamBackup, backed_up_volume
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
-from components.settings import Role
+from components.settings import Backup, Cluster, ComputeResources, Oidc
 from components.workload import cluster_service, singleton_deployment
-from program.config import StackConfig
 
 APP = "headplane"
 PORT = 3000
 PATHS = HeadplanePaths()
 SECRET_NAME = "headplane-secrets"
+CONFIG_MAP_NAME = "headplane-config"
 CONFIG_FILE = "/etc/headplane/config.yaml"
 
 
 @dataclass(frozen=True, kw_only=True)
 class HeadplaneArgs:
-    config: StackConfig
-    namespace: str
+    """What one Headplane needs: its image and sizing, where it runs, the Headscale it manages, its backup."""
+
+    namespace: str  # namespace of the Deployment, its Secret, ConfigMap, claim and Service
+    image: str  # Headplane image (a 0.6 release: the config keys are checked against 0.6.3)
+    replicas: int  # 1 to serve, 0 to keep everything but run nothing (a standby site); never more than 1
+    resources: ComputeResources  # the Headplane container's requests and limits
+    placement: Cluster  # scheduling: worker nodes, excluded nodes, tolerated node loss
+    storage_size: str  # size of Headplane's own SQLite volume
+    storage_class: str | None = None  # StorageClass of that volume; None: the cluster's default
+    public_hostname: str  # public name; Headplane answers at https://<public_hostname>/admin
     headscale_url: str  # in-cluster URL of Headscale's HTTP port
-    api_key: pulumi.Output[str] | None = None  # minted by the provider; else the headplaneApiKey config
-
-
-def headplane_replicas(config: StackConfig) -> int:
-    return 0 if config.role is Role.STANDBY else 1
+    oidc: Oidc | None = None  # OIDC login through Headscale's client; None: API-key login only
+    oidc_client_secret: pulumi.Input[str] | None = None  # that client's secret, kept a Pulumi secret; None: not mounted
+    api_key: pulumi.Input[str] | None = None  # Headscale API key, kept a Pulumi secret; None: not mounted
+    backup: Backup  # Litestream settings and the NFS target (`backup.nfs` must be set)
+    require_backup: bool = False  # the restore refuses to start empty (a standby must restore, never start empty)
 
 
 class Headplane(pulumi.ComponentResource):
-    """The Headplane Deployment, its secrets, its volume and its backup."""
+    """The Headplane Deployment, its secrets, its volume and its backup.
+
+    Outputs (registered, and attributes of the same name in snake_case):
+    - ``url``: where users reach the UI, ``https://<public_hostname>/admin``;
+    - ``serviceName`` / ``servicePort``: the in-cluster Service (HTTP) a route or a NetworkPolicy points at;
+    - ``secretName``: the Secret with the cookie secret, the API key and the OIDC client secret;
+    - ``configMapName``: the ConfigMap with the rendered config.yaml;
+    - ``dataClaimName``: the claim of Headplane's own SQLite volume (backed up by Litestream).
+    """
 
     secrets: k8s.core.v1.Secret
     config_map: k8s.core.v1.ConfigMap
@@ -48,10 +64,16 @@ class Headplane(pulumi.ComponentResource):
     backup: LitestreamBackup
     deployment: k8s.apps.v1.Deployment
     service: k8s.core.v1.Service
+    url: str
+    service_name: str
+    service_port: int
+    secret_name: str
+    config_map_name: str
+    data_claim_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: HeadplaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:headplane:Headplane", name, None, opts)
-        config, namespace = args.config, args.namespace
+        namespace = args.namespace
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(APP, "ui")}
 
@@ -59,18 +81,24 @@ class Headplane(pulumi.ComponentResource):
         cookie = random.RandomPassword(f"{name}-cookie-secret", length=32, special=False, opts=child)
         items = {"cookie-secret": pulumi.Output.secret(cookie.result)}
         if args.api_key is not None:
-            items["headscale-api-key"] = args.api_key
-        elif config.headplane_api_key is not None:
-            items["headscale-api-key"] = pulumi.Output.secret(config.headplane_api_key.get_secret_value())
-        if config.headscale.oidc is not None and config.oidc_client_secret is not None:
-            items["oidc-client-secret"] = pulumi.Output.secret(config.oidc_client_secret.get_secret_value())
+            items["headscale-api-key"] = pulumi.Output.secret(args.api_key)
+        if args.oidc is not None and args.oidc_client_secret is not None:
+            items["oidc-client-secret"] = pulumi.Output.secret(args.oidc_client_secret)
         self.secrets = k8s.core.v1.Secret(
             f"{name}-secrets", metadata={**meta, "name": SECRET_NAME}, type="Opaque", string_data=items, opts=child
         )
-        config_text = headplane_config_yaml(config, headscale_url=args.headscale_url, paths=PATHS)
+        config_text = headplane_config_yaml(
+            HeadplaneConfigInput(
+                image=args.image,
+                public_hostname=args.public_hostname,
+                headscale_url=args.headscale_url,
+                oidc=args.oidc,
+                paths=PATHS,
+            )
+        )
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
-            metadata={**meta, "name": "headplane-config"},
+            metadata={**meta, "name": CONFIG_MAP_NAME},
             data={"config.yaml": config_text},
             opts=child,
         )
@@ -78,9 +106,11 @@ class Headplane(pulumi.ComponentResource):
             name,
             parent=self,
             meta=meta,
-            config=config,
+            backup=args.backup,
+            storage_class=args.storage_class,
+            require_backup=args.require_backup,
             app=APP,
-            size=config.headplane.storage_size,
+            size=args.storage_size,
             data_dir=PATHS.data_dir,
             db_file="hp_persist.db",
         )
@@ -89,24 +119,38 @@ class Headplane(pulumi.ComponentResource):
             "headscale-api-key": PATHS.api_key,
             "oidc-client-secret": PATHS.oidc_client_secret,
         }
-        pod_spec = self._pod_spec(config, {k: v for k, v in secret_files.items() if k in items})
+        pod_spec = self._pod_spec(args, {k: v for k, v in secret_files.items() if k in items})
         self.deployment = singleton_deployment(
             f"{name}-deployment",
             meta=meta,
             app=APP,
             component="ui",
-            replicas=headplane_replicas(config),
+            replicas=args.replicas,
             pod_spec=pod_spec,
             annotations={"checksum/config": checksum(config_text, self.backup.config_checksum)},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.secrets]),
         )
         self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self)
-        self.register_outputs({"url": f"https://{config.tailnet.public_hostname}/admin"})
+        self.url = f"https://{args.public_hostname}/admin"
+        self.service_name, self.service_port = APP, PORT
+        self.secret_name = SECRET_NAME
+        self.config_map_name = CONFIG_MAP_NAME
+        self.data_claim_name = self.volume.metadata.apply(lambda metadata: metadata.name)
+        self.register_outputs(
+            {
+                "url": self.url,
+                "serviceName": self.service_name,
+                "servicePort": self.service_port,
+                "secretName": self.secret_name,
+                "configMapName": self.config_map_name,
+                "dataClaimName": self.data_claim_name,
+            }
+        )
 
-    def _pod_spec(self, config: StackConfig, secret_files: dict[str, str]) -> dict[str, Any]:
+    def _pod_spec(self, args: HeadplaneArgs, secret_files: dict[str, str]) -> dict[str, Any]:
         secret_dir = PATHS.cookie_secret.rsplit("/", 1)[0]
         volumes: list[dict[str, Any]] = [
-            {"name": "config", "configMap": {"name": "headplane-config", "defaultMode": 0o444}},
+            {"name": "config", "configMap": {"name": CONFIG_MAP_NAME, "defaultMode": 0o444}},
             {
                 "name": "secrets",
                 "secret": {
@@ -121,12 +165,12 @@ class Headplane(pulumi.ComponentResource):
         ]
         container = {
             "name": APP,
-            "image": config.headplane.image,
+            "image": args.image,
             "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
             # Liveness must not depend on Headscale: /admin/healthz fails whenever Headscale is down.
             "livenessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 15, "failureThreshold": 4},
             "readinessProbe": {"httpGet": {"path": "/admin/healthz", "port": "http"}, "periodSeconds": 10},
-            "resources": resources(config.headplane.resources),
+            "resources": resources(args.resources),
             "securityContext": container_security(),
             "volumeMounts": [
                 {"name": "config", "mountPath": CONFIG_FILE, "subPath": "config.yaml", "readOnly": True},
@@ -139,7 +183,7 @@ class Headplane(pulumi.ComponentResource):
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": pod_security(),
-            **scheduling(config.cluster),
+            **scheduling(args.placement),
             "initContainers": self.backup.init_containers,
             "containers": [container],
             "volumes": volumes,

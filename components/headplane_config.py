@@ -1,4 +1,4 @@
-"""Headplane's config.yaml, rendered from the typed stack config.
+"""Headplane's config.yaml, rendered from the few settings it holds (`HeadplaneConfigInput`).
 
 Pure (no Pulumi, no I/O). Written for Headplane 0.6.x, whose keys are checked against the 0.6.3 example; any other
 minor is refused rather than guessed at (0.7 moved the API key to ``headscale.api_key``).
@@ -10,13 +10,13 @@ OIDC client secret) are only ever referenced by the ``*_path`` keys of files on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from components.settings import Oidc
 from policy.images import ImageRef
-from program.config import StackConfig
 
 #: Headplane minor whose config keys this renderer knows (from the 0.6.3 example config).
 SUPPORTED_HEADPLANE_MINOR = "0.6"
@@ -29,34 +29,41 @@ class HeadplanePaths:
 
     data_dir: str = "/var/lib/headplane"  # own SQLite database (hp_persist.db) and caches; persistent volume
     cookie_secret: str = "/etc/headplane/secrets/cookie_secret"  # exactly 32 characters
-    api_key: str = "/etc/headplane/secrets/headscale_api_key"
-    oidc_client_secret: str = "/etc/headplane/secrets/oidc_client_secret"
+    api_key: str = "/etc/headplane/secrets/headscale_api_key"  # Headscale API key Headplane calls the API with
+    oidc_client_secret: str = "/etc/headplane/secrets/oidc_client_secret"  # the OIDC client's secret
 
 
-def headplane_minor(config: StackConfig) -> str:
-    """The minor version (``0.6``) of the Headplane image tag."""
-    tag = ImageRef.parse(config.headplane.image).tag
+@dataclass(frozen=True, kw_only=True)
+class HeadplaneConfigInput:
+    """Everything Headplane's config.yaml says, and nothing else."""
+
+    image: str  # the Headplane image; its tag's minor selects the config keys (only 0.6 is known)
+    public_hostname: str  # public name of Headscale (`/`) and Headplane (`/admin`); served over HTTPS
+    headscale_url: str  # Headscale's in-cluster HTTP address (its Service): API calls stay inside the cluster
+    oidc: Oidc | None = None  # the OIDC client Headplane shares with Headscale; None: no OIDC login
+    paths: HeadplanePaths = field(default_factory=HeadplanePaths)  # where the data volume and secret files are
+
+
+def headplane_minor(image: str) -> str:
+    """The minor version (``0.6``) of a Headplane image's tag."""
+    tag = ImageRef.parse(image).tag
     return ".".join(tag.removeprefix("v").split("-")[0].split(".")[:2])
 
 
-def render_headplane_config(
-    config: StackConfig,
-    *,
-    headscale_url: str,
-    paths: HeadplanePaths = HeadplanePaths(),
-) -> dict[str, Any]:
+def render_headplane_config(spec: HeadplaneConfigInput) -> dict[str, Any]:
     """Headplane's configuration as a mapping.
 
-    ``headscale_url`` is Headscale's in-cluster HTTP address (its Service), not the public URL: Headplane's API calls
-    then stay inside the cluster. Raises ValueError when the image is not a 0.6 release.
+    ``spec.headscale_url`` is Headscale's in-cluster address, not the public URL: Headplane's API calls then stay
+    inside the cluster. Raises ValueError when the image is not a 0.6 release.
     """
-    minor = headplane_minor(config)
+    paths = spec.paths
+    minor = headplane_minor(spec.image)
     if minor != SUPPORTED_HEADPLANE_MINOR:
         raise ValueError(
-            f"headplane.image {config.headplane.image}: only Headplane {SUPPORTED_HEADPLANE_MINOR}.x config keys are "
+            f"headplane.image {spec.image}: only Headplane {SUPPORTED_HEADPLANE_MINOR}.x config keys are "
             f"known (checked against 0.6.3), got {minor or 'no version'}; pin ghcr.io/tale/headplane:0.6.3"
         )
-    public_url = f"https://{config.tailnet.public_hostname}"
+    public_url = f"https://{spec.public_hostname}"
     rendered: dict[str, Any] = {
         "server": {
             "host": "0.0.0.0",
@@ -67,9 +74,9 @@ def render_headplane_config(
             "cookie_secure": True,
             "data_path": paths.data_dir,
         },
-        "headscale": {"url": headscale_url, "public_url": public_url},
+        "headscale": {"url": spec.headscale_url, "public_url": public_url},
     }
-    oidc = config.headscale.oidc
+    oidc = spec.oidc
     if oidc is not None:
         # Same issuer and client as Headscale, as upstream advises; the IdP client needs both callback URLs.
         rendered["oidc"] = {
@@ -84,10 +91,8 @@ def render_headplane_config(
     return rendered
 
 
-def headplane_config_yaml(config: StackConfig, **kwargs: Any) -> str:
-    """``render_headplane_config`` as YAML text; the same config always gives the same bytes (stable diffs)."""
-    body = yaml.safe_dump(
-        render_headplane_config(config, **kwargs), sort_keys=False, default_flow_style=False, width=120
-    )
-    tag = ImageRef.parse(config.headplane.image).tag
+def headplane_config_yaml(spec: HeadplaneConfigInput) -> str:
+    """``render_headplane_config`` as YAML text; the same input always gives the same bytes (stable diffs)."""
+    body = yaml.safe_dump(render_headplane_config(spec), sort_keys=False, default_flow_style=False, width=120)
+    tag = ImageRef.parse(spec.image).tag
     return f"# Headplane {tag} config, rendered by headscale-ha; edits are overwritten.\n{body}"

@@ -1,12 +1,14 @@
 """HeadscaleServer: the strict singleton, its identity, its volume, its backup and its Service.
 
 One replica at most, strategy Recreate (two pods never overlap), worker nodes only, and in the SQLite
-stage no pod starts before the restore init container has checked the identity contract.
+stage no pod starts before the restore init container has checked the identity contract. Everything it
+renders comes from ``HeadscaleServerArgs``; which stage, role or replica count applies is the caller's choice.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -16,16 +18,17 @@ import pulumi_random as random
 from components.headscale_config import (
     PASSWORD_ENV,
     STUN_PORT,
+    DnsSettings,
+    HeadscaleConfigArgs,
     HeadscalePaths,
     PostgresConnection,
+    SqliteDatabase,
     headscale_config_yaml,
 )
 from components.litestream import LitestreamBackup, backed_up_volume
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
-from components.postgres import DATABASE, OWNER, app_secret, read_write_host
-from components.settings import DatabaseStage, Role
+from components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, Prefixes
 from components.workload import cluster_service, singleton_deployment
-from program.config import StackConfig
 
 APP = "headscale"
 HTTP_PORT = 8080
@@ -52,9 +55,12 @@ IDENTITY_VOLUME: dict[str, Any] = {
     },
 }
 IDENTITY_MOUNT: dict[str, Any] = {"name": "identity", "mountPath": PATHS.noise_key.rsplit("/", 1)[0], "readOnly": True}
+CONFIG_MAP = "headscale-config"
+DATA_CLAIM = f"{APP}-data"
+DB_FILE = "db.sqlite"
 SERVER_CONFIG_VOLUME: dict[str, Any] = {
     "name": "config",
-    "configMap": {"name": "headscale-config", "defaultMode": 0o444},
+    "configMap": {"name": CONFIG_MAP, "defaultMode": 0o444},
 }
 SERVER_CONFIG_MOUNT: dict[str, Any] = {
     "name": "config",
@@ -75,45 +81,113 @@ OIDC_VOLUME: dict[str, Any] = {
 OIDC_MOUNT: dict[str, Any] = {"name": "oidc", "mountPath": PATHS.oidc_client_secret.rsplit("/", 1)[0], "readOnly": True}
 
 
-def stun_annotations(config: StackConfig) -> dict[str, str]:
-    """Clients send STUN to the address the public hostname resolves to: with Cilium LB-IPAM the Service asks for the
-    site's public address and shares it (sharing key) with the public Gateway's Service, which must carry the same
+def stun_annotations(public_address: str | None) -> dict[str, str]:
+    """Clients send STUN to the address the public hostname resolves to: with Cilium LB-IPAM the Service asks for
+    ``public_address`` and shares it (sharing key) with the public Gateway's Service, which must carry the same
     key. Pulumi does not wait for an address: the pool is the user's, and a standby has no pod behind it."""
     annotations = {"pulumi.com/skipAwait": "true"}
-    if config.site.public_address is not None:
-        annotations |= {
-            "lbipam.cilium.io/ips": str(config.site.public_address),
-            "lbipam.cilium.io/sharing-key": STUN_SHARING_KEY,
-        }
+    if public_address is not None:
+        annotations |= {"lbipam.cilium.io/ips": public_address, "lbipam.cilium.io/sharing-key": STUN_SHARING_KEY}
     return annotations
 
 
-def server_files(config: StackConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def server_files(*, oidc: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Volumes and mounts of every file the rendered config.yaml names: each container that loads the config
-    (the server, the migration Job's configtest steps) needs all of them, or Headscale stops reading it."""
+    (the server, the migration Job's configtest steps) needs all of them, or Headscale stops reading it.
+    ``oidc``: the config has an OIDC block, so it names the client-secret file."""
     volumes = [SERVER_CONFIG_VOLUME, IDENTITY_VOLUME]
     mounts = [SERVER_CONFIG_MOUNT, IDENTITY_MOUNT]
-    if config.headscale.oidc is not None:
+    if oidc:
         volumes.append(OIDC_VOLUME)
         mounts.append(OIDC_MOUNT)
     return volumes, mounts
 
 
+# ------------------------------------------------------------------------------------------ identity sources
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeneratedIdentity:
+    """Both keys are 32 random bytes kept in Pulumi state, protected: generated once, never replaced."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportedIdentity:
+    """Keys that exist already (a server being adopted, a standby given the keys): `privkey:` + 64 hex each.
+
+    The component makes them Pulumi secrets before using them (plain strings or secret Outputs both do).
+    A key left None is generated as in ``GeneratedIdentity``.
+    """
+
+    noise_private_key: pulumi.Input[str] | None  # the Noise key: the server's identity to every client
+    derp_private_key: pulumi.Input[str] | None  # the embedded DERP relay's key; must differ from the Noise key
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdentityFromStack:
+    """A standby serves with its active site's identity, read from that stack's outputs."""
+
+    stack_name: str  # `org/project/stack` whose secret `identity` output holds noisePrivateKey and derpPrivateKey
+
+
+#: Where the Noise and DERP private keys come from.
+IdentitySource = GeneratedIdentity | ImportedIdentity | IdentityFromStack
+
+
+# ------------------------------------------------------------------------------------------ database
+
+
+@dataclass(frozen=True, kw_only=True)
+class SqliteStorage:
+    """SQLite on a claim (`headscale-data`), restored before Headscale serves and replicated by Litestream."""
+
+    size: str  # capacity of the claim, a Kubernetes quantity
+    storage_class: str | None = None  # StorageClass of the claim; None: the cluster's default
+    backup: Backup  # the NFS target (required), Litestream and optional VolSync settings
+    require_backup: bool = False  # refuse to start without a backup (a standby must restore, never start empty)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostgresStorage:
+    """PostgreSQL reached over the network: no volume, so the pod reschedules anywhere."""
+
+    connection: PostgresConnection  # host, port, database, user and TLS mode
+    password_secret: str  # Secret in the namespace holding the user's password
+    password_key: str = "password"  # key of the password in that Secret
+
+
+# ------------------------------------------------------------------------------------------ the component
+
+
 @dataclass(frozen=True, kw_only=True)
 class HeadscaleServerArgs:
-    config: StackConfig
-    namespace: str
+    """What one Headscale server is made of; every field is rendered into its objects or its config.yaml."""
+
+    namespace: str  # where every object goes
+    image: str  # the Headscale image, pinned; its tag must be ``version``
+    version: str  # Headscale release (0.28.x or 0.29.x): selects the config keys
+    replicas: int = 1  # 1 serves, 0 stops (a standby, a migration); never more: Headscale is a strict singleton
+    resources: ComputeResources  # requests and limits of the server container
+    cluster: Cluster  # placement: worker nodes or not, excluded nodes, eviction delay from a failed node
+    identity: IdentitySource = field(default_factory=GeneratedIdentity)  # where the Noise and DERP keys come from
+    database: SqliteStorage | PostgresStorage  # where Headscale keeps its state
+    server_hostname: str  # public name clients reach: server_url https://<server_hostname>
+    prefixes: Prefixes = field(default_factory=Prefixes)  # tailnet address ranges and their allocation
+    ephemeral_inactivity_timeout: str = "30m"  # offline ephemeral nodes are removed after this Go duration
+    log_level: str = "info"  # trace, debug, info, warn or error
+    derp: Derp = field(default_factory=Derp)  # DERP maps, and the embedded relay (with its STUN Service) if set
+    stun_address: str | None = None  # public IP the STUN Service asks Cilium LB-IPAM for; None: any address
+    oidc: Oidc | None = None  # OIDC login; None: none
+    #: With ``oidc``: the client secret, made a Pulumi secret and written to the Secret `headscale-oidc`;
+    #: None: that Secret is someone else's to create.
+    oidc_client_secret: pulumi.Input[str] | None = None
+    base_domain: str  # MagicDNS suffix of node names; neither server_hostname nor a parent of it
+    nameservers: tuple[str, ...] = ("1.1.1.1", "1.0.0.1")  # global resolvers pushed to clients, in order
+    split_dns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # split-DNS zone -> its resolvers
 
 
-def headscale_replicas(config: StackConfig) -> int:
-    """0 on a standby and while migrating (registrations pause, tunnels keep running); else the configured 0 or 1."""
-    if config.role is Role.STANDBY or config.database.stage is DatabaseStage.MIGRATING:
-        return 0
-    return config.headscale.replicas
-
-
-def _node_key(name: str, imported: str | None, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
-    """`privkey:` + 64 hex: imported from secret config, or 32 random bytes kept in Pulumi state."""
+def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """`privkey:` + 64 hex: imported (as a secret), or 32 random bytes kept in Pulumi state."""
     if imported is not None:
         return pulumi.Output.secret(imported)
     # Protected: these bytes exist only in the Pulumi state; `destroy` or a replacement would lose the tailnet's
@@ -124,7 +198,19 @@ def _node_key(name: str, imported: str | None, opts: pulumi.ResourceOptions) -> 
 
 
 class HeadscaleServer(pulumi.ComponentResource):
-    """The Headscale Deployment and everything only it uses."""
+    """The Headscale Deployment and everything only it uses.
+
+    Outputs (registered; the attributes in brackets hold the same values):
+    - ``apiUrl`` [api_url]: the in-cluster URL of Headscale's HTTP API (what Headplane and in-cluster tools use);
+    - ``service`` [service_name]: the ClusterIP Service (ports `http` and `metrics`) behind the public endpoint;
+    - ``stunService`` [stun_service_name]: the LoadBalancer Service of the embedded DERP's STUN port, or None;
+    - ``identitySecret`` [identity_secret_name]: the Secret with the Noise and DERP keys (retained on destroy);
+    - ``oidcSecret`` [oidc_secret_name]: the Secret the OIDC client secret is read from, or None without OIDC;
+    - ``configMap`` [config_map_name]: the ConfigMap with config.yaml;
+    - ``dataClaim`` [data_claim_name]: the SQLite claim, or None on PostgreSQL;
+    - ``replicas``: 1 serving, 0 stopped.
+    The keys themselves are the secret Outputs ``noise_key`` and ``derp_key`` (not registered).
+    """
 
     identity: k8s.core.v1.Secret
     config_map: k8s.core.v1.ConfigMap
@@ -134,67 +220,65 @@ class HeadscaleServer(pulumi.ComponentResource):
     service: k8s.core.v1.Service
     stun_service: k8s.core.v1.Service | None = None
     api_url: str
+    service_name: str
+    stun_service_name: str | None
+    identity_secret_name: str
+    oidc_secret_name: str | None
+    config_map_name: str
+    data_claim_name: str | None
     noise_key: pulumi.Output[str]
     derp_key: pulumi.Output[str]
 
     def __init__(self, name: str, args: HeadscaleServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:headscale:HeadscaleServer", name, None, opts)
-        config, namespace = args.config, args.namespace
+        if args.replicas not in (0, 1):
+            raise ValueError(f"replicas {args.replicas}: Headscale is a strict singleton, so 0 or 1")
+        namespace = args.namespace
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(APP, "control-plane")}
 
-        if config.identity_from is not None and config.noise_private_key is None:
-            # A standby serves with the active site's identity, read from that stack's secret `identity` output.
-            active = pulumi.StackReference(f"{name}-active-stack", stack_name=config.identity_from, opts=child)
-            identity = active.require_output("identity")
-            noise = pulumi.Output.secret(identity.apply(lambda keys: keys["noisePrivateKey"]))
-            derp = pulumi.Output.secret(identity.apply(lambda keys: keys["derpPrivateKey"]))
-        else:
-            noise = _node_key(f"{name}-noise-key", config.noise_private_key, child)
-            derp = _node_key(f"{name}-derp-key", config.derp_private_key, child)
-        self.noise_key, self.derp_key = noise, derp
+        self.noise_key, self.derp_key = self._keys(name, args.identity, child)
         self.identity = k8s.core.v1.Secret(
             f"{name}-identity",
             metadata={**meta, "name": IDENTITY_SECRET},
             type="Opaque",
-            string_data={NOISE_ITEM: noise, DERP_ITEM: derp},
+            string_data={NOISE_ITEM: self.noise_key, DERP_ITEM: self.derp_key},
             # Retained: `destroy` leaves the keys in the cluster (the restore's identity check needs them).
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
         secrets: dict[str, Any] = {}
-        if config.headscale.oidc is not None and config.oidc_client_secret is not None:
+        if args.oidc is not None and args.oidc_client_secret is not None:
             secrets["oidc"] = k8s.core.v1.Secret(
                 f"{name}-oidc",
                 metadata={**meta, "name": OIDC_SECRET},
                 type="Opaque",
-                string_data={OIDC_ITEM: pulumi.Output.secret(config.oidc_client_secret.get_secret_value())},
+                string_data={OIDC_ITEM: pulumi.Output.secret(args.oidc_client_secret)},
                 opts=child,
             )
 
-        postgres = None
-        if config.database.stage is DatabaseStage.POSTGRES:
-            postgres = PostgresConnection(host=read_write_host(namespace), name=DATABASE, user=OWNER)
-        config_text = headscale_config_yaml(config, paths=PATHS, postgres=postgres)
+        sqlite = args.database if isinstance(args.database, SqliteStorage) else None
+        config_text = headscale_config_yaml(self._config_args(args))
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
-            metadata={**meta, "name": "headscale-config"},
+            metadata={**meta, "name": CONFIG_MAP},
             data={"config.yaml": config_text},
             opts=child,
         )
 
-        sqlite = config.database.stage in (DatabaseStage.SQLITE, DatabaseStage.MIGRATING)
         self.volume = None
         self.backup = None
-        if sqlite:
+        if sqlite is not None:
             self.volume, self.backup = backed_up_volume(
                 name,
                 parent=self,
                 meta=meta,
-                config=config,
+                backup=sqlite.backup,
+                storage_class=sqlite.storage_class,
+                require_backup=sqlite.require_backup,
                 app=APP,
-                size=config.headscale.storage_size,
+                size=sqlite.size,
                 data_dir=PATHS.data_dir,
-                db_file="db.sqlite",
+                db_file=DB_FILE,
                 identity_file=PATHS.noise_key,
             )
 
@@ -206,18 +290,18 @@ class HeadscaleServer(pulumi.ComponentResource):
             meta=meta,
             app=APP,
             component="control-plane",
-            replicas=headscale_replicas(config),
-            pod_spec=self._pod_spec(config, sqlite),
+            replicas=args.replicas,
+            pod_spec=self._pod_spec(args),
             annotations=pod_annotations,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.identity, *secrets.values()]),
         )
         self.service = cluster_service(
             f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
         )
-        if config.headscale.derp.embedded:
+        if args.derp.embedded:
             self.stun_service = k8s.core.v1.Service(
                 f"{name}-stun",
-                metadata={**meta, "name": STUN_SERVICE, "annotations": stun_annotations(config)},
+                metadata={**meta, "name": STUN_SERVICE, "annotations": stun_annotations(args.stun_address)},
                 spec={
                     "type": "LoadBalancer",
                     # Local: STUN answers with the source address it sees, so it must be the client's own.
@@ -228,18 +312,72 @@ class HeadscaleServer(pulumi.ComponentResource):
                 opts=child,
             )
         self.api_url = f"http://{APP}.{namespace}.svc.cluster.local:{HTTP_PORT}"
-        self.register_outputs({"apiUrl": self.api_url, "replicas": headscale_replicas(config)})
+        self.service_name = APP
+        self.stun_service_name = STUN_SERVICE if args.derp.embedded else None
+        self.identity_secret_name = IDENTITY_SECRET
+        self.oidc_secret_name = OIDC_SECRET if args.oidc is not None else None
+        self.config_map_name = CONFIG_MAP
+        self.data_claim_name = DATA_CLAIM if sqlite is not None else None
+        self.register_outputs(
+            {
+                "apiUrl": self.api_url,
+                "service": self.service_name,
+                "stunService": self.stun_service_name,
+                "identitySecret": self.identity_secret_name,
+                "oidcSecret": self.oidc_secret_name,
+                "configMap": self.config_map_name,
+                "dataClaim": self.data_claim_name,
+                "replicas": args.replicas,
+            }
+        )
 
-    def _pod_spec(self, config: StackConfig, sqlite: bool) -> dict[str, Any]:
-        volumes, mounts = server_files(config)
+    def _keys(
+        self, name: str, identity: IdentitySource, opts: pulumi.ResourceOptions
+    ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """The Noise and DERP private keys, as secrets, from the identity source."""
+        if isinstance(identity, IdentityFromStack):
+            active = pulumi.StackReference(f"{name}-active-stack", stack_name=identity.stack_name, opts=opts)
+            keys = active.require_output("identity")
+            noise = pulumi.Output.secret(keys.apply(lambda value: value["noisePrivateKey"]))
+            derp = pulumi.Output.secret(keys.apply(lambda value: value["derpPrivateKey"]))
+            return noise, derp
+        noise_import: pulumi.Input[str] | None = None
+        derp_import: pulumi.Input[str] | None = None
+        if isinstance(identity, ImportedIdentity):
+            noise_import, derp_import = identity.noise_private_key, identity.derp_private_key
+        return _node_key(f"{name}-noise-key", noise_import, opts), _node_key(f"{name}-derp-key", derp_import, opts)
+
+    @staticmethod
+    def _config_args(args: HeadscaleServerArgs) -> HeadscaleConfigArgs:
+        """The renderer's inputs: the args' own, plus where this pod mounts the database and the key files."""
+        database: SqliteDatabase | PostgresConnection
+        if isinstance(args.database, SqliteStorage):
+            database = SqliteDatabase(path=f"{PATHS.data_dir}/{DB_FILE}")
+        else:
+            database = args.database.connection
+        return HeadscaleConfigArgs(
+            server_hostname=args.server_hostname,
+            version=args.version,
+            prefixes=args.prefixes,
+            ephemeral_inactivity_timeout=args.ephemeral_inactivity_timeout,
+            log_level=args.log_level,
+            derp=args.derp,
+            oidc=args.oidc,
+            dns=DnsSettings(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
+            database=database,
+            paths=PATHS,
+        )
+
+    def _pod_spec(self, args: HeadscaleServerArgs) -> dict[str, Any]:
+        volumes, mounts = server_files(oidc=args.oidc is not None)
         volumes += [
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
         ]
         mounts += [{"name": "run", "mountPath": PATHS.run_dir}, {"name": "tmp", "mountPath": "/tmp"}]
         init_containers: list[dict[str, Any]] = []
-        if sqlite and self.backup is not None:
-            volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": "headscale-data"}})
+        if self.backup is not None:
+            volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}})
             mounts.append({"name": "data", "mountPath": PATHS.data_dir})
             volumes.extend(self.backup.volumes)
             init_containers = self.backup.init_containers
@@ -248,23 +386,24 @@ class HeadscaleServer(pulumi.ComponentResource):
             mounts.append({"name": "data", "mountPath": PATHS.data_dir})
         http_probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 3}
         env: list[dict[str, Any]] = []
-        if config.database.stage is DatabaseStage.POSTGRES:
-            # Headscale has no password file option: the owner Secret's password reaches it as an env var.
-            env.append({"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": {"name": app_secret(), "key": "password"}}})
+        if isinstance(args.database, PostgresStorage):
+            # Headscale has no password file option: the password reaches it as an env var, from its Secret.
+            secret_ref = {"name": args.database.password_secret, "key": args.database.password_key}
+            env.append({"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": secret_ref}})
         container = {
             "name": APP,
-            "image": config.headscale.image,
+            "image": args.image,
             "args": ["serve"],
             **({"env": env} if env else {}),
             "ports": [
                 {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
                 {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-                *([STUN_CONTAINER_PORT] if config.headscale.derp.embedded else []),
+                *([STUN_CONTAINER_PORT] if args.derp.embedded else []),
             ],
             "startupProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 60},
             "livenessProbe": {**http_probe, "periodSeconds": 15, "failureThreshold": 4},
             "readinessProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 2},
-            "resources": resources(config.headscale.resources),
+            "resources": resources(args.resources),
             "securityContext": container_security(),
             "volumeMounts": mounts,
         }
@@ -273,7 +412,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": 30,
             "securityContext": pod_security(),
-            **scheduling(config.cluster),
+            **scheduling(args.cluster),
             "initContainers": init_containers,
             "containers": [container],
             "volumes": volumes,

@@ -1,23 +1,23 @@
-"""Headscale's config.yaml, rendered from the typed stack config.
+"""Headscale's config.yaml, rendered from typed inputs (``HeadscaleConfigArgs``).
 
 Pure (no Pulumi, no I/O) so it is tested directly against the upstream example configs. Two rules shape it:
 
 - Only keys of the configured release are emitted. 0.28 and 0.29 differ (0.29 refuses to start with
   ``randomize_client_port`` and moved the ephemeral timeout under ``node``), so every version-dependent key is
-  chosen from ``config.headscale.minor``.
+  chosen from the minor of ``HeadscaleConfigArgs.version``.
 - No secret value is ever rendered. The Noise and DERP keys and the OIDC client secret are files on a Secret
   mount; the PostgreSQL password reaches Headscale as the environment variable ``PASSWORD_ENV``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from components.settings import SUPPORTED_HEADSCALE_MINORS, DatabaseStage
-from program.config import StackConfig
+from components.settings import SUPPORTED_HEADSCALE_MINORS, Derp, Oidc, Prefixes
 
 #: Environment variable that carries the PostgreSQL password (Headscale has no ``pass_file`` option).
 PASSWORD_ENV = "HEADSCALE_DATABASE_POSTGRES_PASS"
@@ -53,123 +53,139 @@ class PostgresConnection:
     ssl: str = "require"
 
 
-def render_headscale_config(
-    config: StackConfig,
-    *,
-    paths: HeadscalePaths = HeadscalePaths(),
-    postgres: PostgresConnection | None = None,
-) -> dict[str, Any]:
-    """Headscale's configuration as a mapping, with only the keys of ``config.headscale.minor``.
+@dataclass(frozen=True, kw_only=True)
+class SqliteDatabase:
+    """Headscale's own SQLite file (the sqlite and migrating stages); written with a WAL, as Litestream needs."""
 
-    Raises ValueError when the stage is ``postgres`` without a ``postgres`` connection, when the version is not
-    one whose keys are known, or when no DERP relay would be left for clients.
+    path: str  # the database file, on the pod's data volume
+
+
+@dataclass(frozen=True, kw_only=True)
+class DnsSettings:
+    """What Headscale pushes to clients' resolvers."""
+
+    base_domain: str  # MagicDNS suffix of node names; neither the server's hostname nor a parent of it
+    nameservers: tuple[str, ...]  # global resolvers, in the order clients try them
+    split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # split-DNS zone -> resolvers answering it
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadscaleConfigArgs:
+    """Everything config.yaml is rendered from, and nothing else."""
+
+    server_hostname: str  # public name of the server: server_url is https://<server_hostname>
+    version: str  # Headscale release (0.28.x or 0.29.x): selects the keys that release knows
+    prefixes: Prefixes = field(default_factory=Prefixes)  # tailnet address ranges and their allocation
+    ephemeral_inactivity_timeout: str = "30m"  # Go duration after which offline ephemeral nodes are removed
+    log_level: str = "info"  # trace, debug, info, warn or error (logged as JSON)
+    derp: Derp = field(default_factory=Derp)  # DERP maps to load and the embedded relay, if any
+    oidc: Oidc | None = None  # OIDC login; None: none (the client secret is a file, see ``paths``)
+    dns: DnsSettings  # MagicDNS and the resolvers pushed to clients
+    database: SqliteDatabase | PostgresConnection  # where Headscale keeps its state
+    paths: HeadscalePaths = field(default_factory=HeadscalePaths)  # where the pod mounts keys, secrets, socket
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+def render_headscale_config(args: HeadscaleConfigArgs) -> dict[str, Any]:
+    """Headscale's configuration as a mapping, with only the keys of the release ``args.version``.
+
+    Raises ValueError when the version is not one whose keys are known, or when no DERP relay would be left for
+    clients.
     """
-    minor = config.headscale.minor
+    minor = args.minor
     if minor not in SUPPORTED_HEADSCALE_MINORS:
         raise ValueError(
-            f"headscale.version {config.headscale.version}: no config keys known for {minor} "
-            f"(known: {', '.join(SUPPORTED_HEADSCALE_MINORS)})"
+            f"version {args.version}: no config keys known for {minor} (known: {', '.join(SUPPORTED_HEADSCALE_MINORS)})"
         )
+    paths = args.paths
     rendered: dict[str, Any] = {
-        "server_url": f"https://{config.tailnet.public_hostname}",
+        "server_url": f"https://{args.server_hostname}",
         "listen_addr": f"0.0.0.0:{HTTP_PORT}",
         "metrics_listen_addr": f"0.0.0.0:{METRICS_PORT}",
         "grpc_listen_addr": GRPC_LISTEN_ADDR,
         "grpc_allow_insecure": False,
         "noise": {"private_key_path": paths.noise_key},
-        "prefixes": {
-            "v4": config.tailnet.prefixes.v4,
-            "v6": config.tailnet.prefixes.v6,
-            "allocation": config.tailnet.prefixes.allocation,
-        },
-        "derp": _derp(config, paths),
+        "prefixes": {"v4": args.prefixes.v4, "v6": args.prefixes.v6, "allocation": args.prefixes.allocation},
+        "derp": _derp(args),
     }
-    timeout = config.headscale.ephemeral_inactivity_timeout
+    timeout = args.ephemeral_inactivity_timeout
     if minor == "0.28":
         rendered["ephemeral_node_inactivity_timeout"] = timeout
     else:  # 0.29 moved it under `node` (the old key is deprecated there)
         rendered["node"] = {"ephemeral": {"inactivity_timeout": timeout}}
-    rendered["database"] = _database(config, paths, postgres)
-    rendered["log"] = {"level": config.headscale.log_level, "format": "json"}
+    rendered["database"] = _database(args.database)
+    rendered["log"] = {"level": args.log_level, "format": "json"}
     # The ACL policy lives in the database so the provider can set it over the API without a restart.
     rendered["policy"] = {"mode": "database", "path": ""}
-    rendered["dns"] = _dns(config)
+    rendered["dns"] = _dns(args.dns)
     rendered["unix_socket"] = f"{paths.run_dir.rstrip('/')}/headscale.sock"
-    if config.headscale.oidc is not None:
-        rendered["oidc"] = _oidc(config, paths)
+    if args.oidc is not None:
+        rendered["oidc"] = _oidc(args.oidc, paths)
     return rendered
 
 
-def headscale_config_yaml(config: StackConfig, **kwargs: Any) -> str:
-    """``render_headscale_config`` as YAML text; the same config always gives the same bytes (stable diffs)."""
-    body = yaml.safe_dump(
-        render_headscale_config(config, **kwargs), sort_keys=False, default_flow_style=False, width=120
-    )
-    return f"# Headscale {config.headscale.version} config, rendered by headscale-ha; edits are overwritten.\n{body}"
+def headscale_config_yaml(args: HeadscaleConfigArgs) -> str:
+    """``render_headscale_config`` as YAML text; the same args always give the same bytes (stable diffs)."""
+    body = yaml.safe_dump(render_headscale_config(args), sort_keys=False, default_flow_style=False, width=120)
+    return f"# Headscale {args.version} config, rendered by headscale-ha; edits are overwritten.\n{body}"
 
 
-def _derp(config: StackConfig, paths: HeadscalePaths) -> dict[str, Any]:
+def _derp(args: HeadscaleConfigArgs) -> dict[str, Any]:
     """DERP map sources, and the embedded relay only when asked for (it needs UDP 3478 reachable)."""
-    derp = config.headscale.derp
+    derp = args.derp
     if not derp.urls and not derp.embedded:
-        raise ValueError("headscale.derp: urls is empty and embedded is off, so clients would have no DERP relay")
+        raise ValueError("derp: urls is empty and embedded is off, so clients would have no DERP relay")
     server: dict[str, Any] = {"enabled": derp.embedded}
     if derp.embedded:
         server |= {
             "region_id": derp.region_id,
             "region_code": derp.region_code,
-            "region_name": config.tailnet.public_hostname,  # shown by `tailscale netcheck`
+            "region_name": args.server_hostname,  # shown by `tailscale netcheck`
             "verify_clients": True,
             "stun_listen_addr": f"0.0.0.0:{STUN_PORT}",
-            "private_key_path": paths.derp_key,
+            "private_key_path": args.paths.derp_key,
             "automatically_add_embedded_derp_region": True,
         }
     return {"server": server, "urls": list(derp.urls)}
 
 
-def _database(config: StackConfig, paths: HeadscalePaths, postgres: PostgresConnection | None) -> dict[str, Any]:
-    """SQLite on the volume until the postgres stage (the migrating stage keeps SQLite as the rollback point).
+def _database(database: SqliteDatabase | PostgresConnection) -> dict[str, Any]:
+    """SQLite until the postgres stage (the migrating stage keeps SQLite as the rollback point).
 
     SQLite's busy timeout is not a config key in 0.28 or 0.29 (Headscale sets it itself), so none is rendered.
     """
-    if config.database.stage is not DatabaseStage.POSTGRES:
-        return {
-            "type": "sqlite",
-            "sqlite": {"path": f"{paths.data_dir.rstrip('/')}/db.sqlite", "write_ahead_log": True},
-        }
-    if postgres is None:
-        raise ValueError("postgres: a PostgresConnection is required when database.stage is postgres")
+    if isinstance(database, SqliteDatabase):
+        return {"type": "sqlite", "sqlite": {"path": database.path, "write_ahead_log": True}}
     return {
         "type": "postgres",
         "postgres": {
-            "host": postgres.host,
-            "port": postgres.port,
-            "name": postgres.name,
-            "user": postgres.user,
-            "ssl": postgres.ssl,
+            "host": database.host,
+            "port": database.port,
+            "name": database.name,
+            "user": database.user,
+            "ssl": database.ssl,
         },
     }
 
 
-def _dns(config: StackConfig) -> dict[str, Any]:
-    """MagicDNS plus one split-DNS zone per site, answered by that site's gateway IP (sorted: stable output)."""
-    tailnet = config.tailnet
-    split = {tailnet.zone_of(site): [site.gateway_ip] for site in tailnet.sites}
+def _dns(dns: DnsSettings) -> dict[str, Any]:
+    """MagicDNS plus the split-DNS zones (sorted: the same zones always give the same output)."""
     return {
         "magic_dns": True,
-        "base_domain": tailnet.base_domain,
+        "base_domain": dns.base_domain,
         "override_local_dns": True,
         "nameservers": {
-            "global": list(tailnet.nameservers),
-            "split": {zone: split[zone] for zone in sorted(split)},
+            "global": list(dns.nameservers),
+            "split": {zone: list(dns.split[zone]) for zone in sorted(dns.split)},
         },
     }
 
 
-def _oidc(config: StackConfig, paths: HeadscalePaths) -> dict[str, Any]:
+def _oidc(oidc: Oidc, paths: HeadscalePaths) -> dict[str, Any]:
     """OIDC login; the client secret is read from a file, never written here."""
-    oidc = config.headscale.oidc
-    assert oidc is not None
     block: dict[str, Any] = {
         "only_start_if_oidc_is_available": oidc.only_start_if_available,
         "issuer": oidc.issuer,

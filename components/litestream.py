@@ -17,9 +17,8 @@ import pulumi_kubernetes as k8s
 from components.backup_volume import claim_name as backup_claim_name
 from components.litestream_config import render_litestream_config, restore_script
 from components.pod import checksum, container_security, labels, pod_security, resources
-from components.settings import Backup, Role
+from components.settings import Backup
 from components.workload import data_claim
-from program.config import StackConfig
 
 BACKUP_MOUNT = "/backup"
 CONFIG_MOUNT = "/etc/litestream"
@@ -46,20 +45,26 @@ class LitestreamBackupArgs:
     """Where the application keeps its database and how the backup of it must behave."""
 
     app: str  # names the backup directory on NFS: <nfs path>/<app>
-    namespace: str
-    settings: Backup
-    db_path: str
+    namespace: str  # namespace of the application, its ConfigMap and its ReplicationSource
+    settings: Backup  # Litestream image, sync interval, retention, resources; VolSync snapshots when set
+    db_path: str  # the SQLite database file inside data_mount
     data_volume: str  # pod volume that holds db_path
     data_mount: str  # where that volume is mounted
     pvc_name: str  # the claim behind data_volume (for VolSync)
     backup_claim: str  # the claim of the NFS export; this app mounts its sub-directory `<app>` of it
     identity_volume: str | None = None  # pod volume with the Noise key; None: no identity contract
-    identity_file: str | None = None
+    identity_file: str | None = None  # the Noise key file whose fingerprint must match the backup's
     require_backup: bool = False  # a standby must restore, never start empty
 
 
 class LitestreamBackup(pulumi.ComponentResource):
-    """Backup of one application's SQLite database; see the module docstring."""
+    """Backup of one application's SQLite database; see the module docstring.
+
+    Outputs (registered):
+    - ``configMap`` [attribute config_map]: the ConfigMap with litestream.yml and the restore script;
+    - ``backupDir`` [attribute backup_dir]: where the pod sees its replica directory (`/backup/<app>`).
+    The pod-spec pieces (init_containers, volumes, config_checksum) are attributes only: they are not outputs.
+    """
 
     config_map: k8s.core.v1.ConfigMap
     replication_source: k8s.apiextensions.CustomResource | None
@@ -175,15 +180,21 @@ def backed_up_volume(
     *,
     parent: pulumi.Resource,
     meta: dict[str, Any],
-    config: StackConfig,
+    backup: Backup,
+    storage_class: str | None,
+    require_backup: bool,
     app: str,
     size: str,
     data_dir: str,
     db_file: str,
     identity_file: str | None = None,
 ) -> tuple[k8s.core.v1.PersistentVolumeClaim, LitestreamBackup]:
-    """An application's SQLite volume and its Litestream backup: the pod mounts the claim as the volume `data`."""
-    if config.backup.nfs is None:
+    """An application's SQLite volume and its Litestream backup: the pod mounts the claim as the volume `data`.
+
+    `backup` must name an NFS target; `storage_class` is the data claim's class (None: the cluster default);
+    `require_backup` makes the restore refuse an empty start (a standby must restore, never start empty).
+    """
+    if backup.nfs is None:
         raise ValueError(f"{app}: backup.nfs is required for a Litestream backup (checked by the config)")
     claim_name = f"{app}-data"
     claim = data_claim(
@@ -191,24 +202,24 @@ def backed_up_volume(
         meta=meta,
         name=claim_name,
         size=size,
-        storage_class=config.cluster.storage_class,
+        storage_class=storage_class,
         parent=parent,
     )
-    backup = LitestreamBackup(
+    litestream = LitestreamBackup(
         f"{name}-backup",
         LitestreamBackupArgs(
             app=app,
             namespace=meta["namespace"],
-            settings=config.backup,
+            settings=backup,
             db_path=f"{data_dir}/{db_file}",
             data_volume="data",
             data_mount=data_dir,
             pvc_name=claim_name,
-            backup_claim=backup_claim_name(config.backup.nfs),
+            backup_claim=backup_claim_name(backup.nfs),
             identity_volume="identity" if identity_file else None,
             identity_file=identity_file,
-            require_backup=config.role is Role.STANDBY,
+            require_backup=require_backup,
         ),
         opts=pulumi.ResourceOptions(parent=parent),
     )
-    return claim, backup
+    return claim, litestream

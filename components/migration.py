@@ -18,57 +18,73 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.backup_volume import claim_name
-from components.headscale import APP, IDENTITY_MOUNT, server_files
+from components.headscale import APP, IDENTITY_MOUNT, PostgresStorage, server_files
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
 from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE, backup_mount
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
-from components.postgres import CLUSTER, DATABASE, OWNER, app_secret, read_write_host
-from program.config import StackConfig
+from components.settings import Cluster, ComputeResources
 
 PATHS = HeadscalePaths()
 JOB = "headscale-migrate"
+#: The ConfigMap with litestream.yml and the restore script: the one HeadscaleServer's backup (app `headscale`) owns.
+RESTORE_CONFIG_MAP = f"{APP}-litestream"
 
 
 @dataclass(frozen=True, kw_only=True)
 class SqliteToPostgresArgs:
-    config: StackConfig
-    namespace: str
+    """One migration run: where the SQLite backup is, which PostgreSQL database to load, and with which images."""
+
+    namespace: str  # Headscale's namespace: its identity Secret, config, Litestream ConfigMap and backup claim
+    image: str  # the migration image (python, psql, pgloader and this repository's `migration` package)
+    force: bool = False  # wipe a target that already holds data before loading
+    deadline_seconds: int = 3600  # the Job fails after this long; Pulumi waits 300 s more for it
+    headscale_image: str  # the server's image: the schema and smoke steps run its `configtest`
+    headscale_version: str  # the server's release: which schema and migrations the load is checked against
+    resources: ComputeResources  # requests and limits of the schema, migrate and smoke steps
+    restore_image: str  # the Litestream image of the restore step
+    restore_resources: ComputeResources  # requests and limits of the restore step
+    backup_claim: str  # claim of the NFS export; the restore reads its `headscale` directory, read-only
+    target: PostgresStorage  # the database to load, and the Secret with its user's password
+    oidc: bool = False  # the server's config has an OIDC block: configtest needs its client-secret file mounted
+    cluster: Cluster  # placement of the Job's pod
 
 
-def database_env(namespace: str) -> list[dict[str, Any]]:
-    """Headscale's database settings pointed at the CNPG cluster (environment overrides of config.yaml)."""
+def database_env(target: PostgresStorage) -> list[dict[str, Any]]:
+    """Headscale's database settings pointed at the target (environment overrides of config.yaml)."""
+    connection = target.connection
+    password = {"secretKeyRef": {"name": target.password_secret, "key": target.password_key}}
     return [
         {"name": "HEADSCALE_DATABASE_TYPE", "value": "postgres"},
-        {"name": "HEADSCALE_DATABASE_POSTGRES_HOST", "value": read_write_host(namespace)},
-        {"name": "HEADSCALE_DATABASE_POSTGRES_PORT", "value": "5432"},
-        {"name": "HEADSCALE_DATABASE_POSTGRES_NAME", "value": DATABASE},
-        {"name": "HEADSCALE_DATABASE_POSTGRES_USER", "value": OWNER},
-        {"name": "HEADSCALE_DATABASE_POSTGRES_SSL", "value": "require"},
-        {"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": {"name": app_secret(), "key": "password"}}},
+        {"name": "HEADSCALE_DATABASE_POSTGRES_HOST", "value": connection.host},
+        {"name": "HEADSCALE_DATABASE_POSTGRES_PORT", "value": str(connection.port)},
+        {"name": "HEADSCALE_DATABASE_POSTGRES_NAME", "value": connection.name},
+        {"name": "HEADSCALE_DATABASE_POSTGRES_USER", "value": connection.user},
+        {"name": "HEADSCALE_DATABASE_POSTGRES_SSL", "value": connection.ssl},
+        {"name": PASSWORD_ENV, "valueFrom": password},
     ]
 
 
 class SqliteToPostgres(pulumi.ComponentResource):
-    """The migration Job; see the module docstring."""
+    """The migration Job; see the module docstring.
+
+    Outputs (registered; the attribute in brackets holds the same value):
+    - ``jobName`` [job_name]: the Job's name, new for every change of what it would do (a finished one is kept).
+    """
 
     job: k8s.batch.v1.Job
+    job_name: str
 
     def __init__(self, name: str, args: SqliteToPostgresArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:migration:SqliteToPostgres", name, None, opts)
-        config, namespace = args.config, args.namespace
-        migration = config.database.migration
-        if migration.image is None or config.backup.nfs is None:
-            raise ValueError("database.migration.image and backup.nfs are required (checked by the config)")
+        namespace, connection = args.namespace, args.target.connection
+        password = {"secretKeyRef": {"name": args.target.password_secret, "key": args.target.password_key}}
         db_path = f"{PATHS.data_dir}/db.sqlite"
-        litestream = config.backup.litestream
         scratch = {"name": "scratch", "mountPath": PATHS.data_dir}
         # configtest loads the server's config.yaml: every file it names (identity, OIDC secret) must be mounted.
-        file_volumes, file_mounts = server_files(config)
-        backup_claim = claim_name(config.backup.nfs)
+        file_volumes, file_mounts = server_files(oidc=args.oidc)
         restore = {
             "name": "restore",
-            "image": litestream.image,
+            "image": args.restore_image,
             "command": ["/bin/sh", SCRIPT_FILE],
             "env": [
                 {"name": "DB_PATH", "value": db_path},
@@ -84,38 +100,36 @@ class SqliteToPostgres(pulumi.ComponentResource):
                 IDENTITY_MOUNT,
                 {"name": "tmp", "mountPath": "/tmp"},
             ],
-            "resources": resources(litestream.resources),
+            "resources": resources(args.restore_resources),
             "securityContext": container_security(),
         }
         schema = {
             "name": "schema",
-            "image": config.headscale.image,
+            "image": args.headscale_image,
             "args": ["configtest"],
-            "env": database_env(namespace),
+            "env": database_env(args.target),
             "volumeMounts": [
                 *file_mounts,
                 {"name": "run", "mountPath": PATHS.run_dir},
                 {"name": "tmp", "mountPath": "/tmp"},
             ],
-            "resources": resources(config.headscale.resources),
+            "resources": resources(args.resources),
             "securityContext": container_security(),
         }
-        run_args = ["run", "--sqlite", db_path, "--version", config.headscale.version, "--workdir", "/work"]
+        run_args = ["run", "--sqlite", db_path, "--version", args.headscale_version, "--workdir", "/work"]
+        target_url = f"postgresql://{connection.user}@{connection.host}:{connection.port}/{connection.name}"
         migrate = {
             "name": "migrate",
-            "image": migration.image,
+            "image": args.image,
             "command": ["python", "-m", "migration"],
-            "args": [*run_args, *(["--force"] if migration.force else [])],
+            "args": [*run_args, *(["--force"] if args.force else [])],
             "env": [
-                {
-                    "name": "MIGRATION_PG_URL",
-                    "value": f"postgresql://{OWNER}@{read_write_host(namespace)}:5432/{DATABASE}",
-                },
-                {"name": "PGSSLMODE", "value": "require"},
-                {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": app_secret(), "key": "password"}}},
+                {"name": "MIGRATION_PG_URL", "value": target_url},
+                {"name": "PGSSLMODE", "value": connection.ssl},
+                {"name": "PGPASSWORD", "valueFrom": password},
             ],
             "volumeMounts": [scratch, {"name": "work", "mountPath": "/work"}, {"name": "tmp", "mountPath": "/tmp"}],
-            "resources": resources(config.headscale.resources),
+            "resources": resources(args.resources),
             "securityContext": container_security(),
         }
         volumes = [
@@ -123,18 +137,19 @@ class SqliteToPostgres(pulumi.ComponentResource):
             {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": backup_claim, "readOnly": True}},
-            {"name": "litestream-config", "configMap": {"name": "headscale-litestream", "defaultMode": 0o444}},
+            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
+            {"name": "litestream-config", "configMap": {"name": RESTORE_CONFIG_MAP, "defaultMode": 0o444}},
             *file_volumes,
         ]  # fmt: skip
         # A new Job (new name) for every change of what it would do; a finished one is kept for the record.
-        digest = checksum(config.headscale.version, migration.image, str(migration.force))[:8]
+        digest = checksum(args.headscale_version, args.image, str(args.force))[:8]
+        self.job_name = f"{JOB}-{digest}"
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
-            metadata={"name": f"{JOB}-{digest}", "namespace": namespace, "labels": labels(JOB, "migration")},
+            metadata={"name": self.job_name, "namespace": namespace, "labels": labels(JOB, "migration")},
             spec={
                 "backoffLimit": 0,
-                "activeDeadlineSeconds": migration.deadline_seconds,
+                "activeDeadlineSeconds": args.deadline_seconds,
                 "template": {
                     "metadata": {"labels": labels(JOB, "migration")},
                     "spec": {
@@ -142,7 +157,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
                         "automountServiceAccountToken": False,
                         "enableServiceLinks": False,
                         "securityContext": pod_security(),
-                        **scheduling(config.cluster),
+                        **scheduling(args.cluster),
                         "initContainers": [restore, schema, migrate],
                         "containers": [{**schema, "name": "smoke"}],
                         "volumes": volumes,
@@ -150,7 +165,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
                 },
             },
             opts=pulumi.ResourceOptions(
-                parent=self, custom_timeouts=pulumi.CustomTimeouts(create=f"{migration.deadline_seconds + 300}s")
+                parent=self, custom_timeouts=pulumi.CustomTimeouts(create=f"{args.deadline_seconds + 300}s")
             ),
         )
-        self.register_outputs({"job": f"{namespace}/{JOB}-{digest}", "cluster": CLUSTER})
+        self.register_outputs({"jobName": self.job_name})

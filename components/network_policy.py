@@ -17,9 +17,11 @@ from components.settings import NetworkPolicy
 
 @dataclass(frozen=True, kw_only=True)
 class ProtectedApp:
-    app: str
-    http_port: int
-    metrics_port: int | None = None
+    """An application (pods selected by `app.kubernetes.io/name`) and the ports it is reached on."""
+
+    app: str  # the app label; also the NetworkPolicy's name
+    http_port: int  # the public HTTP port, reached from the ingress data plane
+    metrics_port: int | None = None  # reached only from the monitoring namespace; None: no metrics rule
     also_from_apps: tuple[str, ...] = ()  # in-namespace clients of the HTTP port (Headplane → Headscale)
     public_udp_ports: tuple[int, ...] = ()  # reached straight from the internet (the embedded DERP's STUN)
 
@@ -52,28 +54,35 @@ def policy_spec(app: ProtectedApp, settings: NetworkPolicy) -> dict[str, Any]:
     return {"podSelector": {"matchLabels": selector(app.app)}, "policyTypes": ["Ingress"], "ingress": rules}
 
 
+@dataclass(frozen=True, kw_only=True)
+class NetworkPoliciesArgs:
+    """The applications of one namespace to restrict, and who may reach them."""
+
+    namespace: str  # where the applications run
+    settings: NetworkPolicy  # the ingress sources (namespaces, CIDRs) and the monitoring namespace
+    apps: tuple[ProtectedApp, ...]  # one NetworkPolicy each, in this order
+
+
 class NetworkPolicies(pulumi.ComponentResource):
-    """One NetworkPolicy per application."""
+    """One NetworkPolicy per application.
+
+    Outputs (also attributes): `policies` (`policy_names`), the NetworkPolicies' names; `count`. Attribute
+    `policies`: the NetworkPolicy resources.
+    """
 
     policies: list[k8s.networking.v1.NetworkPolicy]
+    policy_names: list[str]
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        namespace: str,
-        settings: NetworkPolicy,
-        apps: list[ProtectedApp],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: NetworkPoliciesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:network:NetworkPolicies", name, None, opts)
         self.policies = [
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{app.app}",
-                metadata={"name": app.app, "namespace": namespace, "labels": labels(app.app, "network-policy")},
-                spec=policy_spec(app, settings),
+                metadata={"name": app.app, "namespace": args.namespace, "labels": labels(app.app, "network-policy")},
+                spec=policy_spec(app, args.settings),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for app in apps
+            for app in args.apps
         ]
-        self.register_outputs({"count": len(self.policies)})
+        self.policy_names = [app.app for app in args.apps]
+        self.register_outputs({"policies": self.policy_names, "count": len(self.policies)})

@@ -14,8 +14,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.pod import labels, resources
-from components.settings import ReplicaSource, Role
-from program.config import StackConfig
+from components.settings import ComputeResources, ObjectStore
 
 CLUSTER = "headscale-db"
 DATABASE = "headscale"
@@ -48,23 +47,60 @@ def read_write_host(namespace: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReplicaOf:
+    """A standby's replica cluster: it follows the active site's cluster through the shared WAL archive."""
+
+    #: The active cluster's replication endpoint; None: the archive only. With a host the replica streams first and
+    #: falls back to the archive; the active's `<cluster>-replication` and `<cluster>-ca` Secrets must then be copied
+    #: into the namespace as ACTIVE_REPLICATION_SECRET and ACTIVE_CA_SECRET.
+    streaming_host: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class PostgresDatabaseArgs:
-    config: StackConfig
-    namespace: str
+    """The CNPG cluster's shape, its storage, its object store, and whether it is a replica of another site's."""
+
+    namespace: str  # namespace of the Cluster, its Secrets, its ObjectStore and its ScheduledBackup
+    instances: int  # CNPG instances (one primary, the rest replicas); more than one: one per node, required
+    image: str  # PostgreSQL operand image (CNPG's imageName)
+    resources: ComputeResources  # requests and limits of each instance
+    storage_size: str  # volume size per instance
+    storage_class: str | None = None  # StorageClass of those volumes; None: the cluster's default
+    object_store: ObjectStore  # barman-cloud destination (s3://), endpoint and retention of the archive
+    object_store_access_key_id: pulumi.Input[str]  # S3 access key id; kept a Pulumi secret
+    object_store_secret_access_key: pulumi.Input[str]  # S3 secret access key; kept a Pulumi secret
+    backup_schedule: str  # base backup cron, six fields (seconds first); a replica takes none
+    replica_of: ReplicaOf | None = None  # None: the primary, which archives; set: a standby's replica cluster
 
 
 class PostgresDatabase(pulumi.ComponentResource):
-    """CNPG Cluster, its object store and its scheduled backups."""
+    """CNPG Cluster, its object store and its scheduled backups.
+
+    Outputs (registered; the attributes in brackets hold the same values):
+    - ``cluster`` [cluster_name]: the CNPG Cluster's name (its Services are `<cluster>-rw`, `-ro`, `-r`);
+    - ``database`` [database_name] and ``owner`` [owner_name]: the application database and its owning role;
+    - ``ownerSecret`` [owner_secret_name]: the basic-auth Secret with the owner's password, for the application;
+    - ``objectStore`` [object_store_name]: the barman-cloud ObjectStore the cluster archives to (or recovers from);
+    - ``credentialsSecret`` [credentials_secret_name]: the Secret with the object store's S3 credentials;
+    - ``host`` [host]: the read-write Service's DNS name; registered on a primary only;
+    - ``replicaOf``: on a replica cluster only, the name of the external cluster it follows.
+    """
 
     cluster: k8s.apiextensions.CustomResource
+    cluster_name: str
+    database_name: str
+    owner_name: str
+    owner_secret_name: str
+    object_store_name: str
+    credentials_secret_name: str
+    host: str
 
     def __init__(self, name: str, args: PostgresDatabaseArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:postgres:PostgresDatabase", name, None, opts)
-        config, namespace = args.config, args.namespace
-        postgres = config.database.postgres
-        store = postgres.object_store
-        if store is None or config.object_store_access_key_id is None or config.object_store_secret_access_key is None:
-            raise ValueError("database.postgres.objectStore and its credentials are required (checked by the config)")
+        namespace, store = args.namespace, args.object_store
+        self.cluster_name, self.database_name, self.owner_name = CLUSTER, DATABASE, OWNER
+        self.owner_secret_name, self.object_store_name, self.credentials_secret_name = OWNER_SECRET, STORE, CREDENTIALS
+        self.host = read_write_host(namespace)
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(CLUSTER, "database")}
         password = random.RandomPassword(f"{name}-owner-password", length=32, special=False, opts=child)
@@ -81,8 +117,8 @@ class PostgresDatabase(pulumi.ComponentResource):
             metadata={**meta, "name": CREDENTIALS},
             type="Opaque",
             string_data={
-                "ACCESS_KEY_ID": pulumi.Output.secret(config.object_store_access_key_id.get_secret_value()),
-                "ACCESS_SECRET_KEY": pulumi.Output.secret(config.object_store_secret_access_key.get_secret_value()),
+                "ACCESS_KEY_ID": pulumi.Output.secret(args.object_store_access_key_id),
+                "ACCESS_SECRET_KEY": pulumi.Output.secret(args.object_store_secret_access_key),
             },
             opts=child,
         )
@@ -105,39 +141,39 @@ class PostgresDatabase(pulumi.ComponentResource):
             spec={"configuration": configuration, "retentionPolicy": store.retention},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[credentials]),
         )
-        storage: dict[str, object] = {"size": postgres.storage_size}
-        if config.cluster.storage_class:
-            storage["storageClass"] = config.cluster.storage_class
+        storage: dict[str, object] = {"size": args.storage_size}
+        if args.storage_class:
+            storage["storageClass"] = args.storage_class
         spec: dict[str, object] = {
-            "instances": postgres.instances,
-            "imageName": postgres.image,
+            "instances": args.instances,
+            "imageName": args.image,
             "storage": storage,
-            "resources": resources(postgres.resources),
+            "resources": resources(args.resources),
             "enableSuperuserAccess": False,
             "affinity": {
                 "enablePodAntiAffinity": True,
                 "topologyKey": "kubernetes.io/hostname",
                 # Required when there is more than one instance: two instances on one node share its fate.
-                "podAntiAffinityType": "required" if postgres.instances > 1 else "preferred",
+                "podAntiAffinityType": "required" if args.instances > 1 else "preferred",
             },
         }
         # The role's password follows the owner Secret on the primary, including right after a promotion.
         spec["managed"] = {
             "roles": [{"name": OWNER, "ensure": "present", "login": True, "passwordSecret": {"name": OWNER_SECRET}}]
         }
-        standby = config.role is Role.STANDBY
-        if standby:
+        replica_of = args.replica_of
+        if replica_of is not None:
             # A replica cluster: recovered from the active site's archive and following it; it archives nothing
             # (one writer per archive). Promotion = role active: `replica.enabled` false, then the plugin archives.
             source: dict[str, object] = {
                 "name": ACTIVE_SOURCE,
                 "plugin": {"name": BARMAN_PLUGIN, "parameters": {"barmanObjectName": STORE, "serverName": CLUSTER}},
             }
-            if postgres.replica_source is ReplicaSource.STREAMING:
+            if replica_of.streaming_host is not None:
                 # Streaming first, the archive as fallback; the active's replication certificates are copied here
                 # under names of their own.
                 source["connectionParameters"] = {
-                    "host": str(postgres.streaming_host),
+                    "host": replica_of.streaming_host,
                     "user": "streaming_replica",
                     "dbname": "postgres",
                     "sslmode": "verify-full",
@@ -171,8 +207,8 @@ class PostgresDatabase(pulumi.ComponentResource):
                 parent=self, depends_on=[object_store, owner], retain_on_delete=True, ignore_changes=["spec.bootstrap"]
             ),
         )
-        if standby:
-            self.register_outputs({"cluster": CLUSTER, "replicaOf": ACTIVE_SOURCE})
+        if replica_of is not None:
+            self.register_outputs(self._outputs() | {"replicaOf": ACTIVE_SOURCE})
             return
         k8s.apiextensions.CustomResource(
             f"{name}-scheduled-backup",
@@ -180,7 +216,7 @@ class PostgresDatabase(pulumi.ComponentResource):
             kind="ScheduledBackup",
             metadata={**meta, "name": f"{CLUSTER}-daily"},
             spec={
-                "schedule": postgres.backup_schedule,
+                "schedule": args.backup_schedule,
                 "cluster": {"name": CLUSTER},
                 "method": "plugin",
                 "pluginConfiguration": {"name": BARMAN_PLUGIN},
@@ -189,4 +225,15 @@ class PostgresDatabase(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
         )
-        self.register_outputs({"cluster": CLUSTER, "host": read_write_host(namespace)})
+        self.register_outputs(self._outputs() | {"host": self.host})
+
+    def _outputs(self) -> dict[str, str]:
+        """The names every user of the database needs, primary or replica."""
+        return {
+            "cluster": self.cluster_name,
+            "database": self.database_name,
+            "owner": self.owner_name,
+            "ownerSecret": self.owner_secret_name,
+            "objectStore": self.object_store_name,
+            "credentialsSecret": self.credentials_secret_name,
+        }

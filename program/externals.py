@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.gateway import AUTHKEY_SECRET, ROUTERS, routers_namespace
+from components.gateway import AUTHKEY_SECRET, ROUTERS
 from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
 from components.settings import DatabaseStage, ReplicaSource, Role
+from program.args_gateway import routers_namespace
 from program.config import StackConfig
 
 

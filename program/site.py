@@ -9,28 +9,34 @@ import pulumi_kubernetes as k8s
 
 from components import headplane as headplane_module
 from components import headscale as headscale_module
-from components.backup_volume import BackupVolume, BackupVolumeArgs
-from components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
-from components.gateway import (
-    GatewayArgs,
-    GatewayServices,
-    SubnetRouters,
-    advertised_routes,
-    proxies,
-    routers_namespace,
-)
-from components.gateway import endpoints as gateway_endpoints
+from components.backup_volume import BackupVolume
+from components.endpoint import PublicEndpoint
+from components.gateway import GatewayServices, SubnetRouters, advertised_routes
 from components.gateway_config import rewrite_kubeconfig
-from components.headplane import Headplane, HeadplaneArgs
-from components.headscale import HeadscaleServer, HeadscaleServerArgs
+from components.headplane import Headplane
+from components.headscale import HeadscaleServer
 from components.headscale_config import STUN_PORT
-from components.migration import SqliteToPostgres, SqliteToPostgresArgs
+from components.migration import SqliteToPostgres
 from components.network_policy import NetworkPolicies, ProtectedApp
 from components.pod import labels
-from components.postgres import PostgresDatabase, PostgresDatabaseArgs
+from components.postgres import PostgresDatabase
 from components.settings import DatabaseStage, Role
-from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjects, TailnetObjectsArgs, next_steps
-from components.tailnet_policy import CONFIG_MAP, TailnetPolicy, TailnetPolicyArgs
+from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjects
+from components.tailnet_policy import CONFIG_MAP, TailnetPolicy
+from program.args_gateway import (
+    gateway_endpoints,
+    gateway_proxies,
+    gateway_services_args,
+    network_policies_args,
+    next_steps,
+    public_endpoint_args,
+    routers_namespace,
+    subnet_routers_args,
+    tailnet_objects_args,
+    tailnet_policy_args,
+)
+from program.args_headscale import headscale_server_args, sqlite_to_postgres_args
+from program.args_storage import backup_volume_args, headplane_args, postgres_database_args
 from program.config import StackConfig
 from program.failover import promotion_steps
 from program.inventory import must_back_up
@@ -114,7 +120,7 @@ class TailnetSite(pulumi.ComponentResource):
         if config.backup.nfs is not None:
             backup_volume = BackupVolume(
                 f"{name}-backup",
-                BackupVolumeArgs(namespace=config.namespace, nfs=config.backup.nfs),
+                backup_volume_args(config),
                 opts=in_namespace,
             )
             in_namespace = pulumi.ResourceOptions.merge(
@@ -124,17 +130,15 @@ class TailnetSite(pulumi.ComponentResource):
         if config.database.stage is not DatabaseStage.SQLITE:
             self.database = PostgresDatabase(
                 f"{name}-database",
-                PostgresDatabaseArgs(config=config, namespace=config.namespace),
+                postgres_database_args(config),
                 opts=in_namespace,
             )
-        self.headscale = HeadscaleServer(
-            f"{name}-headscale", HeadscaleServerArgs(config=config, namespace=config.namespace), opts=in_namespace
-        )
+        self.headscale = HeadscaleServer(f"{name}-headscale", headscale_server_args(config), opts=in_namespace)
         if config.database.stage is DatabaseStage.MIGRATING and self.database is not None:
             # Awaited by Pulumi: the stage is done when the Job succeeded; Headscale stays at 0 until then.
             SqliteToPostgres(
                 f"{name}-migration",
-                SqliteToPostgresArgs(config=config, namespace=config.namespace),
+                sqlite_to_postgres_args(config),
                 opts=pulumi.ResourceOptions.merge(
                     in_namespace,
                     pulumi.ResourceOptions(depends_on=[self.database.cluster, self.headscale.deployment]),
@@ -170,7 +174,7 @@ class TailnetSite(pulumi.ComponentResource):
         if config.bootstrap_api_key is not None:
             self.objects = TailnetObjects(
                 f"{name}-tailnet",
-                TailnetObjectsArgs(config=config, namespace=config.namespace, routers_namespace=router_namespace),
+                tailnet_objects_args(config),
                 opts=pulumi.ResourceOptions.merge(in_namespace, in_routers),
             )
             router_key = self.objects.router_key_secret
@@ -188,49 +192,23 @@ class TailnetSite(pulumi.ComponentResource):
             )
         # The routers read their key when they start: they start after it exists (see SubnetRouters for how a
         # key that arrives later reaches routers that started without one).
-        SubnetRouters(
-            f"{name}-routers",
-            GatewayArgs(config=config, namespace=router_namespace, key_secret=router_key),
-            opts=in_routers,
-        )
-        GatewayServices(
-            f"{name}-gateway", GatewayArgs(config=config, namespace=config.gateway.namespace), opts=in_gateway
-        )
+        SubnetRouters(f"{name}-routers", subnet_routers_args(config, key_secret=router_key), opts=in_routers)
+        GatewayServices(f"{name}-gateway", gateway_services_args(config), opts=in_gateway)
         if config.headplane.enabled:
             self.headplane = Headplane(
                 f"{name}-headplane",
-                HeadplaneArgs(
-                    config=config,
-                    namespace=config.namespace,
+                headplane_args(
+                    config,
                     headscale_url=self.headscale.api_url,
                     api_key=self.objects.headplane_api_key if self.objects else None,
                 ),
                 opts=in_namespace,
             )
             apps.append(ProtectedApp(app=headplane_module.APP, http_port=headplane_module.PORT))
-        PublicEndpoint(
-            f"{name}-endpoint",
-            PublicEndpointArgs(
-                config=config,
-                namespace=config.namespace,
-                headscale=Backend(service=headscale_module.APP, port=headscale_module.HTTP_PORT),
-                headplane=Backend(service=headplane_module.APP, port=headplane_module.PORT)
-                if config.headplane.enabled
-                else None,
-            ),
-            opts=in_namespace,
-        )
-        self.policy = TailnetPolicy(
-            f"{name}-policy", TailnetPolicyArgs(config=config, namespace=config.namespace), opts=in_namespace
-        )
+        PublicEndpoint(f"{name}-endpoint", public_endpoint_args(config), opts=in_namespace)
+        self.policy = TailnetPolicy(f"{name}-policy", tailnet_policy_args(config), opts=in_namespace)
         if config.network_policy.enabled:
-            NetworkPolicies(
-                f"{name}-network",
-                namespace=config.namespace,
-                settings=config.network_policy,
-                apps=apps,
-                opts=in_namespace,
-            )
+            NetworkPolicies(f"{name}-network", network_policies_args(config, apps), opts=in_namespace)
         self.outputs = {
             "namespace": self.namespace.metadata.apply(lambda metadata: metadata.name),
             "endpoints": endpoints(config),
@@ -242,7 +220,7 @@ class TailnetSite(pulumi.ComponentResource):
                 "ip": config.site.gateway_ip,
                 "dnsZone": config.dns_zone,
                 "endpoints": gateway_endpoints(config),
-                "routes": advertised_routes(config),
+                "routes": advertised_routes(config.site),
                 "namespace": config.gateway.namespace,
                 "routersNamespace": router_namespace,
             },
@@ -259,7 +237,7 @@ class TailnetSite(pulumi.ComponentResource):
                 {"noisePrivateKey": self.headscale.noise_key, "derpPrivateKey": self.headscale.derp_key}
             )
         if config.kubeconfig is not None:
-            api_port = next((proxy.port for proxy in proxies(config) if proxy.name == "kube-api"), 6443)
+            api_port = next((proxy.port for proxy in gateway_proxies(config) if proxy.name == "kube-api"), 6443)
             self.outputs["kubeconfig"] = pulumi.Output.secret(
                 rewrite_kubeconfig(
                     config.kubeconfig.get_secret_value(), gateway_ip=config.site.gateway_ip, port=api_port

@@ -10,9 +10,13 @@ import subprocess
 import pytest
 import yaml
 
+from components.gateway import advertised_routes, dns_records, endpoints
 from components.gateway_config import tailnet_addresses
+from components.settings import Proxy, RouterMode, Site
 from policy.pack.rules import Subject, violations
+from program.args_gateway import gateway_services_args, subnet_routers_args
 from program.config import ConfigError
+from tests.program.test_config import parse
 from tools.harness import SECRET, ProgramRun
 from tools.plan import plan_stack
 from tools.render import manifests, outputs_json
@@ -193,3 +197,30 @@ def test_routers_start_after_their_key_and_roll_when_a_key_source_appears(run_st
     annotation = "headscale-ha/auth-key-source"
     assert without["annotations"][annotation] == "none"
     assert routers.inputs["spec"]["template"]["metadata"]["annotations"][annotation] == "minted"
+
+
+def test_the_gateway_helpers_need_no_stack_config() -> None:
+    """Another program computes routes, zone records and endpoints from its own values."""
+    site = Site(name="lab", gateway_ip="10.9.0.10", lb_pool="10.9.0.0/28", routes=["10.1.0.0/16", "10.9.0.0/28"])
+    assert advertised_routes(site) == ["10.1.0.0/16", "10.9.0.0/28"]
+    assert dns_records("lab.example", "10.9.0.10", {"nas": "10.1.2.3"}) == {
+        "gateway.lab.example": "10.9.0.10",
+        "api.lab.example": "10.9.0.10",
+        "nas.lab.example": "10.1.2.3",
+    }
+    ssh = Proxy(name="ssh", port=22, target_host="bastion", target_port=22)
+    assert endpoints("10.9.0.10", [ssh]) == {"dns": "10.9.0.10:53", "ssh": "10.9.0.10:22"}
+
+
+def test_the_site_decides_the_routers_namespace_key_source_and_default_proxies() -> None:
+    config = parse("hydra")
+    routers = subnet_routers_args(config, key_secret=None)
+    assert (routers.mode, routers.namespace) == (RouterMode.USERSPACE, "tailnet-gateway")
+    kernel = subnet_routers_args(parse("hydra", gateway={"routers": {"mode": "kernel"}}), key_secret=None)
+    assert kernel.namespace == "tailnet-gateway-routers", "kernel routers get a privileged namespace of their own"
+    assert routers.key_source is None, "no bootstrapApiKey nor routerAuthKey in the shipped stack"
+    assert routers.tag == "tag:subnet-router-hydra"
+    assert routers.login_server == f"https://{config.tailnet.public_hostname}"
+    services = gateway_services_args(config)
+    assert [proxy.name for proxy in services.proxies] == ["kube-api", "talos", "clustermesh"]
+    assert services.pool_name == "tailnet-hydra"

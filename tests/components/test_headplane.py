@@ -5,11 +5,14 @@ from __future__ import annotations
 import yaml
 
 from components.backup_volume import claim_name
-from components.settings import Nfs
+from components.settings import Nfs, Role
+from program.args_storage import headplane_args
+from tests.components.test_headscale_config import OIDC, stack_config
 from tools.harness import SECRET, ProgramRun
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
 BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
+HEADSCALE_URL = "http://headscale.headscale.svc.cluster.local:8080"
 
 
 def _object(run: ProgramRun, kind: str, name: str) -> dict:
@@ -65,3 +68,26 @@ def test_disabled_headplane_leaves_nothing_behind(run_stack, lab_project) -> Non
     assert not [o for o in run.kubernetes_objects() if "headplane" in o["metadata"]["name"]]
     route = _object(run, "HTTPRoute", "headscale-public")
     assert [r["matches"][0]["path"]["value"] for r in route["spec"]["rules"]] == ["/"]
+
+
+# ------------------------------------------------------------------------------------------ the site's mapping
+
+
+def test_a_standby_keeps_headplane_at_zero_and_must_restore_its_database() -> None:
+    active = stack_config()
+    standby = active.model_copy(update={"role": Role.STANDBY})
+    args = headplane_args(active, headscale_url=HEADSCALE_URL)
+    assert (args.replicas, args.require_backup) == (1, False)
+    args = headplane_args(standby, headscale_url=HEADSCALE_URL)
+    assert (args.replicas, args.require_backup) == (0, True)
+
+
+def test_secrets_come_from_the_stack_when_the_provider_minted_no_key() -> None:
+    config = stack_config(oidc=OIDC)
+    args = headplane_args(config, headscale_url=HEADSCALE_URL)
+    assert args.api_key == config.headplane_api_key.get_secret_value()
+    assert args.oidc == config.headscale.oidc
+    assert args.oidc_client_secret == config.oidc_client_secret.get_secret_value()
+    without_oidc = headplane_args(stack_config(), headscale_url=HEADSCALE_URL)
+    assert without_oidc.oidc is None
+    assert without_oidc.oidc_client_secret is None, "no OIDC login: its client secret is not mounted"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from components.headplane_config import (
+    HeadplaneConfigInput,
     HeadplanePaths,
     headplane_config_yaml,
     headplane_minor,
@@ -46,8 +48,19 @@ def example_keys() -> set[tuple[str, ...]]:
     return keys
 
 
-def render(config: Any, **kwargs: Any) -> dict[str, Any]:
-    return render_headplane_config(config, headscale_url=HEADSCALE_URL, **kwargs)
+def spec(config: Any, **overrides: Any) -> HeadplaneConfigInput:
+    """The renderer's input as the Headplane component builds it from a stack's settings."""
+    built = HeadplaneConfigInput(
+        image=config.headplane.image,
+        public_hostname=config.tailnet.public_hostname,
+        headscale_url=HEADSCALE_URL,
+        oidc=config.headscale.oidc,
+    )
+    return replace(built, **overrides)
+
+
+def render(config: Any, **overrides: Any) -> dict[str, Any]:
+    return render_headplane_config(spec(config, **overrides))
 
 
 # ------------------------------------------------------------------------------------------ upstream keys
@@ -81,16 +94,14 @@ def test_every_rendered_key_exists_in_the_063_example(with_oidc: bool, minor: st
 
 @pytest.mark.parametrize("image", ["ghcr.io/tale/headplane:0.7.0", "ghcr.io/tale/headplane:0.5.10"])
 def test_other_headplane_minors_are_refused(image: str) -> None:
-    # StackConfig refuses these too; the renderer keeps its own guard for configs built without validation.
-    valid = stack_config()
-    config = valid.model_copy(update={"headplane": valid.headplane.model_copy(update={"image": image})})
+    # StackConfig refuses these too; the renderer keeps its own guard for inputs built without validation.
     with pytest.raises(ValueError, match=r"headplane\.image"):
-        render(config)
+        render(stack_config(), image=image)
 
 
 def test_patch_releases_and_variants_of_06_are_accepted() -> None:
     config = stack_config(headplane={"image": "ghcr.io/tale/headplane:0.6.2-shell"})
-    assert headplane_minor(config) == "0.6"
+    assert headplane_minor(config.headplane.image) == "0.6"
     assert render(config)["server"]["port"] == 3000
 
 
@@ -161,7 +172,7 @@ def test_no_oidc_block_without_oidc() -> None:
 
 def test_secrets_appear_only_as_paths() -> None:
     config = stack_config(oidc=OIDC, embedded=True)
-    text = headplane_config_yaml(config, headscale_url=HEADSCALE_URL)
+    text = headplane_config_yaml(spec(config))
     secrets = secret_values(config)
     assert len(secrets) >= 3
     for secret in secrets:
@@ -173,7 +184,7 @@ def test_secrets_appear_only_as_paths() -> None:
 
 def test_yaml_is_the_rendered_mapping_and_identical_every_time() -> None:
     config = stack_config(oidc=OIDC)
-    first = headplane_config_yaml(config, headscale_url=HEADSCALE_URL)
-    assert first == headplane_config_yaml(config, headscale_url=HEADSCALE_URL)
+    first = headplane_config_yaml(spec(config))
+    assert first == headplane_config_yaml(spec(config))
     assert yaml.safe_load(first) == render(config)
     assert first.startswith("# Headplane 0.6.3 config")

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import re
+import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
 
 from components.backup_volume import claim_name
-from components.headscale import PATHS
-from components.settings import Nfs
-from tests.test_main import _option_set_run
-from tools.harness import SECRET, ProgramRun
+from components.headscale import (
+    PATHS,
+    GeneratedIdentity,
+    IdentityFromStack,
+    ImportedIdentity,
+    PostgresStorage,
+    SqliteStorage,
+    server_files,
+    stun_annotations,
+)
+from components.settings import DatabaseStage, Nfs
+from program.args_headscale import headscale_replicas, headscale_server_args, identity_source
+from tests.program.test_config import DERP, NOISE, parse
+from tests.test_main import _option_set_run, _validate
+from tools.harness import SECRET, ProgramRun, run_program
+from tools.plan import write_rendered
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
 BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
@@ -272,3 +286,131 @@ def test_every_port_the_config_opens_is_carried_where_it_must_be_reached(option_
         assert (port, protocol) in declared, f"{key}: no containerPort {port}/{protocol}"
         assert (declared[(port, protocol)], protocol) in served, f"{key}: no Service port"
         assert (port, protocol) in allowed, f"{key}: the NetworkPolicy drops it"
+
+
+# ------------------------------------------------------------------------------------------ args
+
+
+def test_the_site_decides_replicas_identity_and_storage() -> None:
+    """The component follows its Args; the role and stage decisions are the site's (program/args_headscale.py)."""
+    hydra, cosmos = parse("hydra"), parse("cosmos")
+    assert (headscale_replicas(hydra), headscale_replicas(cosmos)) == (1, 0)
+    migrating = hydra.database.model_copy(update={"stage": DatabaseStage.MIGRATING})
+    assert headscale_replicas(hydra.model_copy(update={"database": migrating})) == 0
+    assert identity_source(hydra) == GeneratedIdentity()
+    assert identity_source(cosmos) == IdentityFromStack(stack_name="organization/headscale-ha/hydra")
+    imported = identity_source(parse("cosmos", secret_keys=("noisePrivateKey",), noisePrivateKey=NOISE))
+    assert isinstance(imported, ImportedIdentity), "an imported Noise key wins over the active stack's"
+    assert imported.derp_private_key is None, "the DERP key not imported is generated"
+    assert isinstance(
+        identity_source(parse("hydra", secret_keys=("derpPrivateKey",), derpPrivateKey=DERP)), ImportedIdentity
+    )
+    active, standby = headscale_server_args(hydra), headscale_server_args(cosmos)
+    assert isinstance(active.database, SqliteStorage)
+    assert isinstance(standby.database, SqliteStorage)
+    assert (active.database.require_backup, standby.database.require_backup) == (False, True)
+    assert active.database.storage_class == "ceph-block"
+    assert active.split_dns == {hydra.tailnet.zone_of(site): (site.gateway_ip,) for site in hydra.tailnet.sites}
+
+
+def test_only_the_embedded_relay_asks_for_the_public_address_and_only_oidc_mounts_its_secret() -> None:
+    assert stun_annotations(None) == {"pulumi.com/skipAwait": "true"}
+    assert stun_annotations("198.51.100.10")["lbipam.cilium.io/ips"] == "198.51.100.10"
+    without, _ = server_files(oidc=False)
+    with_oidc, _ = server_files(oidc=True)
+    assert [v["name"] for v in without] == ["config", "identity"]
+    assert [v["name"] for v in with_oidc] == ["config", "identity", "oidc"]
+
+
+#: A program of its own: HeadscaleServer on PostgreSQL with imported keys, OIDC and the embedded relay.
+HAND_WRITTEN = """
+    import pulumi
+
+    from components.headscale import HeadscaleServer, HeadscaleServerArgs, ImportedIdentity, PostgresStorage
+    from components.headscale_config import PostgresConnection
+    from components.settings import Cluster, ComputeResources, Derp, Oidc, ResourceAmounts
+
+    server = HeadscaleServer(
+        "hs",
+        HeadscaleServerArgs(
+            namespace="vpn",
+            image="ghcr.io/juanfont/headscale:0.28.0",
+            version="0.28.0",
+            resources=ComputeResources(
+                requests=ResourceAmounts(cpu="10m", memory="64Mi"), limits=ResourceAmounts(cpu="1", memory="256Mi")
+            ),
+            cluster=Cluster(nodes=1, workloads_on_control_plane=True),
+            identity=ImportedIdentity(
+                noise_private_key=pulumi.Output.secret("privkey:" + "ab" * 32),
+                derp_private_key="privkey:" + "cd" * 32,
+            ),
+            database=PostgresStorage(
+                connection=PostgresConnection(host="pg.db.svc", name="vpn", user="vpn_app"),
+                password_secret="vpn-db",
+                password_key="pass",
+            ),
+            server_hostname="vpn.example.org",
+            derp=Derp(embedded=True, urls=[]),
+            stun_address="203.0.113.7",
+            oidc=Oidc(issuer="https://login.example.org", client_id="vpn"),
+            oidc_client_secret=pulumi.Output.secret("not-rendered"),
+            base_domain="nodes.example.org",
+            split_dns={"lab.example.org": ("10.0.0.53",)},
+        ),
+    )
+    pulumi.export(
+        "server",
+        {
+            "apiUrl": server.api_url,
+            "service": server.service_name,
+            "stunService": server.stun_service_name,
+            "identitySecret": server.identity_secret_name,
+            "oidcSecret": server.oidc_secret_name,
+            "configMap": server.config_map_name,
+            "dataClaim": server.data_claim_name,
+        },
+    )
+"""
+
+
+def test_a_server_from_hand_written_args_outside_the_stack_config(tmp_path: Path, shared_dir: Path) -> None:
+    program = tmp_path / "__main__.py"
+    program.write_text(textwrap.dedent(HAND_WRITTEN))
+    run = run_program(project="vpn", stack="dev", config={}, program=program)
+    files = [f for f in write_rendered(run, tmp_path / "rendered") if f.suffix == ".yaml"]
+    result = _validate(shared_dir, files)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert run.outputs["server"] == {
+        "apiUrl": "http://headscale.vpn.svc.cluster.local:8080",
+        "service": "headscale",
+        "stunService": "headscale-stun",
+        "identitySecret": "headscale-identity",
+        "oidcSecret": "headscale-oidc",
+        "configMap": "headscale-config",
+        "dataClaim": None,
+    }
+    assert not [r for r in run.resources if r.type.startswith("random:")], "imported keys: nothing generated"
+    assert not [o for o in run.kubernetes_objects() if o["kind"] == "PersistentVolumeClaim"]
+    assert _object(run, "Secret", "headscale-identity")["stringData"] == {"noise.key": SECRET, "derp.key": SECRET}
+    assert _object(run, "Secret", "headscale-oidc")["stringData"] == {"client-secret": SECRET}
+    config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
+    assert config["server_url"] == "https://vpn.example.org"
+    assert config["ephemeral_node_inactivity_timeout"] == "30m", "0.28 keys for a 0.28 server"
+    assert (
+        config["database"]["postgres"] | {"host": "pg.db.svc", "name": "vpn", "user": "vpn_app"}
+        == (config["database"]["postgres"])
+    )
+    assert config["dns"]["nameservers"]["split"] == {"lab.example.org": ["10.0.0.53"]}
+    (container,) = _pod(run)["containers"]
+    assert container["env"] == [
+        {"name": "HEADSCALE_DATABASE_POSTGRES_PASS", "valueFrom": {"secretKeyRef": {"name": "vpn-db", "key": "pass"}}}
+    ]
+    assert {v["name"] for v in _pod(run)["volumes"]} >= {"identity", "oidc", "config"}
+    annotations = _object(run, "Service", "headscale-stun")["metadata"]["annotations"]
+    assert annotations["lbipam.cilium.io/ips"] == "203.0.113.7"
+
+
+def test_postgres_storage_needs_no_volume_settings() -> None:
+    """The two storage choices carry nothing of each other: SQLite has its backup, PostgreSQL its Secret."""
+    assert set(SqliteStorage.__dataclass_fields__) == {"size", "storage_class", "backup", "require_backup"}
+    assert set(PostgresStorage.__dataclass_fields__) == {"connection", "password_secret", "password_key"}

@@ -7,13 +7,19 @@ from pathlib import Path
 import pytest
 
 from components.backup_volume import claim_name
+from components.headscale import PostgresStorage
+from components.headscale_config import PostgresConnection
+from components.migration import database_env
 from components.settings import Nfs
 from policy.pack.rules import Subject, violations
+from program.args_headscale import sqlite_to_postgres_args
 from program.config import ConfigError
 from tests.components.test_postgres import POSTGRES
+from tests.program.test_config import STORE, STORE_KEYS, parse
 from tests.test_main import _validate
 from tools.plan import write_rendered
 
+MIGRATION_IMAGE = "registry.example.com/headscale-ha/migrate:1.0.0"
 MIGRATING = POSTGRES.replace("stage: postgres", "stage: migrating").replace(
     '      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}\n',
     '      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}\n'
@@ -83,3 +89,31 @@ def test_the_job_passes_the_guard_rails_and_the_schemas(migrating_run, shared_di
 def test_the_migrating_stage_needs_a_migration_image(run_stack, lab_project) -> None:
     with pytest.raises(ConfigError, match=r"database\.migration\.image: is required in the migrating stage"):
         run_stack("lab", project_dir=lab_project(POSTGRES.replace("stage: postgres", "stage: migrating")))
+
+
+def test_the_args_point_the_job_at_this_stacks_backup_and_cnpg_cluster() -> None:
+    database = {"stage": "migrating", "postgres": {"objectStore": STORE}, "migration": {"image": MIGRATION_IMAGE}}
+    config = parse("hydra", secret_keys=tuple(STORE_KEYS), database=database, **STORE_KEYS)
+    args = sqlite_to_postgres_args(config)
+    assert (args.image, args.force, args.deadline_seconds) == (MIGRATION_IMAGE, False, 3600)
+    assert args.backup_claim == BACKUP_CLAIM
+    assert args.target.connection.host == "headscale-db-rw.headscale.svc.cluster.local"
+    assert args.target.password_secret == "headscale-db-owner"
+    assert (args.headscale_version, args.oidc) == ("0.29.2", False)
+    without_image = config.database.model_copy(
+        update={"migration": config.database.migration.model_copy(update={"image": None})}
+    )
+    with pytest.raises(ValueError, match=r"migration\.image"):
+        sqlite_to_postgres_args(config.model_copy(update={"database": without_image}))
+
+
+def test_the_database_settings_follow_the_target() -> None:
+    target = PostgresStorage(
+        connection=PostgresConnection(host="pg", port=6432, name="vpn", user="vpn_app", ssl="verify-full"),
+        password_secret="vpn-db",
+        password_key="pass",
+    )
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in database_env(target)}
+    assert env["HEADSCALE_DATABASE_POSTGRES_PORT"] == "6432"
+    assert env["HEADSCALE_DATABASE_POSTGRES_SSL"] == "verify-full"
+    assert env["HEADSCALE_DATABASE_POSTGRES_PASS"] == {"secretKeyRef": {"name": "vpn-db", "key": "pass"}}

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from components.backup_volume import claim_name
-from components.settings import Nfs
+from components.postgres import ReplicaOf
+from components.settings import Nfs, ReplicaSource, Role
+from program.args_storage import postgres_database_args
+from program.config import StackConfig
+from tests.components.test_headscale_config import stack_config
 from tests.conftest import LAB_STACK
 from tests.test_main import _validate
 from tools.harness import SECRET
@@ -142,3 +147,37 @@ def test_the_owner_password_is_ours_and_cnpg_applies_it_on_the_primary(role: str
     (headscale,) = [o for o in _objects(run, "Deployment") if o["metadata"]["name"] == "headscale"]
     (env,) = headscale["spec"]["template"]["spec"]["containers"][0]["env"]
     assert env["valueFrom"]["secretKeyRef"] == {"name": "headscale-db-owner", "key": "password"}
+
+
+# ------------------------------------------------------------------------------------------ the site's mapping
+
+
+def _on_postgres(role: Role, **postgres: Any) -> StackConfig:
+    config = stack_config(stage="postgres")
+    settings = config.database.postgres.model_copy(update=postgres)
+    return config.model_copy(
+        update={"role": role, "database": config.database.model_copy(update={"postgres": settings})}
+    )
+
+
+def test_the_site_decides_the_replica_and_the_component_only_follows_it() -> None:
+    assert postgres_database_args(_on_postgres(Role.ACTIVE)).replica_of is None
+    archive = postgres_database_args(_on_postgres(Role.STANDBY, streaming_host="db.hydra.example.com"))
+    assert archive.replica_of == ReplicaOf(streaming_host=None), "a host without `streaming` is not used"
+    streaming = _on_postgres(Role.STANDBY, replica_source=ReplicaSource.STREAMING, streaming_host="db.example.com")
+    assert postgres_database_args(streaming).replica_of == ReplicaOf(streaming_host="db.example.com")
+
+
+def test_args_hold_the_postgres_section_and_the_cluster_storage_class() -> None:
+    config = _on_postgres(Role.ACTIVE, instances=3)
+    args = postgres_database_args(config)
+    assert (args.instances, args.image, args.storage_size) == (3, config.database.postgres.image, "5Gi")
+    assert args.storage_class == config.cluster.storage_class
+    assert args.object_store == config.database.postgres.object_store
+    assert args.backup_schedule == config.database.postgres.backup_schedule
+
+
+def test_args_refuse_a_config_without_object_store_credentials() -> None:
+    config = _on_postgres(Role.ACTIVE).model_copy(update={"object_store_access_key_id": None})
+    with pytest.raises(ValueError, match="objectStore and its credentials"):
+        postgres_database_args(config)
