@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from components.gateway import AUTHKEY_SECRET, ROUTERS
 from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
 from components.settings import DatabaseStage, ReplicaSource, Role
-from program.args_gateway import routers_namespace
+from program.args import routers_namespace
 from program.config import StackConfig
 
 

@@ -23,20 +23,23 @@ from components.postgres import PostgresDatabase
 from components.settings import DatabaseStage, Role
 from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjects
 from components.tailnet_policy import CONFIG_MAP, TailnetPolicy
-from program.args_gateway import (
+from program.args import (
+    backup_volume_args,
     gateway_endpoints,
     gateway_proxies,
     gateway_services_args,
+    headplane_args,
+    headscale_server_args,
     network_policies_args,
     next_steps,
+    postgres_database_args,
     public_endpoint_args,
     routers_namespace,
+    sqlite_to_postgres_args,
     subnet_routers_args,
     tailnet_objects_args,
     tailnet_policy_args,
 )
-from program.args_headscale import headscale_server_args, sqlite_to_postgres_args
-from program.args_storage import backup_volume_args, headplane_args, postgres_database_args
 from program.config import StackConfig
 from program.failover import promotion_steps
 from program.inventory import must_back_up

@@ -14,7 +14,7 @@ from components.gateway import advertised_routes, dns_records, endpoints
 from components.gateway_config import tailnet_addresses
 from components.settings import Proxy, RouterMode, Site
 from policy.pack.rules import Subject, violations
-from program.args_gateway import gateway_services_args, subnet_routers_args
+from program.args import gateway_services_args, subnet_routers_args
 from program.config import ConfigError
 from tests.program.test_config import parse
 from tools.harness import SECRET, ProgramRun

@@ -6,7 +6,7 @@ import yaml
 
 from components.backup_volume import claim_name
 from components.settings import Nfs, Role
-from program.args_storage import headplane_args
+from program.args import headplane_args
 from tests.components.test_headscale_config import OIDC, stack_config
 from tools.harness import SECRET, ProgramRun
 

@@ -21,7 +21,7 @@ from components.headscale import (
     stun_annotations,
 )
 from components.settings import DatabaseStage, Nfs
-from program.args_headscale import headscale_replicas, headscale_server_args, identity_source
+from program.args import headscale_replicas, headscale_server_args, identity_source
 from tests.program.test_config import DERP, NOISE, parse
 from tests.test_main import _option_set_run, _validate
 from tools.harness import SECRET, ProgramRun, run_program

@@ -23,7 +23,7 @@ from components.headscale_config import (
     render_headscale_config,
 )
 from components.settings import DatabaseStage
-from program.args_headscale import split_dns
+from program.args import split_dns
 from program.config import SECRET_KEYS, StackConfig
 from tests.program.test_config import DERP, NOISE, parse, section
 

@@ -12,7 +12,7 @@ from components.headscale_config import PostgresConnection
 from components.migration import database_env
 from components.settings import Nfs
 from policy.pack.rules import Subject, violations
-from program.args_headscale import sqlite_to_postgres_args
+from program.args import sqlite_to_postgres_args
 from program.config import ConfigError
 from tests.components.test_postgres import POSTGRES
 from tests.program.test_config import STORE, STORE_KEYS, parse

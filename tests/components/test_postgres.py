@@ -11,7 +11,7 @@ import yaml
 from components.backup_volume import claim_name
 from components.postgres import ReplicaOf
 from components.settings import Nfs, ReplicaSource, Role
-from program.args_storage import postgres_database_args
+from program.args import postgres_database_args
 from program.config import StackConfig
 from tests.components.test_headscale_config import stack_config
 from tests.conftest import LAB_STACK

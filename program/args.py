@@ -1,0 +1,393 @@
+"""The stack config mapped to every component's Args: the only code that knows how the config's sections become
+what each component takes (program/site.py wires the components with these).
+
+Decisions that need the whole config live here, not in the components: replicas by role and stage, where the
+identity comes from, storage per stage, which namespace the routers run in, where their enrolment key comes from,
+the default proxies, whether this stack owns the tailnet (users, Headplane's API key, the live policy), and the
+policy rendered from the base file with every site's routes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+
+from components import headplane as headplane_module
+from components import headscale as headscale_module
+from components.backup_volume import BackupVolumeArgs, claim_name
+from components.endpoint import Backend, PublicEndpointArgs
+from components.gateway import (
+    GatewayServicesArgs,
+    SubnetRoutersArgs,
+    advertised_routes,
+    default_proxies,
+    endpoints,
+)
+from components.headplane import HeadplaneArgs
+from components.headscale import (
+    GeneratedIdentity,
+    HeadscaleServerArgs,
+    IdentityFromStack,
+    IdentitySource,
+    ImportedIdentity,
+    PostgresStorage,
+    SqliteStorage,
+)
+from components.headscale_config import PostgresConnection
+from components.migration import SqliteToPostgresArgs
+from components.network_policy import NetworkPoliciesArgs, ProtectedApp
+from components.postgres import DATABASE, OWNER, PostgresDatabaseArgs, ReplicaOf, app_secret, read_write_host
+from components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
+from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjectsArgs
+from components.tailnet_policy import LiveApi, TailnetPolicyArgs
+from policy.model import PolicyError
+from policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
+from program.config import ConfigError, StackConfig
+
+#: Where relative paths of the config (policy.file) are read from.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def headscale_replicas(config: StackConfig) -> int:
+    """0 on a standby and while migrating (registrations pause, tunnels keep running); else the configured 0 or 1."""
+    if config.role is Role.STANDBY or config.database.stage is DatabaseStage.MIGRATING:
+        return 0
+    return config.headscale.replicas
+
+
+def identity_source(config: StackConfig) -> IdentitySource:
+    """A standby reads the active stack's `identity` output unless its Noise key is imported; imported keys win
+    (a key not imported is generated); with neither, both keys are generated."""
+    if config.identity_from is not None and config.noise_private_key is None:
+        return IdentityFromStack(stack_name=config.identity_from)
+    if config.noise_private_key is None and config.derp_private_key is None:
+        return GeneratedIdentity()
+    # Plain strings: the component makes them Pulumi secrets before anything uses them.
+    return ImportedIdentity(noise_private_key=config.noise_private_key, derp_private_key=config.derp_private_key)
+
+
+def postgres_storage(config: StackConfig) -> PostgresStorage:
+    """The CNPG cluster's read-write Service, the application database and the owner's password Secret."""
+    return PostgresStorage(
+        connection=PostgresConnection(host=read_write_host(config.namespace), name=DATABASE, user=OWNER),
+        password_secret=app_secret(),
+    )
+
+
+def headscale_storage(config: StackConfig) -> SqliteStorage | PostgresStorage:
+    """SQLite (backed up, restored before serving) until the postgres stage; the migrating stage keeps SQLite as the
+    rollback point. A standby's restore must find a backup, never start empty."""
+    if config.database.stage is DatabaseStage.POSTGRES:
+        return postgres_storage(config)
+    return SqliteStorage(
+        size=config.headscale.storage_size,
+        storage_class=config.cluster.storage_class,
+        backup=config.backup,
+        require_backup=config.role is Role.STANDBY,
+    )
+
+
+def split_dns(config: StackConfig) -> dict[str, tuple[str, ...]]:
+    """Every site's split-DNS zone, answered by that site's gateway IP."""
+    tailnet = config.tailnet
+    return {tailnet.zone_of(site): (site.gateway_ip,) for site in tailnet.sites}
+
+
+def headscale_server_args(config: StackConfig) -> HeadscaleServerArgs:
+    """HeadscaleServer's Args for this stack's role and database stage."""
+    headscale, tailnet = config.headscale, config.tailnet
+    oidc_client_secret = None  # made a Pulumi secret by the component, like the imported keys
+    if headscale.oidc is not None and config.oidc_client_secret is not None:
+        oidc_client_secret = config.oidc_client_secret.get_secret_value()
+    public_address = config.site.public_address
+    return HeadscaleServerArgs(
+        namespace=config.namespace,
+        image=headscale.image,
+        version=headscale.version,
+        replicas=headscale_replicas(config),
+        resources=headscale.resources,
+        cluster=config.cluster,
+        identity=identity_source(config),
+        database=headscale_storage(config),
+        server_hostname=tailnet.public_hostname,
+        prefixes=tailnet.prefixes,
+        ephemeral_inactivity_timeout=headscale.ephemeral_inactivity_timeout,
+        log_level=headscale.log_level,
+        derp=headscale.derp,
+        stun_address=str(public_address) if public_address is not None else None,
+        oidc=headscale.oidc,
+        oidc_client_secret=oidc_client_secret,
+        base_domain=tailnet.base_domain,
+        nameservers=tuple(tailnet.nameservers),
+        split_dns=split_dns(config),
+    )
+
+
+def sqlite_to_postgres_args(config: StackConfig) -> SqliteToPostgresArgs:
+    """The migration Job's Args: this stack's SQLite backup into its CNPG cluster."""
+    migration, backup = config.database.migration, config.backup
+    if migration.image is None or backup.nfs is None:
+        raise ValueError("database.migration.image and backup.nfs are required (checked by the config)")
+    return SqliteToPostgresArgs(
+        namespace=config.namespace,
+        image=migration.image,
+        force=migration.force,
+        deadline_seconds=migration.deadline_seconds,
+        headscale_image=config.headscale.image,
+        headscale_version=config.headscale.version,
+        resources=config.headscale.resources,
+        restore_image=backup.litestream.image,
+        restore_resources=backup.litestream.resources,
+        backup_claim=claim_name(backup.nfs),
+        target=postgres_storage(config),
+        oidc=config.headscale.oidc is not None,
+        cluster=config.cluster,
+    )
+
+
+def headplane_replicas(config: StackConfig) -> int:
+    """A standby keeps Headplane's objects and data but runs no pod."""
+    return 0 if config.role is Role.STANDBY else 1
+
+
+def headplane_args(
+    config: StackConfig, *, headscale_url: str, api_key: pulumi.Output[str] | None = None
+) -> HeadplaneArgs:
+    """Headplane's Args; ``api_key`` is the key the provider minted, else the stack's `headplaneApiKey` is used."""
+    key: pulumi.Input[str] | None = api_key
+    if key is None and config.headplane_api_key is not None:
+        key = config.headplane_api_key.get_secret_value()
+    oidc_client_secret = None
+    if config.headscale.oidc is not None and config.oidc_client_secret is not None:
+        oidc_client_secret = config.oidc_client_secret.get_secret_value()
+    return HeadplaneArgs(
+        namespace=config.namespace,
+        image=config.headplane.image,
+        replicas=headplane_replicas(config),
+        resources=config.headplane.resources,
+        placement=config.cluster,
+        storage_size=config.headplane.storage_size,
+        storage_class=config.cluster.storage_class,
+        public_hostname=config.tailnet.public_hostname,
+        headscale_url=headscale_url,
+        oidc=config.headscale.oidc,
+        oidc_client_secret=oidc_client_secret,
+        api_key=key,
+        backup=config.backup,
+        require_backup=config.role is Role.STANDBY,
+    )
+
+
+def postgres_database_args(config: StackConfig) -> PostgresDatabaseArgs:
+    """The CNPG cluster's Args: a standby runs a replica cluster of the active site's, streaming when configured."""
+    postgres = config.database.postgres
+    store = postgres.object_store
+    if store is None or config.object_store_access_key_id is None or config.object_store_secret_access_key is None:
+        raise ValueError("database.postgres.objectStore and its credentials are required (checked by the config)")
+    replica_of = None
+    if config.role is Role.STANDBY:
+        streaming = postgres.replica_source is ReplicaSource.STREAMING
+        replica_of = ReplicaOf(streaming_host=str(postgres.streaming_host) if streaming else None)
+    return PostgresDatabaseArgs(
+        namespace=config.namespace,
+        instances=postgres.instances,
+        image=postgres.image,
+        resources=postgres.resources,
+        storage_size=postgres.storage_size,
+        storage_class=config.cluster.storage_class,
+        object_store=store,
+        object_store_access_key_id=config.object_store_access_key_id.get_secret_value(),
+        object_store_secret_access_key=config.object_store_secret_access_key.get_secret_value(),
+        backup_schedule=postgres.backup_schedule,
+        replica_of=replica_of,
+    )
+
+
+def backup_volume_args(config: StackConfig) -> BackupVolumeArgs:
+    """The backup claim's Args; only a stack that names an NFS target (`backup.nfs`) has one."""
+    if config.backup.nfs is None:
+        raise ValueError("backup.nfs is required for the backup volume")
+    return BackupVolumeArgs(namespace=config.namespace, nfs=config.backup.nfs)
+
+
+# ------------------------------------------------------------------------------------------ config-level facts
+
+
+def routers_namespace(config: StackConfig) -> str:
+    """Kernel-mode routers run as root with NET_ADMIN, which only `privileged` admits: they get a namespace of
+    their own, so the gateway services (and userspace routers) stay `restricted`."""
+    if config.gateway.routers.mode is RouterMode.KERNEL:
+        return f"{config.gateway.namespace}-routers"
+    return config.gateway.namespace
+
+
+def key_source(config: StackConfig) -> str | None:
+    """Where the routers' enrolment key comes from: `minted` (bootstrapApiKey), `configured` (routerAuthKey) or
+    None yet."""
+    if config.bootstrap_api_key is not None:
+        return "minted"
+    return "configured" if config.router_auth_key is not None else None
+
+
+def gateway_proxies(config: StackConfig) -> list[Proxy]:
+    """The configured proxies, or the defaults to the cluster's API server."""
+    if config.gateway.services.proxies is not None:
+        return list(config.gateway.services.proxies)
+    api = config.cluster.api_server
+    assert api is not None  # enforced by the config's cross-key rules
+    return default_proxies(api)
+
+
+def gateway_endpoints(config: StackConfig) -> dict[str, str]:
+    """`ip:port` of the site's DNS and proxies on the gateway IP."""
+    return endpoints(config.site.gateway_ip, gateway_proxies(config))
+
+
+def api_url(config: StackConfig) -> str:
+    return config.headscale_api_url or f"https://{config.tailnet.public_hostname}"
+
+
+def manages_tailnet(config: StackConfig) -> bool:
+    """The active stack with API access owns users, Headplane's key and the applied policy."""
+    return config.bootstrap_api_key is not None and config.role is Role.ACTIVE
+
+
+def next_steps(config: StackConfig) -> list[str]:
+    """The commands that give this stack API access, in order."""
+    return [
+        f"kubectl -n {config.namespace} rollout status deployment/headscale",
+        f"kubectl -n {config.namespace} exec deployment/headscale -c headscale -- "
+        "headscale apikeys create --expiration 90d",
+        f"pulumi config set --secret {PROJECT}:bootstrapApiKey '<the key printed above>'",
+        "pulumi up",
+        *(
+            []
+            if config.router_auth_key is not None
+            else [
+                f"# until then the subnet routers in {routers_namespace(config)} have no pre-auth key and stay not "
+                f"ready; pulumi up mints it into the Secret {ROUTER_KEY_SECRET} there (or set routerAuthKey instead)"
+            ]
+        ),
+    ]
+
+
+def site_routes(config: StackConfig) -> list[SiteRoutes]:
+    """Every site with all it advertises: its cluster CIDRs and its tailnet load-balancer pool."""
+    return [
+        SiteRoutes(name=site.name, gateway_ip=site.gateway_ip, routes=(*site.routes, site.lb_pool))
+        for site in config.tailnet.sites
+    ]
+
+
+def render_stack_policy(config: StackConfig, project_root: Path = PROJECT_ROOT) -> RenderedPolicy:
+    """The policy of this stack; config errors name the policy file and the path inside it."""
+    path = Path(config.policy.file)
+    path = path if path.is_absolute() else project_root / path
+    try:
+        base_text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(
+            [f"{PROJECT}:policy.file: cannot be read ({exc.strerror}), got '{config.policy.file}'"]
+        ) from None
+    try:
+        return render_policy(
+            base_text,
+            sites=site_routes(config),
+            version=config.headscale.version,
+            router_tag_owner=config.policy.router_tag_owner,
+        )
+    except PolicyError as exc:
+        raise ConfigError(
+            [f"{PROJECT}:policy ({config.policy.file}) {problem.path}: {problem.reason}" for problem in exc.problems]
+        ) from None
+
+
+# ------------------------------------------------------------------------------------------------- the Args
+
+
+def subnet_routers_args(config: StackConfig, key_secret: pulumi.Resource | None) -> SubnetRoutersArgs:
+    routers = config.gateway.routers
+    return SubnetRoutersArgs(
+        namespace=routers_namespace(config),
+        replicas=routers.replicas,
+        image=routers.image,
+        mode=routers.mode,
+        routes=tuple(advertised_routes(config.site)),
+        tag=router_tag(config.site.name),
+        login_server=f"https://{config.tailnet.public_hostname}",
+        hostname_prefix=config.site.name,
+        cluster=config.cluster,
+        key_source=key_source(config),
+        key_secret=key_secret,
+    )
+
+
+def gateway_services_args(config: StackConfig) -> GatewayServicesArgs:
+    services = config.gateway.services
+    return GatewayServicesArgs(
+        namespace=config.gateway.namespace,
+        replicas=services.replicas,
+        coredns_image=services.coredns_image,
+        socat_image=services.socat_image,
+        proxies=tuple(gateway_proxies(config)),
+        dns_zone=config.dns_zone,
+        dns_hosts=services.dns_hosts,
+        gateway_ip=config.site.gateway_ip,
+        lb_pool=config.site.lb_pool,
+        pool_name=f"tailnet-{config.site.name}",
+        pool_label=config.gateway.pool_label,
+        cluster=config.cluster,
+    )
+
+
+def public_endpoint_args(config: StackConfig) -> PublicEndpointArgs:
+    publishes = config.role is Role.ACTIVE
+    return PublicEndpointArgs(
+        namespace=config.namespace,
+        hostname=config.tailnet.public_hostname,
+        headscale=Backend(service=headscale_module.APP, port=headscale_module.HTTP_PORT),
+        headplane=Backend(service=headplane_module.APP, port=headplane_module.PORT)
+        if config.headplane.enabled
+        else None,
+        endpoint=config.endpoint,
+        primary_site=config.tailnet.active_site,
+        dns_record_target=config.site.public_address if publishes else None,
+    )
+
+
+def tailnet_objects_args(config: StackConfig) -> TailnetObjectsArgs:
+    routers = config.gateway.routers
+    owner = manages_tailnet(config)
+    return TailnetObjectsArgs(
+        api_url=api_url(config),
+        headscale_version=config.headscale.version,
+        router_tag=router_tag(config.site.name),
+        router_key_lifetime=routers.auth_key_lifetime,
+        router_key_rotate_before=routers.auth_key_rotate_before,
+        routers_namespace=routers_namespace(config),
+        users=tuple(config.tailnet.users) if owner else (),
+        mint_headplane_api_key=owner and config.headplane.enabled,
+    )
+
+
+def tailnet_policy_args(config: StackConfig) -> TailnetPolicyArgs:
+    """Refuses `apply` without the access to apply, then renders the policy."""
+    owner = manages_tailnet(config)
+    if config.policy.mode is PolicyMode.APPLY and not owner:
+        raise ConfigError(
+            [
+                f"{PROJECT}:policy.mode: apply needs API access on the active stack (set bootstrapApiKey there; "
+                "a standby never writes the policy), got 'apply'"
+            ]
+        )
+    return TailnetPolicyArgs(
+        namespace=config.namespace,
+        policy=render_stack_policy(config),
+        mode=config.policy.mode,
+        live=LiveApi(url=api_url(config), headscale_version=config.headscale.version) if owner else None,
+    )
+
+
+def network_policies_args(config: StackConfig, apps: list[ProtectedApp]) -> NetworkPoliciesArgs:
+    return NetworkPoliciesArgs(namespace=config.namespace, settings=config.network_policy, apps=tuple(apps))
