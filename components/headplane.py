@@ -35,7 +35,7 @@ class HeadplaneArgs:
     image: str  # Headplane image (a 0.6 release: the config keys are checked against 0.6.3)
     replicas: int  # 1 to serve, 0 to keep everything but run nothing (a standby site); never more than 1
     resources: ComputeResources  # the Headplane container's requests and limits
-    placement: Cluster  # scheduling: worker nodes, excluded nodes, tolerated node loss
+    cluster: Cluster  # placement: worker nodes, excluded nodes, tolerated node loss
     storage_size: str  # size of Headplane's own SQLite volume
     storage_class: str | None = None  # StorageClass of that volume; None: the cluster's default
     public_hostname: str  # public name; Headplane answers at https://<public_hostname>/admin
@@ -183,7 +183,7 @@ class Headplane(pulumi.ComponentResource):
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": pod_security(),
-            **scheduling(args.placement),
+            **scheduling(args.cluster),
             "initContainers": self.backup.init_containers,
             "containers": [container],
             "volumes": volumes,

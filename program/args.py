@@ -166,7 +166,7 @@ def headplane_args(
         image=config.headplane.image,
         replicas=headplane_replicas(config),
         resources=config.headplane.resources,
-        placement=config.cluster,
+        cluster=config.cluster,
         storage_size=config.headplane.storage_size,
         storage_class=config.cluster.storage_class,
         public_hostname=config.tailnet.public_hostname,
