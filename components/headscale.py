@@ -197,6 +197,27 @@ def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.Resour
     return pulumi.Output.secret(key.hex.apply(lambda value: f"privkey:{value}"))
 
 
+def headscale_config_args(args: HeadscaleServerArgs) -> HeadscaleConfigArgs:
+    """The renderer's inputs: the args' own, plus where this pod mounts the database and the key files."""
+    database: SqliteDatabase | PostgresConnection
+    if isinstance(args.database, SqliteStorage):
+        database = SqliteDatabase(path=f"{PATHS.data_dir}/{DB_FILE}")
+    else:
+        database = args.database.connection
+    return HeadscaleConfigArgs(
+        server_hostname=args.server_hostname,
+        version=args.version,
+        prefixes=args.prefixes,
+        ephemeral_inactivity_timeout=args.ephemeral_inactivity_timeout,
+        log_level=args.log_level,
+        derp=args.derp,
+        oidc=args.oidc,
+        dns=DnsSettings(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
+        database=database,
+        paths=PATHS,
+    )
+
+
 class HeadscaleServer(pulumi.ComponentResource):
     """The Headscale Deployment and everything only it uses.
 
@@ -257,7 +278,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             )
 
         sqlite = args.database if isinstance(args.database, SqliteStorage) else None
-        config_text = headscale_config_yaml(self._config_args(args))
+        config_text = headscale_config_yaml(headscale_config_args(args))
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata={**meta, "name": CONFIG_MAP},
@@ -346,27 +367,6 @@ class HeadscaleServer(pulumi.ComponentResource):
         if isinstance(identity, ImportedIdentity):
             noise_import, derp_import = identity.noise_private_key, identity.derp_private_key
         return _node_key(f"{name}-noise-key", noise_import, opts), _node_key(f"{name}-derp-key", derp_import, opts)
-
-    @staticmethod
-    def _config_args(args: HeadscaleServerArgs) -> HeadscaleConfigArgs:
-        """The renderer's inputs: the args' own, plus where this pod mounts the database and the key files."""
-        database: SqliteDatabase | PostgresConnection
-        if isinstance(args.database, SqliteStorage):
-            database = SqliteDatabase(path=f"{PATHS.data_dir}/{DB_FILE}")
-        else:
-            database = args.database.connection
-        return HeadscaleConfigArgs(
-            server_hostname=args.server_hostname,
-            version=args.version,
-            prefixes=args.prefixes,
-            ephemeral_inactivity_timeout=args.ephemeral_inactivity_timeout,
-            log_level=args.log_level,
-            derp=args.derp,
-            oidc=args.oidc,
-            dns=DnsSettings(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
-            database=database,
-            paths=PATHS,
-        )
 
     def _pod_spec(self, args: HeadscaleServerArgs) -> dict[str, Any]:
         volumes, mounts = server_files(oidc=args.oidc is not None)

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
+from components.headscale import headscale_config_args
 from components.headscale_config import (
     PASSWORD_ENV,
-    DnsSettings,
     HeadscaleConfigArgs,
     HeadscalePaths,
     PostgresConnection,
@@ -23,7 +23,7 @@ from components.headscale_config import (
     render_headscale_config,
 )
 from components.settings import DatabaseStage
-from program.args import split_dns
+from program.args import headscale_server_args
 from program.config import SECRET_KEYS, StackConfig
 from tests.program.test_config import DERP, NOISE, parse, section
 
@@ -88,25 +88,13 @@ def stack_config(
 def config_args(
     config: StackConfig, *, postgres: PostgresConnection = PG, paths: HeadscalePaths = DEFAULT_PATHS
 ) -> HeadscaleConfigArgs:
-    """The renderer's inputs for a stack, by hand: SQLite under ``paths.data_dir`` until the postgres stage."""
-    headscale, tailnet = config.headscale, config.tailnet
+    """The renderer's inputs the program derives for a stack (through the server's Args), with this test's paths
+    and, in the postgres stage, its connection."""
+    derived = headscale_config_args(headscale_server_args(config))
     database: SqliteDatabase | PostgresConnection = SqliteDatabase(path=f"{paths.data_dir}/db.sqlite")
     if config.database.stage is DatabaseStage.POSTGRES:
         database = postgres
-    return HeadscaleConfigArgs(
-        server_hostname=tailnet.public_hostname,
-        version=headscale.version,
-        prefixes=tailnet.prefixes,
-        ephemeral_inactivity_timeout=headscale.ephemeral_inactivity_timeout,
-        log_level=headscale.log_level,
-        derp=headscale.derp,
-        oidc=headscale.oidc,
-        dns=DnsSettings(
-            base_domain=tailnet.base_domain, nameservers=tuple(tailnet.nameservers), split=split_dns(config)
-        ),
-        database=database,
-        paths=paths,
-    )
+    return replace(derived, database=database, paths=paths)
 
 
 def key_paths(
