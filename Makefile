@@ -7,13 +7,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
+# checkov's pins clash with the program's: it gets an environment of its own.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 STACK ?=
 ASSUME_SECRETS ?=
 DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
 # apt-get runs as root: directly when we are root, else through sudo.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo,NO_SUDO))
 
-.PHONY: deps plan validate test lint bench clean
+.PHONY: deps plan validate checkov test lint bench clean
 
 deps:
 	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
@@ -39,6 +42,13 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(RUNTIME_STAMP) $@
 
+$(CHECKOV_STAMP): requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
+
+checkov: $(CHECKOV_STAMP)
+
 plan: $(RUNTIME_STAMP)
 	$(PY) -m tools.plan $(if $(STACK),--stack $(STACK)) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
 
@@ -55,7 +65,7 @@ validate: plan $(DEV_STAMP)
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check --no-cache .
 
-test: lint
+test: lint $(CHECKOV_STAMP)
 	$(PY) -m pytest
 
 bench: $(DEV_STAMP)

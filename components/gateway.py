@@ -28,6 +28,7 @@ HOSTS_DIR = "/etc/coredns-hosts"  # a directory mount, so CoreDNS sees ConfigMap
 COREFILE_CONFIG_MAP = "tailnet-dns-corefile"
 HOSTS_CONFIG_MAP = "tailnet-dns-hosts"
 AUTHKEY_SECRET = "subnet-router-authkey"
+AUTHKEY_DIR = "/etc/tailscale-authkey"  # the key Secret, mounted whole: kubelet refreshes it after each `pulumi up`
 SKIP_AWAIT = "pulumi.com/skipAwait"
 KEY_SOURCE_ANNOTATION = "headscale-ha/auth-key-source"
 HEALTH_PORT = 9002  # containerboot's /healthz (TS_ENABLE_HEALTH_CHECK)
@@ -60,14 +61,27 @@ def default_proxies(api_server: ApiServer) -> list[Proxy]:
     ]
 
 
-def key_check(namespace: str, secret: str = AUTHKEY_SECRET) -> str:
-    """The router's entrypoint: say in the log when the enrolment key is absent, then run containerboot."""
+def router_key_name(ordinal: int | str) -> str:
+    """The data key (and file) holding the enrolment key of the router replica with this StatefulSet ordinal."""
+    return f"authkey-{ordinal}"
+
+
+def key_check(namespace: str, secret: str = AUTHKEY_SECRET, key_dir: str = AUTHKEY_DIR) -> str:
+    """The router's entrypoint: take the key of this pod's ordinal from the mounted Secret, into containerboot's
+    environment only (never the pod spec); say in the log when it is absent; then run containerboot."""
     message = (
-        f"subnet-router: no pre-auth key (Secret {namespace}/{secret}, key authkey, is missing or empty); "
-        "a replica that never enrolled stays not ready. Set bootstrapApiKey (the stack mints the key) or "
-        "routerAuthKey, then pulumi up: see the stack output nextSteps."
+        f"subnet-router: no pre-auth key for $POD_NAME (Secret {namespace}/{secret}, "
+        f"key {router_key_name('$ordinal')}, is missing or empty); a replica that never enrolled stays not ready. "
+        "Set bootstrapApiKey (the stack mints one single-use key per replica) or routerAuthKeys, then pulumi up: "
+        "see the stack output nextSteps."
     )
-    return f'if [ -z "${{TS_AUTHKEY:-}}" ]; then echo "{message}" >&2; fi; exec /usr/local/bin/containerboot'
+    return (
+        'ordinal="${POD_NAME##*-}"; '
+        f'key_file="{key_dir}/{router_key_name("${ordinal}")}"; '
+        'if [ -s "$key_file" ]; then TS_AUTHKEY="$(cat "$key_file")"; export TS_AUTHKEY; '
+        f'else echo "{message}" >&2; fi; '
+        "exec /usr/local/bin/containerboot"
+    )
 
 
 def dns_records(zone: str, gateway_ip: str, hosts: Mapping[str, str]) -> dict[str, str]:
@@ -118,7 +132,7 @@ class SubnetRoutersArgs:
     login_server: str  # the control server URL (`https://<public hostname>`)
     hostname_prefix: str  # tailnet node names are `<prefix>-<pod name>`
     cluster: Cluster  # the cluster's placement rules (worker nodes, excluded nodes, toleration of node loss)
-    auth_key_secret: str = AUTHKEY_SECRET  # Secret (key `authkey`) in `namespace` holding the pre-auth key
+    auth_key_secret: str = AUTHKEY_SECRET  # Secret in `namespace` holding one pre-auth key per ordinal (`authkey-N`)
     key_source: str | None = None  # where that key comes from (e.g. `minted`); None: no key yet, so Pulumi
     # does not wait for readiness. A pod annotation carries it, so the pods roll when a source appears.
     key_secret: pulumi.Resource | None = None  # the resource that writes the key; the routers start after it
@@ -140,6 +154,7 @@ class GatewayServicesArgs:
     pool_name: str  # name of that (cluster-scoped) pool
     pool_label: str  # value of the `io.cilium/lb-pool` label by which the pool selects the Service
     cluster: Cluster  # the cluster's placement rules
+    load_balancer_source_ranges: tuple[str, ...] = ()  # CIDRs the LoadBalancer admits; empty: any source
 
 
 class SubnetRouters(pulumi.ComponentResource):
@@ -147,8 +162,8 @@ class SubnetRouters(pulumi.ComponentResource):
 
     Outputs (also attributes): `namespace`; `statefulSet` (`statefulset_name`), the StatefulSet's name;
     `stateSecrets` (`state_secret_names`), one Secret per replica holding its node state; `authKeySecret`
-    (`auth_key_secret`), the Secret the routers read their pre-auth key from; `replicas`; `routes`, what they
-    advertise.
+    (`auth_key_secret`), the Secret each router reads the pre-auth key of its ordinal from (`authkey-<N>`, a
+    mounted file); `replicas`; `routes`, what they advertise.
     """
 
     statefulset: k8s.apps.v1.StatefulSet
@@ -221,8 +236,8 @@ class SubnetRouters(pulumi.ComponentResource):
                     "metadata": {
                         "labels": labels(ROUTERS, "gateway"),
                         "annotations": {
-                            # A router reads TS_AUTHKEY only when it starts: when a key source appears, the pods
-                            # roll and the ones that never enrolled pick the key up.
+                            # A router reads its key file only when it starts: when a key source appears, the
+                            # pods roll and the ones that never enrolled pick their key up.
                             KEY_SOURCE_ANNOTATION: args.key_source or "none",
                             **({ROOT_ANNOTATION: "kernel-networking"} if args.mode is RouterMode.KERNEL else {}),
                         },
@@ -261,12 +276,9 @@ class SubnetRouters(pulumi.ComponentResource):
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "TS_KUBE_SECRET", "value": "$(POD_NAME)"},
             {"name": "TS_HOSTNAME", "value": f"{args.hostname_prefix}-$(POD_NAME)"},
-            {
-                # Optional by design: the first `pulumi up` runs before Headscale can mint a key. Without one the
-                # pod logs why (see key_check) and stays not ready; a replica already enrolled keeps its state.
-                "name": "TS_AUTHKEY",
-                "valueFrom": {"secretKeyRef": {"name": args.auth_key_secret, "key": "authkey", "optional": True}},
-            },
+            # The key is not in the pod spec: key_check reads this pod's `authkey-<ordinal>` file. Log in only
+            # while the node has no state: an enrolled replica never presents its (used, single-use) key again.
+            {"name": "TS_AUTH_ONCE", "value": "true"},
             {"name": "TS_ENABLE_HEALTH_CHECK", "value": "true"},
             {"name": "TS_LOCAL_ADDR_PORT", "value": f"[::]:{HEALTH_PORT}"},
             {"name": "TS_ROUTES", "value": ",".join(args.routes)},
@@ -309,10 +321,22 @@ class SubnetRouters(pulumi.ComponentResource):
                     },
                     "resources": resources(_ROUTER),
                     "securityContext": security,
-                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                    "volumeMounts": [
+                        {"name": "tmp", "mountPath": "/tmp"},
+                        {"name": "authkey", "mountPath": AUTHKEY_DIR, "readOnly": True},
+                    ],
                 }
             ],
-            "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+            "volumes": [
+                {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                {
+                    # Optional by design: the first `pulumi up` runs before Headscale can mint keys. Without its
+                    # key the pod logs why (see key_check) and stays not ready; an enrolled replica keeps its state.
+                    # Mounted whole, not by subPath, so kubelet swaps in the keys the next `pulumi up` mints.
+                    "name": "authkey",
+                    "secret": {"secretName": args.auth_key_secret, "optional": True, "defaultMode": 0o440},
+                },
+            ],
         }
         return spec
 
@@ -398,9 +422,16 @@ class GatewayServices(pulumi.ComponentResource):
             },
             spec={
                 "type": "LoadBalancer",
+                # Cluster: the clients are router pods inside the cluster, which the policy does not touch; for
+                # traffic arriving from outside, any node forwards to wherever the gateway pods run.
                 "externalTrafficPolicy": "Cluster",
                 "selector": selector(SERVICES),
                 "ports": ports,
+                **(
+                    {"loadBalancerSourceRanges": list(args.load_balancer_source_ranges)}
+                    if args.load_balancer_source_ranges
+                    else {}
+                ),
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.pool]),
         )

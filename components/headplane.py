@@ -2,6 +2,8 @@
 
 It runs in its own Deployment (not in Headscale's pod), so it scales and restarts independently and needs no
 access to Headscale's process; the price is Headplane's "limited mode" (no editing of Headscale's config file).
+With the policy in file mode (the default) Headplane's ACL editor shows the live policy but cannot save it:
+Headscale refuses API writes outside database mode; policy changes go through Git.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ class HeadplaneArgs:
     headscale_url: str  # in-cluster URL of Headscale's HTTP port
     oidc: Oidc | None = None  # OIDC login through Headscale's client; None: API-key login only
     oidc_client_secret: pulumi.Input[str] | None = None  # that client's secret, kept a Pulumi secret; None: not mounted
-    api_key: pulumi.Input[str] | None = None  # Headscale API key, kept a Pulumi secret; None: not mounted
+    #: Headscale API key Headplane's OIDC logins act with, kept a Pulumi secret. Stored and mounted only with
+    #: ``oidc`` (Headplane 0.6 reads it for nothing else); None: not mounted.
+    api_key: pulumi.Input[str] | None = None
     backup: Backup  # Litestream settings and the NFS target (`backup.nfs` must be set)
     require_backup: bool = False  # the restore refuses to start empty (a standby must restore, never start empty)
 
@@ -53,7 +57,7 @@ class Headplane(pulumi.ComponentResource):
     Outputs (registered, and attributes of the same name in snake_case):
     - ``url``: where users reach the UI, ``https://<public_hostname>/admin``;
     - ``serviceName`` / ``servicePort``: the in-cluster Service (HTTP) a route or a NetworkPolicy points at;
-    - ``secretName``: the Secret with the cookie secret, the API key and the OIDC client secret;
+    - ``secretName``: the Secret with the cookie secret and, with OIDC, the API key and the OIDC client secret;
     - ``configMapName``: the ConfigMap with the rendered config.yaml;
     - ``dataClaimName``: the claim of Headplane's own SQLite volume (backed up by Litestream).
     """
@@ -80,7 +84,7 @@ class Headplane(pulumi.ComponentResource):
         # Exactly 32 characters: Headplane's schema demands it; letters and digits survive any trimming.
         cookie = random.RandomPassword(f"{name}-cookie-secret", length=32, special=False, opts=child)
         items = {"cookie-secret": pulumi.Output.secret(cookie.result)}
-        if args.api_key is not None:
+        if args.api_key is not None and args.oidc is not None:
             items["headscale-api-key"] = pulumi.Output.secret(args.api_key)
         if args.oidc is not None and args.oidc_client_secret is not None:
             items["oidc-client-secret"] = pulumi.Output.secret(args.oidc_client_secret)

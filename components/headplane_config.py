@@ -87,6 +87,9 @@ def render_headplane_config(spec: HeadplaneConfigInput) -> dict[str, Any]:
             "headscale_api_key_path": paths.api_key,
             "use_pkce": oidc.pkce,
             "scope": " ".join(oidc.scope),
+            # With OIDC the login page offers OIDC only: an API key pasted there would bypass the IdP and its
+            # allow-list (and a leaked key would be a login). `headscale.oidc.headplaneApiKeyLogin` keeps both.
+            "disable_api_key_login": not oidc.headplane_api_key_login,
         }
     return rendered
 

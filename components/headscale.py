@@ -81,6 +81,35 @@ OIDC_VOLUME: dict[str, Any] = {
 OIDC_MOUNT: dict[str, Any] = {"name": "oidc", "mountPath": PATHS.oidc_client_secret.rsplit("/", 1)[0], "readOnly": True}
 
 
+@dataclass(frozen=True, kw_only=True)
+class PolicyFile:
+    """The rendered tailnet policy Headscale reads in file mode (a ConfigMap someone else publishes).
+
+    Headscale reads the file when it starts (SIGHUP would reload it, but nothing in a restricted pod can signal
+    it), so the pod carries the policy's hash and a change restarts it."""
+
+    config_map: str  # the ConfigMap holding the policy, in the server's namespace
+    key: str = "policy.json"  # its key there
+    sha256: str  # hash of the policy text: a pod annotation, so a policy change rolls the pod
+    published_by: pulumi.Resource | None = None  # the ConfigMap's resource: the pod is not created before it exists
+
+
+def policy_files(policy: PolicyFile) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The policy file's volume and mount: one file, read-only, at ``PATHS.policy``. A subPath mount keeps the file
+    the pod started with (what Headscale loaded), even while a new policy waits for the pod to roll."""
+    file_name = PATHS.policy.rsplit("/", 1)[1]
+    volume = {
+        "name": "policy",
+        "configMap": {
+            "name": policy.config_map,
+            "defaultMode": 0o444,
+            "items": [{"key": policy.key, "path": file_name}],
+        },
+    }
+    mount = {"name": "policy", "mountPath": PATHS.policy, "subPath": file_name, "readOnly": True}
+    return volume, mount
+
+
 def stun_annotations(public_address: str | None) -> dict[str, str]:
     """Clients send STUN to the address the public hostname resolves to: with Cilium LB-IPAM the Service asks for
     ``public_address`` and shares it (sharing key) with the public Gateway's Service, which must carry the same
@@ -91,15 +120,20 @@ def stun_annotations(public_address: str | None) -> dict[str, str]:
     return annotations
 
 
-def server_files(*, oidc: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def server_files(*, oidc: bool, policy: PolicyFile | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Volumes and mounts of every file the rendered config.yaml names: each container that loads the config
     (the server, the migration Job's configtest steps) needs all of them, or Headscale stops reading it.
-    ``oidc``: the config has an OIDC block, so it names the client-secret file."""
+    ``oidc``: the config has an OIDC block, so it names the client-secret file; ``policy``: the config is in file
+    mode and names the policy file."""
     volumes = [SERVER_CONFIG_VOLUME, IDENTITY_VOLUME]
     mounts = [SERVER_CONFIG_MOUNT, IDENTITY_MOUNT]
     if oidc:
         volumes.append(OIDC_VOLUME)
         mounts.append(OIDC_MOUNT)
+    if policy is not None:
+        volume, mount = policy_files(policy)
+        volumes.append(volume)
+        mounts.append(mount)
     return volumes, mounts
 
 
@@ -154,6 +188,33 @@ class PostgresStorage:
     connection: PostgresConnection  # host, port, database, user and TLS mode
     password_secret: str  # Secret in the namespace holding the user's password
     password_key: str = "password"  # key of the password in that Secret
+    #: Secret holding the CA that signed the server's certificate (CloudNativePG's `<cluster>-ca`); only its
+    #: ``ca_key`` item is mounted, never the CA's private key beside it. None: the image's system trust store.
+    ca_secret: str | None = None
+    ca_key: str = "ca.crt"  # key of the CA certificate (PEM) in that Secret
+
+
+#: Where every client of PostgreSQL (the server, the migration Job) finds the server's CA certificate.
+POSTGRES_CA_DIR = "/etc/headscale/postgres-ca"
+POSTGRES_CA_FILE = f"{POSTGRES_CA_DIR}/ca.crt"
+
+
+def postgres_ca(storage: PostgresStorage) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Volumes, mounts and env that let a libpq/pgx client verify the server: the CA certificate alone (the
+    Secret's other keys, the CA's private key among them, stay out of the pod), read-only, named by PGSSLROOTCERT.
+    Nothing when no CA Secret is configured."""
+    if storage.ca_secret is None:
+        return [], [], []
+    volume = {
+        "name": "postgres-ca",
+        "secret": {
+            "secretName": storage.ca_secret,
+            "defaultMode": 0o444,
+            "items": [{"key": storage.ca_key, "path": POSTGRES_CA_FILE.rsplit("/", 1)[1]}],
+        },
+    }
+    mount = {"name": "postgres-ca", "mountPath": POSTGRES_CA_DIR, "readOnly": True}
+    return [volume], [mount], [{"name": "PGSSLROOTCERT", "value": POSTGRES_CA_FILE}]
 
 
 # ------------------------------------------------------------------------------------------ the component
@@ -184,6 +245,9 @@ class HeadscaleServerArgs:
     base_domain: str  # MagicDNS suffix of node names; neither server_hostname nor a parent of it
     nameservers: tuple[str, ...] = ("1.1.1.1", "1.0.0.1")  # global resolvers pushed to clients, in order
     split_dns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # split-DNS zone -> its resolvers
+    #: File mode: the policy Headscale enforces from its first start. None: database mode, where the policy is
+    #: whatever was last written over the API, and everything is allowed until a first write.
+    policy_file: PolicyFile | None = None
 
 
 def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
@@ -215,6 +279,7 @@ def headscale_config_args(args: HeadscaleServerArgs) -> HeadscaleConfigArgs:
         dns=DnsSettings(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
         database=database,
         paths=PATHS,
+        policy_file=args.policy_file is not None,
     )
 
 
@@ -306,6 +371,8 @@ class HeadscaleServer(pulumi.ComponentResource):
         pod_annotations = {
             "checksum/config": checksum(config_text, self.backup.config_checksum if self.backup else ""),
         }
+        if args.policy_file is not None:
+            pod_annotations["checksum/policy"] = args.policy_file.sha256
         self.deployment = singleton_deployment(
             f"{name}-deployment",
             meta=meta,
@@ -314,7 +381,15 @@ class HeadscaleServer(pulumi.ComponentResource):
             replicas=args.replicas,
             pod_spec=self._pod_spec(args),
             annotations=pod_annotations,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.identity, *secrets.values()]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[
+                    self.config_map,
+                    self.identity,
+                    *secrets.values(),
+                    *([args.policy_file.published_by] if args.policy_file and args.policy_file.published_by else []),
+                ],
+            ),
         )
         self.service = cluster_service(
             f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
@@ -369,7 +444,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         return _node_key(f"{name}-noise-key", noise_import, opts), _node_key(f"{name}-derp-key", derp_import, opts)
 
     def _pod_spec(self, args: HeadscaleServerArgs) -> dict[str, Any]:
-        volumes, mounts = server_files(oidc=args.oidc is not None)
+        volumes, mounts = server_files(oidc=args.oidc is not None, policy=args.policy_file)
         volumes += [
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
@@ -390,6 +465,10 @@ class HeadscaleServer(pulumi.ComponentResource):
             # Headscale has no password file option: the password reaches it as an env var, from its Secret.
             secret_ref = {"name": args.database.password_secret, "key": args.database.password_key}
             env.append({"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": secret_ref}})
+            ca_volumes, ca_mounts, ca_env = postgres_ca(args.database)
+            volumes += ca_volumes
+            mounts += ca_mounts
+            env += ca_env
         container = {
             "name": APP,
             "image": args.image,

@@ -37,20 +37,31 @@ class HeadscalePaths:
     noise_key: str = "/etc/headscale/identity/noise_private.key"  # read-only Secret mount
     derp_key: str = "/etc/headscale/identity/derp_private.key"
     oidc_client_secret: str = "/etc/headscale/oidc/client_secret"
+    policy: str = "/etc/headscale/policy/policy.json"  # the rendered tailnet policy, read-only ConfigMap mount
     run_dir: str = "/var/run/headscale"  # emptyDir for the unix socket
+
+
+#: libpq sslmodes Headscale passes on (it also takes true/false); only these two check who the server is.
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+VERIFYING_SSL_MODES = ("verify-ca", "verify-full")
 
 
 @dataclass(frozen=True, kw_only=True)
 class PostgresConnection:
     """Where Headscale finds PostgreSQL; the password comes from ``PASSWORD_ENV`` and is never rendered."""
 
-    host: str
+    host: str  # must be a name in the server certificate with verify-full
     port: int = 5432
     name: str
     user: str
-    # CloudNativePG always serves TLS; "require" encrypts without checking the CA (verify-full would need the
-    # cluster CA mounted). Headscale takes true/false or a libpq sslmode here.
-    ssl: str = "require"
+    # verify-full: TLS, a server certificate signed by the trusted CA, and issued for ``host``. Headscale's pgx
+    # driver reads that CA from the file named by the PGSSLROOTCERT environment variable (config.yaml has no key
+    # for it); without one it falls back to the system trust store, which does not hold CloudNativePG's own CA.
+    ssl: str = "verify-full"
+
+    def __post_init__(self) -> None:
+        if self.ssl not in SSL_MODES:
+            raise ValueError(f"ssl {self.ssl!r}: expected one of {', '.join(SSL_MODES)} (a libpq sslmode)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +94,9 @@ class HeadscaleConfigArgs:
     dns: DnsSettings  # MagicDNS and the resolvers pushed to clients
     database: SqliteDatabase | PostgresConnection  # where Headscale keeps its state
     paths: HeadscalePaths = field(default_factory=HeadscalePaths)  # where the pod mounts keys, secrets, socket
+    #: True: Headscale reads the policy from ``paths.policy`` (file mode: enforced from its first start);
+    #: False: database mode, where the policy is whatever was last written over the API (allow-all until then).
+    policy_file: bool = True
 
     @property
     def minor(self) -> str:
@@ -118,8 +132,12 @@ def render_headscale_config(args: HeadscaleConfigArgs) -> dict[str, Any]:
         rendered["node"] = {"ephemeral": {"inactivity_timeout": timeout}}
     rendered["database"] = _database(args.database)
     rendered["log"] = {"level": args.log_level, "format": "json"}
-    # The ACL policy lives in the database so the provider can set it over the API without a restart.
-    rendered["policy"] = {"mode": "database", "path": ""}
+    # File mode: the rendered policy is enforced from the first start and Git is its only owner (a change restarts
+    # the pod). Database mode: the policy is what was last written over the API, allow-all until a first write.
+    if args.policy_file:
+        rendered["policy"] = {"mode": "file", "path": paths.policy}
+    else:
+        rendered["policy"] = {"mode": "database", "path": ""}
     rendered["dns"] = _dns(args.dns)
     rendered["unix_socket"] = f"{paths.run_dir.rstrip('/')}/headscale.sock"
     if args.oidc is not None:

@@ -18,7 +18,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.headscale import APP, IDENTITY_MOUNT, PostgresStorage, server_files
+from components.headscale import (
+    APP,
+    IDENTITY_MOUNT,
+    POSTGRES_CA_FILE,
+    PolicyFile,
+    PostgresStorage,
+    postgres_ca,
+    server_files,
+)
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
 from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE, backup_mount
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
@@ -46,11 +54,24 @@ class SqliteToPostgresArgs:
     backup_claim: str  # claim of the NFS export; the restore reads its `headscale` directory, read-only
     target: PostgresStorage  # the database to load, and the Secret with its user's password
     oidc: bool = False  # the server's config has an OIDC block: configtest needs its client-secret file mounted
+    policy: PolicyFile | None = None  # the server's config is in policy file mode: configtest loads that file too
     cluster: Cluster  # placement of the Job's pod
 
 
+def target_url(target: PostgresStorage) -> str:
+    """The migration tool's target: libpq URL with the TLS mode and the mounted CA (no password: PGPASSWORD).
+    The tool hands sslmode/sslrootcert to psql, and to pgloader in the form pgloader understands."""
+    connection = target.connection
+    url = f"postgresql://{connection.user}@{connection.host}:{connection.port}/{connection.name}"
+    query = f"?sslmode={connection.ssl}"
+    if target.ca_secret is not None:
+        query += f"&sslrootcert={POSTGRES_CA_FILE}"
+    return url + query
+
+
 def database_env(target: PostgresStorage) -> list[dict[str, Any]]:
-    """Headscale's database settings pointed at the target (environment overrides of config.yaml)."""
+    """Headscale's database settings pointed at the target (environment overrides of config.yaml), with the CA
+    its pgx driver verifies the server against (PGSSLROOTCERT)."""
     connection = target.connection
     password = {"secretKeyRef": {"name": target.password_secret, "key": target.password_key}}
     return [
@@ -61,6 +82,7 @@ def database_env(target: PostgresStorage) -> list[dict[str, Any]]:
         {"name": "HEADSCALE_DATABASE_POSTGRES_USER", "value": connection.user},
         {"name": "HEADSCALE_DATABASE_POSTGRES_SSL", "value": connection.ssl},
         {"name": PASSWORD_ENV, "valueFrom": password},
+        *postgres_ca(target)[2],
     ]
 
 
@@ -76,12 +98,15 @@ class SqliteToPostgres(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SqliteToPostgresArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:migration:SqliteToPostgres", name, None, opts)
-        namespace, connection = args.namespace, args.target.connection
+        namespace = args.namespace
         password = {"secretKeyRef": {"name": args.target.password_secret, "key": args.target.password_key}}
         db_path = f"{PATHS.data_dir}/db.sqlite"
         scratch = {"name": "scratch", "mountPath": PATHS.data_dir}
-        # configtest loads the server's config.yaml: every file it names (identity, OIDC secret) must be mounted.
-        file_volumes, file_mounts = server_files(oidc=args.oidc)
+        # configtest loads the server's config.yaml: every file it names (identity, OIDC secret, policy) must be
+        # mounted.
+        file_volumes, file_mounts = server_files(oidc=args.oidc, policy=args.policy)
+        # Every step that connects to PostgreSQL verifies it: the CA certificate, read-only (nothing when none).
+        ca_volumes, ca_mounts, _ = postgres_ca(args.target)
         restore = {
             "name": "restore",
             "image": args.restore_image,
@@ -110,6 +135,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
             "env": database_env(args.target),
             "volumeMounts": [
                 *file_mounts,
+                *ca_mounts,
                 {"name": "run", "mountPath": PATHS.run_dir},
                 {"name": "tmp", "mountPath": "/tmp"},
             ],
@@ -117,18 +143,22 @@ class SqliteToPostgres(pulumi.ComponentResource):
             "securityContext": container_security(),
         }
         run_args = ["run", "--sqlite", db_path, "--version", args.headscale_version, "--workdir", "/work"]
-        target_url = f"postgresql://{connection.user}@{connection.host}:{connection.port}/{connection.name}"
         migrate = {
             "name": "migrate",
             "image": args.image,
             "command": ["python", "-m", "migration"],
             "args": [*run_args, *(["--force"] if args.force else [])],
             "env": [
-                {"name": "MIGRATION_PG_URL", "value": target_url},
-                {"name": "PGSSLMODE", "value": connection.ssl},
+                # sslmode and sslrootcert travel in the URL: the tool sets every PG* variable of psql itself.
+                {"name": "MIGRATION_PG_URL", "value": target_url(args.target)},
                 {"name": "PGPASSWORD", "valueFrom": password},
             ],
-            "volumeMounts": [scratch, {"name": "work", "mountPath": "/work"}, {"name": "tmp", "mountPath": "/tmp"}],
+            "volumeMounts": [
+                scratch,
+                {"name": "work", "mountPath": "/work"},
+                {"name": "tmp", "mountPath": "/tmp"},
+                *ca_mounts,
+            ],
             "resources": resources(args.resources),
             "securityContext": container_security(),
         }
@@ -140,6 +170,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
             {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
             {"name": "litestream-config", "configMap": {"name": RESTORE_CONFIG_MAP, "defaultMode": 0o444}},
             *file_volumes,
+            *ca_volumes,
         ]  # fmt: skip
         # A new Job (new name) for every change of what it would do; a finished one is kept for the record.
         digest = checksum(args.headscale_version, args.image, str(args.force))[:8]

@@ -42,7 +42,15 @@ def app_secret() -> str:
     return OWNER_SECRET
 
 
+def ca_secret() -> str:
+    """The Secret CloudNativePG generates with the CA of the cluster's server certificate (`ca.crt`, and the CA's
+    `ca.key`, which no client mounts): what clients verify the server against."""
+    return f"{CLUSTER}-ca"
+
+
 def read_write_host(namespace: str) -> str:
+    """The read-write Service's name as clients use it, and as the server certificate names it (see
+    `serverAltDNSNames`: CloudNativePG releases before the cluster-domain names only list `<svc>.<ns>.svc`)."""
     return f"{CLUSTER}-rw.{namespace}.svc.cluster.local"
 
 
@@ -150,6 +158,9 @@ class PostgresDatabase(pulumi.ComponentResource):
             "storage": storage,
             "resources": resources(args.resources),
             "enableSuperuserAccess": False,
+            # The name clients connect to must be in the server certificate for verify-full; CNPG adds these to
+            # the `-rw`/`-r`/`-ro` names it always lists (operator-generated certificates stay in place).
+            "certificates": {"serverAltDNSNames": [read_write_host(namespace)]},
             "affinity": {
                 "enablePodAntiAffinity": True,
                 "topologyKey": "kubernetes.io/hostname",

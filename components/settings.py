@@ -337,6 +337,26 @@ class Oidc(SettingsModel):
         default=False, description="Refuse to start while the issuer is unreachable (off: start without OIDC login)."
     )
     pkce: bool = Field(default=True, description="Use PKCE (S256).")
+    allow_any_account: bool = Field(
+        default=False,
+        description="Let every account of the identity provider log in and register nodes: OIDC without "
+        "`allowedDomains`, `allowedUsers` or `allowedGroups` is refused unless this is true.",
+    )
+    headplane_api_key_login: bool = Field(
+        default=False,
+        description="Keep Headplane's API-key login next to OIDC (off: Headplane accepts OIDC logins only).",
+    )
+
+    @model_validator(mode="after")
+    def _someone_is_allowed(self) -> Oidc:
+        """Without an allow-list every account of the identity provider could register nodes in the tailnet."""
+        if not (self.allowed_domains or self.allowed_users or self.allowed_groups) and not self.allow_any_account:
+            raise ValueError(
+                "allowedDomains, allowedUsers and allowedGroups are all empty, so any account of the identity "
+                "provider could log in and register nodes; list who may log in, or set allowAnyAccount: true "
+                "on purpose"
+            )
+        return self
 
 
 class Derp(SettingsModel):
@@ -550,18 +570,52 @@ class Database(SettingsModel):
     migration: Migration = Field(default_factory=Migration, description="The migration Job.")
 
 
+#: Bounds of a router enrolment key's lifetime: long enough for a pod to be scheduled, pull its image and enrol;
+#: short enough that the spare unused key each `pulumi up` leaves per replica is dead within a day.
+ROUTER_KEY_LIFETIME_BOUNDS = ("10m", "24h")
+_KEY_DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def key_duration_seconds(text: str) -> int:
+    """Seconds in a (pattern-checked) key duration such as `1h30m`, counted as the provider counts them."""
+    return sum(int(n) * _KEY_DURATION_UNITS[u] for n, u in re.findall(r"(\d+)([dhms])", text))
+
+
 class Routers(SettingsModel):
     replicas: int = Field(default=1, ge=1, le=10, description="Subnet-router pods; at most `cluster.nodes`.")
     auth_key_lifetime: str = Field(
-        default="2160h", pattern=r"^(\d+[dhms])+$", description="Lifetime of the routers' minted pre-auth key."
+        default="1h",
+        pattern=r"^(\d+[dhms])+$",
+        description="Lifetime of each replica's minted single-use pre-auth key, 10m to 24h: an unused key can "
+        "enrol a route-approved router until it expires.",
     )
     auth_key_rotate_before: str = Field(
-        default="336h", pattern=r"^(\d+[dhms])+$", description="Mint a new router key this long before expiry."
+        default="30m",
+        pattern=r"^(\d+[dhms])+$",
+        description="`pulumi up` replaces a router key that expires within this window (also used or expired "
+        "ones), so a fresh key has at least this long left; shorter than `authKeyLifetime`.",
     )
     mode: RouterMode = Field(
         default=RouterMode.USERSPACE, description="`userspace` (no capabilities) or `kernel` (NET_ADMIN)."
     )
     image: Image = Field(default="ghcr.io/tailscale/tailscale:v1.82.5", description="Tailscale image.")
+
+    @model_validator(mode="after")
+    def _short_lived_keys(self) -> Routers:
+        lifetime = key_duration_seconds(self.auth_key_lifetime)
+        window = key_duration_seconds(self.auth_key_rotate_before)
+        low, high = ROUTER_KEY_LIFETIME_BOUNDS
+        if not key_duration_seconds(low) <= lifetime <= key_duration_seconds(high):
+            raise ValueError(
+                f"authKeyLifetime must be {low} to {high} (a single-use key only has to outlive one rollout; a "
+                f"longer one leaves a route-approving key live for longer), got {self.auth_key_lifetime}"
+            )
+        if window >= lifetime:
+            raise ValueError(
+                f"authKeyRotateBefore ({self.auth_key_rotate_before}) must be shorter than authKeyLifetime "
+                f"({self.auth_key_lifetime}), or every pulumi up would replace every key"
+            )
+        return self
 
 
 class Proxy(SettingsModel):
@@ -583,6 +637,12 @@ class GatewayServices(SettingsModel):
         default=None,
         description="TCP proxies behind the gateway IP; default: kube-api :6443 and talos :50000 to "
         "`cluster.apiServer`, clustermesh :2379 to the ClusterMesh API server.",
+    )
+    load_balancer_source_ranges: list[Cidr] = Field(
+        default_factory=list,
+        description="Source ranges the gateway's LoadBalancer admits (`loadBalancerSourceRanges`); empty: any. The "
+        "gateway's clients are the router pods, so a list must hold the pod CIDR (kube-proxy applies it to in-cluster "
+        "clients too) and, for kernel routers without SNAT, the tailnet prefix.",
     )
 
 
@@ -610,17 +670,36 @@ class Endpoint(SettingsModel):
 
 
 class PolicyMode(StrEnum):
-    DRY_RUN = "dryRun"
-    APPLY = "apply"
+    """Who puts the Git policy into Headscale: the file (from the first start), the provider, or nobody."""
+
+    FILE = "file"  # Headscale reads the rendered policy file: enforced from its first start, Git the only owner
+    APPLY = "apply"  # database mode, the provider writes the policy over the API (needs bootstrapApiKey)
+    DATABASE_UNMANAGED = "databaseUnmanaged"  # database mode, nobody writes: allow-all until someone does
 
 
 class TailnetPolicySettings(SettingsModel):
     """Where the tailnet ACL policy comes from and who owns the live one."""
 
     mode: PolicyMode = Field(
-        default=PolicyMode.DRY_RUN,
-        description="`dryRun` renders and publishes for review; `apply` owns the live policy.",
+        default=PolicyMode.FILE,
+        description="`file`: Headscale reads the rendered policy from a mounted file, enforced from its first start "
+        "(a change restarts Headscale); `apply`: database mode, the provider writes it over the API; "
+        "`databaseUnmanaged`: database mode, nobody writes it, so the tailnet allows everything until someone "
+        "does (the plan warns).",
     )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _no_dry_run(cls, mode: object) -> object:
+        """`dryRun` used to leave Headscale allow-all without saying so; it is gone, not silently remapped."""
+        if mode == "dryRun":
+            raise ValueError(
+                "'dryRun' was removed: it left the tailnet allow-all; use 'file' (the default: the Git policy is "
+                "enforced from Headscale's first start), 'apply' (the provider writes it), or 'databaseUnmanaged' "
+                "(allow-all until someone writes a policy, on purpose)"
+            )
+        return mode
+
     file: str = Field(
         default="policy/base.hujson", min_length=1, description="Base policy (HuJSON), relative to the project."
     )
@@ -634,7 +713,11 @@ class TailnetPolicySettings(SettingsModel):
 class NetworkPolicy(SettingsModel):
     """Who may reach the pods; Headplane always reaches Headscale."""
 
-    enabled: bool = Field(default=True, description="Render NetworkPolicies for Headscale and Headplane.")
+    enabled: bool = Field(
+        default=True,
+        description="Default-deny ingress in every namespace the program owns, plus the explicit allows; `false` "
+        "leaves those namespaces open to every pod.",
+    )
     ingress_namespaces: list[DnsLabel] = Field(
         default_factory=list,
         description="Namespaces of the ingress data plane allowed to the HTTP ports; with `ingressCidrs` empty too, "
@@ -644,5 +727,10 @@ class NetworkPolicy(SettingsModel):
         default_factory=list, description="Source ranges of proxies without a namespace (e.g. Cilium's envoy)."
     )
     monitoring_namespace: DnsLabel = Field(default="monitoring", description="The only namespace allowed to metrics.")
+    cnpg_operator_namespace: DnsLabel = Field(
+        default="cnpg-system",
+        description="Namespace of the CloudNativePG operator, admitted to PostgreSQL (5432) and the instance "
+        "manager (8000).",
+    )
 
 

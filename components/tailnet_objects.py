@@ -1,7 +1,9 @@
 """TailnetObjects: what lives inside Headscale, managed through its API by the dynamic provider.
 
-Every stack with API access mints the pre-auth key of its own site's subnet routers (kept in a Secret the routers
-read); the stack that owns the tailnet also manages the users and Headplane's API key. Which stack that is, and
+Every stack with API access mints the enrolment keys of its own site's subnet routers: one single-use, pre-tagged,
+short-lived pre-auth key per replica, all in one Secret the routers mount (key `authkey-<ordinal>`); nothing
+reusable carries the route-approving tag. The stack that owns the tailnet also manages the users and Headplane's
+API key (an API key for Headplane's admin calls, not an enrolment key). Which stack that is, and
 whether there is API access at all, the program decides (see program/args_gateway.py).
 """
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.gateway import AUTHKEY_SECRET, router_key_name
 from components.pod import labels
 from components.settings import TailnetUser
 from headscale_provider.resources import (
@@ -23,7 +26,7 @@ from headscale_provider.resources import (
     UserProvider,
 )
 
-ROUTER_KEY_SECRET = "subnet-router-authkey"
+ROUTER_KEY_SECRET = AUTHKEY_SECRET
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,19 +35,20 @@ class TailnetObjectsArgs:
 
     api_url: str  # the Headscale REST API the dynamic provider talks to
     headscale_version: str  # the server release; selects the API dialect
-    router_tag: str  # the ACL tag the routers' pre-auth key carries
-    router_key_lifetime: str  # validity of that key (a Go duration)
-    router_key_rotate_before: str  # the key is replaced this long before it expires (a Go duration)
-    routers_namespace: str  # where the routers run and read their key
-    router_key_secret: str = ROUTER_KEY_SECRET  # the Secret (key `authkey`) the key is written to
+    router_tag: str  # the ACL tag the routers' pre-auth keys carry (auto-approved for the site's routes)
+    router_replicas: int  # one single-use key per StatefulSet ordinal 0..router_replicas-1
+    router_key_lifetime: str  # validity of each key (a Go duration)
+    router_key_rotate_before: str  # a key expiring within this window is replaced at the next up (a Go duration)
+    routers_namespace: str  # where the routers run and read their keys
+    router_key_secret: str = ROUTER_KEY_SECRET  # the Secret (keys `authkey-<ordinal>`) the keys are written to
     users: tuple[TailnetUser, ...] = ()  # users to manage; empty on a stack that does not own the tailnet
     mint_headplane_api_key: bool = False  # mint an API key for Headplane (only the stack that owns the tailnet)
 
 
 class TailnetObjects(pulumi.ComponentResource):
-    """Users, the routers' pre-auth key and Headplane's API key, as far as this stack owns them.
+    """Users, the routers' pre-auth keys and Headplane's API key, as far as this stack owns them.
 
-    Outputs: `routerKeySecret`, `<namespace>/<name>` of the Secret holding the routers' key (attribute
+    Outputs: `routerKeySecret`, `<namespace>/<name>` of the Secret holding the routers' keys (attribute
     `router_key_secret`, the Secret itself; `router_key_secret_ref`, that reference). Attribute
     `headplane_api_key`: Headplane's API key (a secret), or None when not minted; not registered as an output.
     """
@@ -57,16 +61,24 @@ class TailnetObjects(pulumi.ComponentResource):
         super().__init__("headscale-ha:tailnet:TailnetObjects", name, None, opts)
         url, version = args.api_url, args.headscale_version
         child = pulumi.ResourceOptions(parent=self)
-        router_key = PreAuthKey(
-            f"{name}-router-key",
-            acl_tags=[args.router_tag],
-            reusable=True,
-            lifetime=args.router_key_lifetime,
-            rotate_before=args.router_key_rotate_before,
-            recreate_if_invalid="reusableOnly",
-            provider=PreAuthKeyProvider(api_url=url, version=version),
-            opts=child,
-        )
+        # One single-use key per replica, as the Tailscale operator mints one per proxy. `always`: a key that was
+        # used (its replica enrolled), expired or vanished is replaced at the next `pulumi up`, so a replica whose
+        # state is lost finds a fresh key after that up; an enrolled replica never presents its key again
+        # (TS_AUTH_ONCE, see SubnetRouters), so replacing a used key disturbs nobody.
+        router_keys = {
+            router_key_name(ordinal): PreAuthKey(
+                f"{name}-router-key-{ordinal}",
+                acl_tags=[args.router_tag],
+                reusable=False,
+                ephemeral=False,  # the routers keep their node state in Secrets: a restart is not a new node
+                lifetime=args.router_key_lifetime,
+                rotate_before=args.router_key_rotate_before,
+                recreate_if_invalid="always",
+                provider=PreAuthKeyProvider(api_url=url, version=version),
+                opts=child,
+            )
+            for ordinal in range(args.router_replicas)
+        }
         self.router_key_secret = k8s.core.v1.Secret(
             f"{name}-router-key-secret",
             metadata={
@@ -75,7 +87,7 @@ class TailnetObjects(pulumi.ComponentResource):
                 "labels": labels("subnet-router", "auth"),
             },
             type="Opaque",
-            string_data={"authkey": pulumi.Output.secret(router_key.key)},
+            string_data={data_key: pulumi.Output.secret(key.key) for data_key, key in router_keys.items()},
             opts=child,
         )
         self.headplane_api_key = None

@@ -134,12 +134,12 @@ def run_pgloader(
     output_file = workdir / "pgloader-output.log"
     root_dir = workdir / "pgloader-root"  # its log and reject files: row data, kept out of /tmp/pgloader
     summary_file.unlink(missing_ok=True)
-    command_file.write_text(render_pgloader(sqlite_path, pg.url(), tables))
+    command_file.write_text(render_pgloader(sqlite_path, pg.pgloader_url(), tables))
     argv = [pgloader, "--root-dir", str(root_dir), "--summary", str(summary_file), str(command_file)]
     started = time.monotonic()
     try:
         with output_file.open("wb") as output:
-            proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, env=pg.env())
+            proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, env=pg.pgloader_env())
             try:
                 if on_start is not None:
                     on_start(proc)

@@ -29,6 +29,7 @@ class PsqlConnection:
     dbname: str
     password: str | None = field(default=None, repr=False)
     sslmode: str | None = None
+    sslrootcert: str | None = None  # the CA file the server's certificate must chain to (verify-ca/verify-full)
     psql: str = "psql"
     timeout: float = 600.0
 
@@ -58,14 +59,35 @@ class PsqlConnection:
             dbname=dbname,
             password=password if password is not None else url_password,
             sslmode=query.get("sslmode", [None])[0],
+            sslrootcert=query.get("sslrootcert", [None])[0],
             psql=psql,
         )
 
     def url(self) -> str:
         """The URL without the password (pgloader reads PGPASSWORD, like psql)."""
         host = f"unix:{self.host}" if self.host.startswith("/") else self.host
-        suffix = f"?sslmode={quote(self.sslmode)}" if self.sslmode else ""
+        params = [
+            f"{key}={quote(value)}"
+            for key, value in (("sslmode", self.sslmode), ("sslrootcert", self.sslrootcert))
+            if value
+        ]
+        suffix = "?" + "&".join(params) if params else ""
         return f"postgresql://{self.user}@{host}:{self.port}/{self.dbname}{suffix}"
+
+    def pgloader_url(self) -> str:
+        """The URL in pgloader's dialect: it knows sslmode disable/allow/prefer/require only, and its `require` (its
+        Postmodern driver's `:yes`) verifies the chain against OpenSSL's trust store, which ``pgloader_env`` points
+        at sslrootcert. So verify-ca/verify-full become `require` plus that trust store; pgloader does not compare
+        the host name (psql, which does, checks the same server before and after the load)."""
+        mode = "require" if self.sslmode in ("verify-ca", "verify-full") else self.sslmode
+        return replace(self, sslmode=mode, sslrootcert=None).url()
+
+    def pgloader_env(self) -> dict[str, str]:
+        """``env()`` plus SSL_CERT_FILE: the only CA pgloader trusts is sslrootcert (it ignores PGSSLROOTCERT)."""
+        env = self.env()
+        if self.sslrootcert:
+            env["SSL_CERT_FILE"] = self.sslrootcert
+        return env
 
     def with_database(self, dbname: str) -> PsqlConnection:
         """The same server and credentials, another database."""
@@ -85,6 +107,8 @@ class PsqlConnection:
         )
         if self.sslmode:
             env["PGSSLMODE"] = self.sslmode
+        if self.sslrootcert:
+            env["PGSSLROOTCERT"] = self.sslrootcert
         if self.password is not None:
             env["PGPASSWORD"] = self.password
         return env

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pulumi
 
+from components import gateway as gateway_module
 from components import headplane as headplane_module
 from components import headscale as headscale_module
+from components import migration as migration_module
 from components.backup_volume import BackupVolumeArgs, claim_name
 from components.endpoint import Backend, PublicEndpointArgs
 from components.gateway import (
@@ -31,16 +33,31 @@ from components.headscale import (
     IdentityFromStack,
     IdentitySource,
     ImportedIdentity,
+    PolicyFile,
     PostgresStorage,
     SqliteStorage,
 )
-from components.headscale_config import PostgresConnection
+from components.headscale_config import STUN_PORT, PostgresConnection
 from components.migration import SqliteToPostgresArgs
-from components.network_policy import NetworkPoliciesArgs, ProtectedApp
+from components.network_policy import (
+    Allow,
+    NamespacePolicies,
+    NetworkPoliciesArgs,
+    Port,
+    Protected,
+    from_cidr,
+    from_namespace,
+    from_pods,
+    ingress_peers,
+)
+from components.pod import selector
+from components.postgres import CLUSTER as DATABASE_CLUSTER
 from components.postgres import DATABASE, OWNER, PostgresDatabaseArgs, ReplicaOf, app_secret, read_write_host
+from components.postgres import ca_secret as postgres_ca_secret
 from components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
 from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjectsArgs
-from components.tailnet_policy import LiveApi, TailnetPolicyArgs
+from components.tailnet_policy import CONFIG_MAP as POLICY_CONFIG_MAP
+from components.tailnet_policy import POLICY_KEY, LiveApi, TailnetPolicyArgs
 from policy.model import PolicyError
 from policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
 from program.config import ConfigError, StackConfig
@@ -68,10 +85,14 @@ def identity_source(config: StackConfig) -> IdentitySource:
 
 
 def postgres_storage(config: StackConfig) -> PostgresStorage:
-    """The CNPG cluster's read-write Service, the application database and the owner's password Secret."""
+    """The CNPG cluster's read-write Service, the application database and the owner's password Secret; the
+    server verified (verify-full) against the cluster's own CA."""
     return PostgresStorage(
-        connection=PostgresConnection(host=read_write_host(config.namespace), name=DATABASE, user=OWNER),
+        connection=PostgresConnection(
+            host=read_write_host(config.namespace), name=DATABASE, user=OWNER, ssl="verify-full"
+        ),
         password_secret=app_secret(),
+        ca_secret=postgres_ca_secret(),
     )
 
 
@@ -94,8 +115,20 @@ def split_dns(config: StackConfig) -> dict[str, tuple[str, ...]]:
     return {tailnet.zone_of(site): (site.gateway_ip,) for site in tailnet.sites}
 
 
-def headscale_server_args(config: StackConfig) -> HeadscaleServerArgs:
-    """HeadscaleServer's Args for this stack's role and database stage."""
+def policy_file(config: StackConfig, published_by: pulumi.Resource | None = None) -> PolicyFile | None:
+    """In file mode, the rendered policy Headscale reads from TailnetPolicy's ConfigMap (``published_by``, so the
+    pod waits for it); None in the database modes."""
+    if config.policy.mode is not PolicyMode.FILE:
+        return None
+    sha256 = render_stack_policy(config).sha256
+    return PolicyFile(config_map=POLICY_CONFIG_MAP, key=POLICY_KEY, sha256=sha256, published_by=published_by)
+
+
+def headscale_server_args(
+    config: StackConfig, policy_published_by: pulumi.Resource | None = None
+) -> HeadscaleServerArgs:
+    """HeadscaleServer's Args for this stack's role and database stage; ``policy_published_by``: the policy
+    ConfigMap's resource, which the pod waits for in file mode."""
     headscale, tailnet = config.headscale, config.tailnet
     oidc_client_secret = None  # made a Pulumi secret by the component, like the imported keys
     if headscale.oidc is not None and config.oidc_client_secret is not None:
@@ -121,6 +154,7 @@ def headscale_server_args(config: StackConfig) -> HeadscaleServerArgs:
         base_domain=tailnet.base_domain,
         nameservers=tuple(tailnet.nameservers),
         split_dns=split_dns(config),
+        policy_file=policy_file(config, policy_published_by),
     )
 
 
@@ -142,6 +176,7 @@ def sqlite_to_postgres_args(config: StackConfig) -> SqliteToPostgresArgs:
         backup_claim=claim_name(backup.nfs),
         target=postgres_storage(config),
         oidc=config.headscale.oidc is not None,
+        policy=policy_file(config),
         cluster=config.cluster,
     )
 
@@ -154,10 +189,13 @@ def headplane_replicas(config: StackConfig) -> int:
 def headplane_args(
     config: StackConfig, *, headscale_url: str, api_key: pulumi.Output[str] | None = None
 ) -> HeadplaneArgs:
-    """Headplane's Args; ``api_key`` is the key the provider minted, else the stack's `headplaneApiKey` is used."""
+    """Headplane's Args; ``api_key`` is the key the provider minted, else the stack's `headplaneApiKey` is used.
+    Headplane 0.6 acts with a server-side key only for OIDC logins, so without OIDC no key reaches it."""
     key: pulumi.Input[str] | None = api_key
     if key is None and config.headplane_api_key is not None:
         key = config.headplane_api_key.get_secret_value()
+    if config.headscale.oidc is None:
+        key = None
     oidc_client_secret = None
     if config.headscale.oidc is not None and config.oidc_client_secret is not None:
         oidc_client_secret = config.oidc_client_secret.get_secret_value()
@@ -223,11 +261,11 @@ def routers_namespace(config: StackConfig) -> str:
 
 
 def key_source(config: StackConfig) -> str | None:
-    """Where the routers' enrolment key comes from: `minted` (bootstrapApiKey), `configured` (routerAuthKey) or
+    """Where the routers' enrolment keys come from: `minted` (bootstrapApiKey), `configured` (routerAuthKeys) or
     None yet."""
     if config.bootstrap_api_key is not None:
         return "minted"
-    return "configured" if config.router_auth_key is not None else None
+    return "configured" if config.router_auth_keys is not None else None
 
 
 def gateway_proxies(config: StackConfig) -> list[Proxy]:
@@ -263,10 +301,11 @@ def next_steps(config: StackConfig) -> list[str]:
         "pulumi up",
         *(
             []
-            if config.router_auth_key is not None
+            if config.router_auth_keys is not None
             else [
                 f"# until then the subnet routers in {routers_namespace(config)} have no pre-auth key and stay not "
-                f"ready; pulumi up mints it into the Secret {ROUTER_KEY_SECRET} there (or set routerAuthKey instead)"
+                f"ready; pulumi up mints one single-use key per replica into the Secret {ROUTER_KEY_SECRET} there "
+                "(or set routerAuthKeys instead)"
             ]
         ),
     ]
@@ -338,6 +377,7 @@ def gateway_services_args(config: StackConfig) -> GatewayServicesArgs:
         pool_name=f"tailnet-{config.site.name}",
         pool_label=config.gateway.pool_label,
         cluster=config.cluster,
+        load_balancer_source_ranges=tuple(services.load_balancer_source_ranges),
     )
 
 
@@ -363,11 +403,13 @@ def tailnet_objects_args(config: StackConfig) -> TailnetObjectsArgs:
         api_url=api_url(config),
         headscale_version=config.headscale.version,
         router_tag=router_tag(config.site.name),
+        router_replicas=routers.replicas,
         router_key_lifetime=routers.auth_key_lifetime,
         router_key_rotate_before=routers.auth_key_rotate_before,
         routers_namespace=routers_namespace(config),
         users=tuple(config.tailnet.users) if owner else (),
-        mint_headplane_api_key=owner and config.headplane.enabled,
+        # Headplane 0.6 needs a server-side key only for OIDC logins (without OIDC users paste their own).
+        mint_headplane_api_key=owner and config.headplane.enabled and config.headscale.oidc is not None,
     )
 
 
@@ -389,5 +431,118 @@ def tailnet_policy_args(config: StackConfig) -> TailnetPolicyArgs:
     )
 
 
-def network_policies_args(config: StackConfig, apps: list[ProtectedApp]) -> NetworkPoliciesArgs:
-    return NetworkPoliciesArgs(namespace=config.namespace, settings=config.network_policy, apps=tuple(apps))
+#: What CloudNativePG instances listen on: PostgreSQL, the instance manager's status API, the metrics exporter.
+CNPG_POSTGRES_PORT, CNPG_STATUS_PORT, CNPG_METRICS_PORT = 5432, 8000, 9187
+
+
+def database_proxies(config: StackConfig) -> list[Proxy]:
+    """Gateway proxies that forward to this site's PostgreSQL (the replica path: a standby streams through them)."""
+    namespace = config.namespace
+    hosts = {
+        f"{DATABASE_CLUSTER}-{service}{suffix}"
+        for service in ("rw", "ro", "r")
+        for suffix in ("", f".{namespace}", f".{namespace}.svc", f".{namespace}.svc.cluster.local")
+    }
+    return [
+        proxy
+        for proxy in gateway_proxies(config)
+        if proxy.target_host.rstrip(".") in hosts and proxy.target_port == CNPG_POSTGRES_PORT
+    ]
+
+
+def network_policies_args(config: StackConfig) -> NetworkPoliciesArgs:
+    """Default-deny ingress in every namespace the stack owns; the allows say who reaches what, and why."""
+    settings = config.network_policy
+    gateway_ns, routers_ns = config.gateway.namespace, routers_namespace(config)
+    kernel = routers_ns != gateway_ns
+    public = ingress_peers(settings)
+    monitoring = (from_namespace(settings.monitoring_namespace),)
+    headscale_pods = selector(headscale_module.APP)
+    headplane = config.headplane.enabled
+
+    headscale_allows = [
+        Allow(
+            ports=(Port(headscale_module.HTTP_PORT),),
+            sources=(*public, *([from_pods(selector(headplane_module.APP))] if headplane else [])) if public else None,
+            why="the public endpoint through the ingress data plane (any source when none is named), and Headplane",
+        ),
+        Allow(ports=(Port(headscale_module.METRICS_PORT),), sources=monitoring, why="metrics, scraped by monitoring"),
+    ]
+    if config.headscale.derp.embedded:
+        headscale_allows.append(
+            Allow(ports=(Port(STUN_PORT, "UDP"),), sources=None, why="the embedded DERP's STUN, from the internet")
+        )
+    protected = [Protected(name=headscale_module.APP, pods=headscale_pods, allows=tuple(headscale_allows))]
+    if headplane:
+        protected.append(
+            Protected(
+                name=headplane_module.APP,
+                pods=selector(headplane_module.APP),
+                allows=(
+                    Allow(
+                        ports=(Port(headplane_module.PORT),),
+                        sources=tuple(public) or None,
+                        why="/admin through the ingress data plane (any source when none is named)",
+                    ),
+                ),
+            )
+        )
+    if config.database.stage is not DatabaseStage.SQLITE:
+        instances = {"cnpg.io/cluster": DATABASE_CLUSTER}
+        clients = [from_pods(headscale_pods)]
+        if config.database.stage is DatabaseStage.MIGRATING:
+            clients.append(from_pods(selector(migration_module.JOB)))
+        if database_proxies(config):
+            clients.append(from_pods(selector(gateway_module.SERVICES), gateway_ns))
+        postgres, status = Port(CNPG_POSTGRES_PORT), Port(CNPG_STATUS_PORT)
+        protected.append(
+            Protected(
+                name=DATABASE_CLUSTER,
+                pods=instances,
+                allows=(
+                    Allow(
+                        ports=(postgres,),
+                        sources=tuple(clients),
+                        why="Headscale, the migration Job, and the gateway proxy of the replica path",
+                    ),
+                    Allow(
+                        ports=(postgres, status),
+                        sources=(from_pods(instances),),
+                        why="replication and pg_rewind between instances, and CNPG's join Jobs",
+                    ),
+                    Allow(
+                        ports=(postgres, status),
+                        sources=(from_namespace(settings.cnpg_operator_namespace),),
+                        why="the CloudNativePG operator (instance manager status, and the database itself)",
+                    ),
+                    Allow(ports=(Port(CNPG_METRICS_PORT),), sources=monitoring, why="metrics"),
+                ),
+            )
+        )
+
+    # The gateway's clients are the routers: a userspace router opens the connection itself (netstack), a kernel
+    # router forwards it masqueraded to its pod IP (tailscale's default --snat-subnet-routes); without SNAT the
+    # source stays the client's tailnet address, which no pod of the cluster has (the config refuses site routes
+    # overlapping the tailnet prefixes), so those prefixes are admitted for kernel routers too.
+    router_sources = [from_pods(selector(gateway_module.ROUTERS), routers_ns if kernel else None)]
+    if kernel:
+        router_sources += [from_cidr(config.tailnet.prefixes.v4), from_cidr(config.tailnet.prefixes.v6)]
+    gateway_ports = (
+        Port(gateway_module.DNS_PORT, "UDP"),
+        Port(gateway_module.DNS_PORT, "TCP"),
+        *(Port(proxy.port) for proxy in gateway_proxies(config)),
+    )
+    gateway = Protected(
+        name=gateway_module.SERVICES,
+        pods=selector(gateway_module.SERVICES),
+        allows=(Allow(ports=gateway_ports, sources=tuple(router_sources), why="tailnet clients, via the routers"),),
+    )
+    # The routers themselves admit nothing: tunnels are set up outbound (replies pass) or relayed by DERP, and
+    # their health port is probed by the kubelet.
+    namespaces = [
+        NamespacePolicies(namespace=config.namespace, protected=tuple(protected)),
+        NamespacePolicies(namespace=gateway_ns, protected=(gateway,)),
+    ]
+    if kernel:
+        namespaces.append(NamespacePolicies(namespace=routers_ns))
+    return NetworkPoliciesArgs(namespaces=tuple(namespaces))

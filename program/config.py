@@ -50,7 +50,7 @@ SECRET_KEYS = (
     "noisePrivateKey",
     "derpPrivateKey",
     "oidcClientSecret",
-    "routerAuthKey",
+    "routerAuthKeys",
     "headplaneApiKey",
     "bootstrapApiKey",
     "objectStoreAccessKeyId",
@@ -85,8 +85,12 @@ class StackConfig(SettingsModel):
     oidc_client_secret: SecretStr | None = Field(
         default=None, description="Secret. OIDC client secret; required with `headscale.oidc`."
     )
-    router_auth_key: SecretStr | None = Field(
-        default=None, description="Secret. Pre-auth key for the subnet routers; default: minted by the provider."
+    router_auth_keys: list[Annotated[SecretStr, Field(min_length=1)]] | None = Field(
+        default=None,
+        min_length=1,
+        description="Secret. One single-use, tagged pre-auth key per subnet-router replica, in ordinal order "
+        "(`pulumi config set --secret --path 'routerAuthKeys[0]' ...`); only without bootstrapApiKey, which mints "
+        "them. Never a reusable key: it carries the route-approving tag.",
     )
     bootstrap_api_key: SecretStr | None = Field(
         default=None,
@@ -246,6 +250,13 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                         replicas,
                     )
                 )
+    if have("routerAuthKeys", "gateway"):
+        given, replicas = len(sections["routerAuthKeys"]), sections["gateway"].routers.replicas
+        if given != replicas:
+            problems.append(
+                f"{PROJECT}:routerAuthKeys: needs one single-use key per router replica, in ordinal order "
+                f"(gateway.routers.replicas = {replicas}), got {given} key(s)"
+            )
     if (
         have("cluster", "gateway")
         and sections["gateway"].services.proxies is None

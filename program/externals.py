@@ -74,13 +74,14 @@ def external_objects(config: StackConfig) -> list[External]:
 
 
 def optional_references(config: StackConfig) -> list[OptionalRef]:
-    """The routers' enrolment key: absent until the stack can mint one (or `routerAuthKey` is set)."""
+    """The routers' enrolment keys: absent until the stack can mint them (or `routerAuthKeys` is set)."""
     return [
         OptionalRef(
             namespace=routers_namespace(config),
             workload=f"StatefulSet/{ROUTERS}",
             name=AUTHKEY_SECRET,
-            absence_shown_by="the entrypoint logs 'subnet-router: no pre-auth key' and the readiness probe "
-            "(tailscale /healthz) fails until the node is enrolled; nextSteps says what to set",
+            absence_shown_by="the Secret is mounted optional; without the file authkey-<ordinal> the entrypoint logs "
+            "'subnet-router: no pre-auth key for <pod>' and the readiness probe (tailscale /healthz) fails until "
+            "the node is enrolled; nextSteps says what to set",
         )
     ]

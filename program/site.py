@@ -7,17 +7,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import headplane as headplane_module
 from components import headscale as headscale_module
 from components.backup_volume import BackupVolume
 from components.endpoint import PublicEndpoint
-from components.gateway import GatewayServices, SubnetRouters, advertised_routes
+from components.gateway import GatewayServices, SubnetRouters, advertised_routes, router_key_name
 from components.gateway_config import rewrite_kubeconfig
 from components.headplane import Headplane
 from components.headscale import HeadscaleServer
-from components.headscale_config import STUN_PORT
 from components.migration import SqliteToPostgres
-from components.network_policy import NetworkPolicies, ProtectedApp
+from components.network_policy import NetworkPolicies
 from components.pod import labels
 from components.postgres import PostgresDatabase
 from components.settings import DatabaseStage, Role
@@ -136,7 +134,15 @@ class TailnetSite(pulumi.ComponentResource):
                 postgres_database_args(config),
                 opts=in_namespace,
             )
-        self.headscale = HeadscaleServer(f"{name}-headscale", headscale_server_args(config), opts=in_namespace)
+        # Before the server: in file mode its pod mounts the policy ConfigMap and waits for it.
+        self.policy = TailnetPolicy(f"{name}-policy", tailnet_policy_args(config), opts=in_namespace)
+        self.headscale = HeadscaleServer(
+            f"{name}-headscale",
+            headscale_server_args(config, policy_published_by=self.policy.config_map),
+            opts=in_namespace,
+        )
+        # After the server: the provider compares with (or in `apply` writes) the policy of the server rolled out.
+        self.policy.track_live(after=[self.headscale.deployment])
         if config.database.stage is DatabaseStage.MIGRATING and self.database is not None:
             # Awaited by Pulumi: the stage is done when the Job succeeded; Headscale stays at 0 until then.
             SqliteToPostgres(
@@ -148,15 +154,6 @@ class TailnetSite(pulumi.ComponentResource):
                 ),
             )
         self.headplane = None
-        apps = [
-            ProtectedApp(
-                app=headscale_module.APP,
-                http_port=headscale_module.HTTP_PORT,
-                metrics_port=headscale_module.METRICS_PORT,
-                also_from_apps=(headplane_module.APP,) if config.headplane.enabled else (),
-                public_udp_ports=(STUN_PORT,) if config.headscale.derp.embedded else (),
-            )
-        ]
         gateway_namespace = k8s.core.v1.Namespace(
             f"{name}-gateway-namespace",
             metadata={"name": config.gateway.namespace, "labels": gateway_namespace_labels()},
@@ -181,7 +178,9 @@ class TailnetSite(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(in_namespace, in_routers),
             )
             router_key = self.objects.router_key_secret
-        elif config.router_auth_key is not None:
+        elif config.router_auth_keys is not None:
+            # The user's keys, one per ordinal. Whether each is single-use cannot be checked without API access:
+            # config's description and the README ask for single-use keys (an accepted risk).
             router_key = k8s.core.v1.Secret(
                 f"{name}-router-key",
                 metadata={
@@ -190,7 +189,10 @@ class TailnetSite(pulumi.ComponentResource):
                     "labels": labels("subnet-router", "auth"),
                 },
                 type="Opaque",
-                string_data={"authkey": pulumi.Output.secret(config.router_auth_key.get_secret_value())},
+                string_data={
+                    router_key_name(ordinal): pulumi.Output.secret(key.get_secret_value())
+                    for ordinal, key in enumerate(config.router_auth_keys)
+                },
                 opts=in_routers,
             )
         # The routers read their key when they start: they start after it exists (see SubnetRouters for how a
@@ -207,11 +209,11 @@ class TailnetSite(pulumi.ComponentResource):
                 ),
                 opts=in_namespace,
             )
-            apps.append(ProtectedApp(app=headplane_module.APP, http_port=headplane_module.PORT))
         PublicEndpoint(f"{name}-endpoint", public_endpoint_args(config), opts=in_namespace)
-        self.policy = TailnetPolicy(f"{name}-policy", tailnet_policy_args(config), opts=in_namespace)
         if config.network_policy.enabled:
-            NetworkPolicies(f"{name}-network", network_policies_args(config, apps), opts=in_namespace)
+            # Default-deny and the allows of every namespace the stack owns (the kernel routers' one included).
+            in_all = pulumi.ResourceOptions.merge(pulumi.ResourceOptions.merge(in_namespace, in_gateway), in_routers)
+            NetworkPolicies(f"{name}-network", network_policies_args(config), opts=in_all)
         self.outputs = {
             "namespace": self.namespace.metadata.apply(lambda metadata: metadata.name),
             "endpoints": endpoints(config),
@@ -232,6 +234,8 @@ class TailnetSite(pulumi.ComponentResource):
                 "mode": config.policy.mode.value,
                 "sha256": self.policy.rendered.sha256,
                 "configMap": f"{config.namespace}/{CONFIG_MAP}",
+                # False: a Headscale starting without a stored policy allows everything (see policy.mode).
+                "enforcedFromStart": self.policy.enforced_from_start,
             },
         }
         if config.role is Role.ACTIVE:

@@ -41,7 +41,7 @@ class Tool:
 
     name: str
     package: str
-    source: str  # "apt" or "pip"
+    source: str  # "apt", "pip" (requirements-dev.txt) or "toolenv" (a tool environment of its own)
     find: Callable[[], object]  # a path (truthy) when present, None when absent
     what: str
 
@@ -54,6 +54,8 @@ class Tool:
         """The package that provides the tool, for a reader."""
         if self.source == "apt":
             return f"Debian package {self.package}"
+        if self.source == "toolenv":
+            return f"pip package {self.package} in .venv-{self.name}, requirements-{self.name}.txt"
         return f"pip package {self.package}, requirements-dev.txt"
 
 
@@ -61,7 +63,18 @@ class Tool:
 HOW = {
     "apt": ("make deps", "installs what is missing from debian-packages.txt (apt-get; as root, or via sudo)"),
     "pip": ("make test", "installs requirements-dev.txt into .venv first"),
+    "toolenv": ("make test", "creates the tool's own environment (.venv-<tool>) from requirements-<tool>.txt first"),
 }
+
+
+def _tool_env(name: str) -> Callable[[], object]:
+    """A tool installed in an environment of its own (its pins clash with the program's)."""
+
+    def find() -> object:
+        path = PROJECT_DIR / f".venv-{name}" / "bin" / name
+        return path if path.is_file() else None
+
+    return find
 
 
 def _which(command: str) -> Callable[[], object]:
@@ -79,6 +92,8 @@ TOOLS: dict[str, Tool] = {
         Tool("postgres", "postgresql-15", "apt", postgres_bindir, "PostgreSQL server (initdb, pg_ctl, postgres)"),
         Tool("psql", "postgresql-15", "apt", _which("psql"), "psql (postgresql-client-15, a postgresql-15 dependency)"),
         Tool("pgloader", "pgloader", "apt", _which("pgloader"), "pgloader, the SQLite -> PostgreSQL loader"),
+        Tool("openssl", "openssl", "apt", _which("openssl"), "openssl, makes the TLS tests' CA and server certificate"),
+        Tool("checkov", "checkov", "toolenv", _tool_env("checkov"), "checkov, static checks of the rendered objects"),
     )
 }
 

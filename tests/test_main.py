@@ -145,7 +145,11 @@ def test_optional_features_render_manifests_that_validate(route: str, shared_dir
     document = yaml.safe_load((project / "Pulumi.yaml").read_text())
     config = document["config"]
     config["backup"]["value"]["volsync"] = {"repository": "restic-config", "volumeSnapshotClass": "ceph"}
-    config["headscale"]["value"]["oidc"] = {"issuer": "https://id.example.com", "clientId": "headscale"}
+    config["headscale"]["value"]["oidc"] = {
+        "issuer": "https://id.example.com",
+        "clientId": "headscale",
+        "allowedDomains": ["example.com"],
+    }
     config["headscale"]["value"]["derp"] = {"embedded": True}
     (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     run = plan_stack("lab", project_dir=project)
@@ -203,7 +207,7 @@ LAB_ACTIVE = (
 OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     "sqlite-kernel-routers-router-key": (
         LAB_ACTIVE + "  headscale-ha:gateway: {routers: {mode: kernel, replicas: 2}}\n"
-        "  headscale-ha:routerAuthKey:\n    secure: v1:EEEE\n",
+        "  headscale-ha:routerAuthKeys:\n    - secure: v1:EEEE\n    - secure: v1:FFFF\n",
         {},
         (),
     ),
@@ -214,7 +218,7 @@ OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     ),
     "migrating-oidc": (
         LAB_ACTIVE + POSTGRES_STAGE.format(stage="migrating") + OIDC_SECRETS,
-        {"headscale": {"oidc": {"issuer": "https://id.example.com", "clientId": "headscale"}}},
+        {"headscale": {"oidc": {"issuer": "https://id.example.com", "clientId": "hs", "allowedGroups": ["ops"]}}},
         (),
     ),
     "postgres-embedded-derp-ingress-kernel-api-key": (
@@ -334,25 +338,28 @@ def test_stateful_resources_survive_destroy(option_set: str, project_copy) -> No
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
 def test_the_router_key_secret_and_the_routers_meet_in_one_namespace(option_set: str, project_copy) -> None:
+    """Each replica finds its own key (`authkey-<ordinal>`) in the Secret mounted in its namespace; every key the
+    stack mints for the routers is single-use, so nothing reusable carries the route-approving tag."""
     run = _option_set_run(option_set, project_copy)
     objects = run.kubernetes_objects()
     (routers,) = [o for o in objects if o["kind"] == "StatefulSet"]
     namespace = routers["metadata"]["namespace"]
-    env = {e["name"]: e for e in routers["spec"]["template"]["spec"]["containers"][0]["env"]}
-    reference = env["TS_AUTHKEY"]["valueFrom"]["secretKeyRef"]
-    keys = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == reference["name"]]
-    has_key_path = any(
-        r.type.endswith(":PreAuthKey") for r in run.resources
-    ) or option_set == "sqlite-kernel-routers-router-key"
-    if has_key_path:
+    pod = routers["spec"]["template"]["spec"]
+    assert all(e["name"] != "TS_AUTHKEY" for c in pod["containers"] for e in c.get("env", [])), "no key in the spec"
+    (volume,) = [v["secret"] for v in pod["volumes"] if "secret" in v]
+    keys = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == volume["secretName"]]
+    minted = [r for r in run.resources if r.type.endswith(":PreAuthKey")]
+    assert all(r.inputs["reusable"] is False and r.inputs["recreateIfInvalid"] == "always" for r in minted)
+    if minted or option_set == "sqlite-kernel-routers-router-key":
         assert [k["metadata"]["namespace"] for k in keys] == [namespace]
-        assert set(keys[0]["stringData"]) == {reference["key"]}
+        assert set(keys[0]["stringData"]) == {f"authkey-{i}" for i in range(routers["spec"]["replicas"])}
+        assert len(minted) in (0, routers["spec"]["replicas"])
         assert "pulumi.com/skipAwait" not in routers["metadata"].get("annotations", {})
     else:
         assert keys == []
         # No key yet: Pulumi does not wait for routers that cannot become ready, and the stack says what to set.
         assert routers["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
-        assert any("routerAuthKey" in step for step in run.outputs["nextSteps"])
+        assert any("routerAuthKeys" in step for step in run.outputs["nextSteps"])
 
 
 @pytest.mark.parametrize("option_set", ALL_SETS)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from components.settings import PROJECT
+from policy.pack.rules import Subject, advisories
 from program.config import ConfigError
 from tools import render
 from tools.harness import PROJECT_DIR, ProgramRun, run_program
@@ -71,6 +72,16 @@ def write_rendered(run: ProgramRun, out_dir: Path) -> list[Path]:
     return [*written, out_dir / "outputs.json"]
 
 
+def advisory_warnings(run: ProgramRun) -> list[str]:
+    """The guard-rail pack's advisory findings (tag-only image pins, ...), one line each: warned, never fatal."""
+    return [
+        f"warning: {rule} (advisory): {resource.name}: {message}"
+        for resource in run.resources
+        for rule, messages in advisories(Subject(type=resource.type, name=resource.name, props=resource.inputs)).items()
+        for message in messages
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make plan", description=__doc__.splitlines()[0])
     parser.add_argument("--stack", action="append", help="stack to plan (repeatable); default: every stack file")
@@ -103,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         files = write_rendered(run, out_root / stack)
         print(render.resource_tree(run))
+        for warning in advisory_warnings(run):
+            print(warning)
         print(f"wrote {len(files) - 1} manifests and outputs.json to {out_root / stack}\n")
     return status
 

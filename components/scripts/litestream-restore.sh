@@ -33,6 +33,7 @@
 #   10  IDENTITY_FILE is set but missing, unreadable or empty
 #   11  identity fingerprint differs from the one recorded with the backup (or with the local database)
 #   12  a replica exists but carries no identity fingerprint, so it cannot be matched to this identity
+#   13  a marker (or BACKUP_DIR itself) is a symbolic link, or a marker does not hold a marker value
 #   20  BACKUP_DIR is missing or unreadable while a backup should exist (or unreadable with no local database)
 #   21  a fingerprint/marker says a backup exists, but the replica holds no data
 #   22  the replica data cannot be read (litestream cannot list it)
@@ -40,8 +41,14 @@
 #   30  litestream restore failed, or produced no valid SQLite file
 #   31  the local volume could not be prepared (markers, moving stale files aside)
 #
+# Trust: whoever can write the backup export can plant a backup, so nothing read from it is followed or echoed
+# blindly. A marker that is a symbolic link is refused, never read (a link to the mounted key file would otherwise
+# be read as a "fingerprint"), and so is a BACKUP_DIR that is a link; a marker's content is only used (and shown)
+# once it has the marker's exact form (64 lowercase hex, or "initialised").
+#
 # Never run with `set -x`: the key content passes through a shell variable. Messages print at most the first
-# 12 hex digits of a fingerprint, never key material.
+# 12 hex digits of a fingerprint (a SHA-256 of the key: it reveals nothing about the key, and the full value sits
+# world-readable in the markers anyway), never key material.
 set -eu
 
 PROG=litestream-restore
@@ -49,6 +56,7 @@ EX_USAGE=2
 EX_IDENTITY_UNAVAILABLE=10
 EX_IDENTITY_MISMATCH=11
 EX_IDENTITY_UNRECORDED=12
+EX_MARKER_UNTRUSTED=13
 EX_BACKUP_DIR_UNAVAILABLE=20
 EX_REPLICA_MISSING=21
 EX_REPLICA_UNREADABLE=22
@@ -64,6 +72,14 @@ info() {
 die() {
     printf '%s: REFUSING TO START (exit %s): %s\n' "$PROG" "$1" "$2" >&2
     exit "$1"
+}
+
+# die_from_subshell STATUS CODE MESSAGE: a refusal (exit 13) inside $(...) already said why; keep its code.
+die_from_subshell() {
+    if [ "$1" -eq "$EX_MARKER_UNTRUSTED" ]; then
+        exit "$1"
+    fi
+    die "$2" "$3"
 }
 
 short() {
@@ -88,9 +104,35 @@ write_marker() {
     return 1
 }
 
+# A symbolic link is never followed: refuse before anything opens it.
+refuse_link() {
+    if [ -L "$1" ]; then
+        die "$EX_MARKER_UNTRUSTED" "$2 '$1' is a symbolic link. Markers and the backup directory are never \
+followed through links: a planted link could point the check at another file. Inspect it (who wrote the \
+backup export?), replace it with the real file or directory, then restart the pod."
+    fi
+}
+
+# read_marker PATH: the marker's value, refused (exit 13) unless it has the exact form MARKER_VALUE has.
 read_marker() {
+    refuse_link "$1" "The marker"
     rm_value=$(cat "$1") || return 1
-    printf '%s' "$rm_value" | tr -d ' \t\r\n'
+    rm_value=$(printf '%s' "$rm_value" | tr -d ' \t\r\n')
+    rm_ok=false
+    if [ -n "$FINGERPRINT" ]; then
+        case "$rm_value" in
+            *[!0-9a-f]*) ;;
+            *) if [ "${#rm_value}" -eq 64 ]; then rm_ok=true; fi ;;
+        esac
+    elif [ "$rm_value" = initialised ]; then
+        rm_ok=true
+    fi
+    if [ "$rm_ok" = false ]; then
+        # Its content is not shown: it is not a marker, and could be anything (even key material).
+        die "$EX_MARKER_UNTRUSTED" "The marker '$1' does not hold a marker value (expected $MARKER_FORM). \
+Inspect it (who wrote it?), restore the right value or move it aside, then restart the pod."
+    fi
+    printf '%s' "$rm_value"
 }
 
 # Move a stale file aside (never delete: it may be the only copy of something an operator wants to inspect).
@@ -163,11 +205,13 @@ the identity Secret (from the stack that wrote the backup in '$BACKUP_DIR') and 
     FINGERPRINT=$(printf '%s' "$KEY" | sha256sum | cut -d ' ' -f 1)
     KEY=
     MARKER_VALUE=$FINGERPRINT
+    MARKER_FORM="the SHA-256 of the identity key, 64 lowercase hex digits"
 else
     BACKUP_MARKER="$BACKUP_DIR/.backup-initialised"
     LOCAL_MARKER="$DB_DIR/.backup-initialised"
     FINGERPRINT=
     MARKER_VALUE=initialised
+    MARKER_FORM="the word 'initialised'"
 fi
 
 identity_mismatch() {
@@ -179,6 +223,7 @@ tailnet, move '$BACKUP_DIR' aside and delete the database and '$LOCAL_MARKER'."
 
 # --- backup directory state ----------------------------------------------------------------------------------
 # BACKUP_STATE: ok | missing | unreadable
+refuse_link "$BACKUP_DIR" "The backup directory BACKUP_DIR"
 if [ -d "$BACKUP_DIR" ]; then
     if [ -r "$BACKUP_DIR" ] && [ -x "$BACKUP_DIR" ] && ls "$BACKUP_DIR" >/dev/null 2>&1; then
         BACKUP_STATE=ok
@@ -194,14 +239,16 @@ fi
 BACKUP_FP=
 HAVE_BACKUP_MARKER=false
 if [ "$BACKUP_STATE" = ok ] && { [ -e "$BACKUP_MARKER" ] || [ -L "$BACKUP_MARKER" ]; }; then
-    BACKUP_FP=$(read_marker "$BACKUP_MARKER" 2>/dev/null) || die "$EX_BACKUP_DIR_UNAVAILABLE" "The backup \
+    refuse_link "$BACKUP_MARKER" "The backup marker"
+    BACKUP_FP=$(read_marker "$BACKUP_MARKER") || die_from_subshell $? "$EX_BACKUP_DIR_UNAVAILABLE" "The backup \
 marker '$BACKUP_MARKER' exists but cannot be read. Check the NFS backup volume and its permissions."
     HAVE_BACKUP_MARKER=true
 fi
 LOCAL_FP=
 HAVE_LOCAL_MARKER=false
 if [ -e "$LOCAL_MARKER" ] || [ -L "$LOCAL_MARKER" ]; then
-    LOCAL_FP=$(read_marker "$LOCAL_MARKER" 2>/dev/null) || die "$EX_LOCAL_STATE" "The local marker \
+    refuse_link "$LOCAL_MARKER" "The local marker"
+    LOCAL_FP=$(read_marker "$LOCAL_MARKER") || die_from_subshell $? "$EX_LOCAL_STATE" "The local marker \
 '$LOCAL_MARKER' exists but cannot be read. Check the data volume."
     HAVE_LOCAL_MARKER=true
 fi

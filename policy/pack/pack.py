@@ -1,4 +1,5 @@
-"""The rules of ``rules.py`` as CrossGuard resource-validation policies (mandatory)."""
+"""The rules of ``rules.py`` as CrossGuard resource-validation policies (mandatory, or advisory where the rule
+says so: those warn without blocking)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def build_policies() -> list[ResourceValidationPolicy]:
         ResourceValidationPolicy(
             name=rule.name,
             description=rule.description,
-            enforcement_level=EnforcementLevel.MANDATORY,
+            enforcement_level=EnforcementLevel.ADVISORY if rule.advisory else EnforcementLevel.MANDATORY,
             validate=_validator(rule),
         )
         for rule in RULES

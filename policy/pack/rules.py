@@ -39,6 +39,8 @@ class Rule:
     name: str
     description: str
     check: Callable[[Subject], list[str]]
+    #: Advisory: reported (CrossGuard warns, `make plan` prints it) but never fails a preview or an update.
+    advisory: bool = False
 
 
 def pod_spec(subject: Subject) -> Mapping[str, Any] | None:
@@ -94,6 +96,20 @@ def no_moving_image_tags(subject: Subject) -> list[str]:
         if problem is not None:
             problems.append(f"container {container.get('name')!r}: image {image!r} {problem}")
     return problems
+
+
+def prefer_image_digests(subject: Subject) -> list[str]:
+    """Tag-only pins: a registry can move a tag to other bytes; a digest cannot move (advisory, so a tag that
+    names an exact release stays usable where no digest can be looked up)."""
+    pod = pod_spec(subject)
+    if pod is None:
+        return []
+    return [
+        f"container {container.get('name')!r}: image {image!r} is pinned by tag only; add its digest "
+        f"({image}@sha256:<64 hex>) so the bytes cannot change under the same tag"
+        for container in containers(pod)
+        if (image := str(container.get("image", ""))) and ImageRef.parse(image).digest is None
+    ]
 
 
 def _serves_headscale(pod: Mapping[str, Any]) -> bool:
@@ -203,6 +219,12 @@ RULES: tuple[Rule, ...] = (
         check=no_moving_image_tags,
     ),
     Rule(
+        name="prefer-image-digests",
+        description="Images are pinned by digest as well as tag (repo:tag@sha256:...); advisory.",
+        check=prefer_image_digests,
+        advisory=True,
+    ),
+    Rule(
         name="headscale-singleton",
         description="Headscale runs at most one replica, in a Deployment with strategy Recreate.",
         check=headscale_is_a_singleton,
@@ -226,6 +248,12 @@ RULES: tuple[Rule, ...] = (
 
 
 def violations(subject: Subject) -> dict[str, list[str]]:
-    """Every rule's findings for one resource (rules without findings are left out)."""
-    found = {rule.name: rule.check(subject) for rule in RULES}
+    """Every mandatory rule's findings for one resource (rules without findings are left out)."""
+    found = {rule.name: rule.check(subject) for rule in RULES if not rule.advisory}
+    return {name: messages for name, messages in found.items() if messages}
+
+
+def advisories(subject: Subject) -> dict[str, list[str]]:
+    """Every advisory rule's findings for one resource: warnings, never failures."""
+    found = {rule.name: rule.check(subject) for rule in RULES if rule.advisory}
     return {name: messages for name, messages in found.items() if messages}

@@ -77,3 +77,32 @@ def test_fqdn_drops_a_trailing_dot_and_refuses_single_labels() -> None:
     for bad in ("localhost", "Hs.Example.com", "a..b", "-x.example.com"):
         with pytest.raises(ValidationError):
             TypeAdapter(Fqdn).validate_python(bad)
+
+
+@pytest.mark.parametrize(
+    ("kind", "reference"),
+    [
+        ("Image", "ghcr.io/tale/headplane:0.6.3@sha256:" + "0123456789abcdef" * 4),
+        ("Image", "registry.local:5000/team/socat:1.8.0.1@sha256:" + "f" * 64),
+        ("PostgresImage", "ghcr.io/cloudnative-pg/postgresql:15.18@sha256:" + "a" * 64),
+    ],
+)
+def test_digest_pins_are_accepted_by_every_image_type(kind: str, reference: str) -> None:
+    from components import config_types
+
+    assert TypeAdapter(getattr(config_types, kind)).validate_python(reference) == reference
+
+
+@pytest.mark.parametrize(
+    ("reference", "fragment"),
+    [
+        ("ghcr.io/tale/headplane@sha256:" + "0" * 64, "has no tag"),  # the tag says which release it is
+        ("ghcr.io/tale/headplane:0.6.3@sha256:" + "0" * 63, "64 lowercase hex"),
+        ("ghcr.io/tale/headplane:0.6.3@sha512:" + "0" * 64, "sha256:"),
+    ],
+)
+def test_malformed_digest_pins_are_refused(reference: str, fragment: str) -> None:
+    from components.config_types import Image
+
+    with pytest.raises(ValidationError, match=fragment):
+        TypeAdapter(Image).validate_python(reference)

@@ -77,7 +77,15 @@ def test_routers_advertise_the_cluster_and_the_pool_with_their_tag(run_stack) ->
     assert "--login-server=https://headscale.example.com" in env["TS_EXTRA_ARGS"]
     assert env["TS_USERSPACE"] == "true"
     assert env["TS_KUBE_SECRET"] == "$(POD_NAME)"
-    assert env["TS_AUTHKEY"] == {"secretKeyRef": {"name": "subnet-router-authkey", "key": "authkey", "optional": True}}
+    # The enrolment key is not in the pod spec: the entrypoint reads its ordinal's file from the mounted Secret,
+    # and containerboot logs in only while the node has no state (an enrolled replica never reuses its key).
+    assert "TS_AUTHKEY" not in env
+    assert env["TS_AUTH_ONCE"] == "true"
+    spec = _obj(run, "StatefulSet", "subnet-router")["spec"]["template"]["spec"]
+    (volume,) = [v for v in spec["volumes"] if "secret" in v]
+    assert volume["secret"] == {"secretName": "subnet-router-authkey", "optional": True, "defaultMode": 0o440}
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert (mount["mountPath"], mount["readOnly"], "subPath" in mount) == ("/etc/tailscale-authkey", True, False)
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     # Routes are approved by the policy's autoApprovers, for exactly this tag.
     policy = json.loads(_obj(run, "ConfigMap", "headscale-policy-rendered")["data"]["policy.json"])
@@ -151,11 +159,42 @@ def test_kubeconfig_output_is_a_secret(run_stack, lab_project) -> None:
     assert "kubeconfig" not in run_stack("hydra").outputs
 
 
-def test_a_given_router_key_lands_in_the_routers_secret(run_stack, lab_project) -> None:
-    run = run_stack("lab", project_dir=lab_project("  headscale-ha:routerAuthKey:\n    secure: v1:AAAA\n"))
+def test_given_router_keys_land_one_per_ordinal_in_the_routers_secret(run_stack, lab_project) -> None:
+    keys = "  headscale-ha:routerAuthKeys:\n    - secure: v1:AAAA\n    - secure: v1:BBBB\n"
+    run = run_stack("lab", project_dir=lab_project("  headscale-ha:gateway: {routers: {replicas: 2}}\n" + keys))
     secret = _obj(run, "Secret", "subnet-router-authkey")
     assert secret["metadata"]["namespace"] == "tailnet-gateway"
-    assert secret["stringData"] == {"authkey": SECRET}
+    assert secret["stringData"] == {"authkey-0": SECRET, "authkey-1": SECRET}
+
+
+def test_given_router_keys_must_match_the_replicas() -> None:
+    config = parse("hydra", secret_keys=("routerAuthKeys",), routerAuthKeys=["k0", "k1"])
+    assert [key.get_secret_value() for key in config.router_auth_keys or []] == ["k0", "k1"]
+    for keys in (["k0"], ["k0", "k1", "k2"], "k0"):
+        with pytest.raises(ConfigError) as caught:
+            parse("hydra", secret_keys=("routerAuthKeys",), routerAuthKeys=keys)
+        (problem,) = caught.value.problems
+        assert problem.startswith("headscale-ha:routerAuthKeys: ")
+        assert "k0" not in problem, "a key never reaches an error message"
+        if isinstance(keys, list):
+            assert problem.endswith(f"(gateway.routers.replicas = 2), got {len(keys)} key(s)")
+    # The former single reusable key is refused by name, not taken as one replica's key.
+    with pytest.raises(ConfigError, match=r"routerAuthKey: unknown key; did you mean 'routerAuthKeys'\?"):
+        parse("hydra", secret_keys=("routerAuthKey",), routerAuthKey="hskey-auth-reusable")
+
+
+@pytest.mark.parametrize(
+    ("routers", "message"),
+    [
+        ({"authKeyLifetime": "2160h"}, "authKeyLifetime must be 10m to 24h"),
+        ({"authKeyLifetime": "5m", "authKeyRotateBefore": "1m"}, "authKeyLifetime must be 10m to 24h"),
+        ({"authKeyLifetime": "1h", "authKeyRotateBefore": "1h"}, "must be shorter than authKeyLifetime"),
+    ],
+)
+def test_router_keys_are_short_lived(routers: dict, message: str) -> None:
+    assert parse("hydra").gateway.routers.auth_key_lifetime == "1h"
+    with pytest.raises(ConfigError, match=message):
+        parse("hydra", gateway={"routers": {"replicas": 2, **routers}})
 
 
 def test_a_router_without_a_key_says_why_and_is_not_ready(run_stack, tmp_path) -> None:
@@ -168,21 +207,45 @@ def test_a_router_without_a_key_says_why_and_is_not_ready(run_stack, tmp_path) -
     assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     shell, flag, script = container["command"]
     assert (shell, flag) == ("/bin/sh", "-c")
-    # Run the entrypoint for real (POSIX sh), with a stand-in containerboot, with and without a key.
-    sh = shutil.which("busybox") or shutil.which("sh")
-    assert sh is not None
+    # Run the entrypoint for real under busybox sh (the image's shell), with a stand-in containerboot that shows
+    # what it was given, against a stand-in of the mounted key Secret.
+    busybox = shutil.which("busybox")
+    assert busybox is not None, "busybox is needed to run the entrypoint as the tailscale image does"
     boot = tmp_path / "containerboot"
-    boot.write_text("#!/bin/sh\necho containerboot started\n")
+    boot.write_text('#!/bin/sh\necho "containerboot started with TS_AUTHKEY=${TS_AUTHKEY:-<unset>}"\n')
     boot.chmod(0o755)
-    runnable = script.replace("/usr/local/bin/containerboot", str(boot))
-    argv = [sh, "sh", "-c", runnable] if sh.endswith("busybox") else [sh, "-c", runnable]
-    without = subprocess.run(argv, capture_output=True, text=True, env={"TS_AUTHKEY": ""}, check=True)
-    assert "no pre-auth key (Secret tailnet-gateway/subnet-router-authkey" in without.stderr
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    assert "/etc/tailscale-authkey/" in script
+    runnable = script.replace("/usr/local/bin/containerboot", str(boot)).replace("/etc/tailscale-authkey", str(keys))
+
+    def start(pod: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [busybox, "sh", "-c", runnable], capture_output=True, text=True, env={"POD_NAME": pod}, check=True
+        )
+
+    without = start("subnet-router-1")
+    assert (
+        "no pre-auth key for subnet-router-1 (Secret tailnet-gateway/subnet-router-authkey, key authkey-1, "
+        "is missing or empty)" in without.stderr
+    )
     assert "nextSteps" in without.stderr
-    assert without.stdout == "containerboot started\n"
-    with_key = subprocess.run(argv, capture_output=True, text=True, env={"TS_AUTHKEY": "k"}, check=True)
-    assert with_key.stderr == ""
-    assert with_key.stdout == "containerboot started\n"
+    assert without.stdout == "containerboot started with TS_AUTHKEY=<unset>\n"
+    (keys / "authkey-0").write_text("key-of-0")
+    (keys / "authkey-1").write_text("key-of-1\n")
+    (keys / "authkey-11").write_text("key-of-11")
+    for pod, key in (
+        ("subnet-router-0", "key-of-0"),
+        ("subnet-router-1", "key-of-1"),
+        ("subnet-router-11", "key-of-11"),
+    ):
+        started = start(pod)
+        assert started.stderr == ""
+        assert started.stdout == f"containerboot started with TS_AUTHKEY={key}\n", (
+            "each pod takes its own ordinal's key"
+        )
+    (keys / "authkey-1").write_text("")
+    assert "no pre-auth key for subnet-router-1" in start("subnet-router-1").stderr, "an empty key is no key"
 
 
 def test_routers_start_after_their_key_and_roll_when_a_key_source_appears(run_stack, project_copy) -> None:

@@ -6,8 +6,9 @@ import yaml
 
 from components.backup_volume import claim_name
 from components.settings import Nfs, Role
-from program.args import headplane_args
+from program.args import headplane_args, tailnet_objects_args
 from tests.components.test_headscale_config import OIDC, stack_config
+from tests.test_main import _option_set_run
 from tools.harness import SECRET, ProgramRun
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
@@ -91,3 +92,39 @@ def test_secrets_come_from_the_stack_when_the_provider_minted_no_key() -> None:
     without_oidc = headplane_args(stack_config(), headscale_url=HEADSCALE_URL)
     assert without_oidc.oidc is None
     assert without_oidc.oidc_client_secret is None, "no OIDC login: its client secret is not mounted"
+
+
+def test_the_admin_api_key_reaches_headplane_only_with_oidc(run_stack, lab_project) -> None:
+    """Headplane 0.6 acts with a server-side key only for OIDC logins; without OIDC the key is neither stored in its
+    Secret, nor mounted, nor minted (users paste their own key at the login page)."""
+    config = stack_config()  # headplaneApiKey is set, OIDC is not
+    assert config.headplane_api_key is not None
+    assert headplane_args(config, headscale_url=HEADSCALE_URL).api_key is None
+    assert headplane_args(config, headscale_url=HEADSCALE_URL, api_key=SECRET).api_key is None
+    owner = config.model_copy(update={"bootstrap_api_key": config.headplane_api_key})
+    assert tailnet_objects_args(owner).mint_headplane_api_key is False
+    with_oidc = stack_config(oidc=OIDC)
+    assert headplane_args(with_oidc, headscale_url=HEADSCALE_URL).api_key is not None
+    owner = with_oidc.model_copy(update={"bootstrap_api_key": with_oidc.headplane_api_key})
+    assert tailnet_objects_args(owner).mint_headplane_api_key is True
+
+    project = lab_project("  headscale-ha:headplaneApiKey:\n    secure: v1:AAAA\n")
+    assert _object(run_stack("lab", project_dir=project), "Secret", "headplane-secrets")["stringData"] == {
+        "cookie-secret": SECRET
+    }
+
+
+def test_with_oidc_the_key_is_mounted_in_the_headplane_container_only(project_copy) -> None:
+    run = _option_set_run("migrating-oidc", project_copy)
+    secret = _object(run, "Secret", "headplane-secrets")
+    assert set(secret["stringData"]) == {"cookie-secret", "headscale-api-key", "oidc-client-secret"}
+    pod = _object(run, "Deployment", "headplane")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "headplane-secrets"]
+    readers = [
+        c["name"]
+        for c in [*pod.get("initContainers", []), *pod["containers"]]
+        if any(m["name"] == volume["name"] for m in c.get("volumeMounts", []))
+    ]
+    assert readers == ["headplane"]
+    config = yaml.safe_load(_object(run, "ConfigMap", "headplane-config")["data"]["config.yaml"])
+    assert config["oidc"]["disable_api_key_login"] is True

@@ -155,11 +155,20 @@ def test_oidc_reuses_headscales_client_and_reads_secrets_from_files() -> None:
         "headscale_api_key_path": "/etc/headplane/secrets/headscale_api_key",
         "use_pkce": True,
         "scope": "openid email profile groups",
+        "disable_api_key_login": True,
     }
 
 
+def test_with_oidc_api_key_login_is_off_unless_kept_on_purpose() -> None:
+    """An API key pasted on the login page would bypass the identity provider and its allow-list."""
+    assert render(stack_config(oidc=OIDC))["oidc"]["disable_api_key_login"] is True
+    kept = stack_config(oidc={**OIDC, "headplaneApiKeyLogin": True})
+    assert render(kept)["oidc"]["disable_api_key_login"] is False
+    assert ("oidc", "disable_api_key_login") in example_keys(), "a key of Headplane 0.6.3's example config"
+
+
 def test_pkce_follows_the_headscale_setting() -> None:
-    config = stack_config(oidc={"issuer": "https://id.example.com", "clientId": "hs", "pkce": False})
+    config = stack_config(oidc={**OIDC, "pkce": False})
     assert render(config)["oidc"]["use_pkce"] is False
 
 

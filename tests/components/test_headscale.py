@@ -15,6 +15,7 @@ from components.headscale import (
     GeneratedIdentity,
     IdentityFromStack,
     ImportedIdentity,
+    PolicyFile,
     PostgresStorage,
     SqliteStorage,
     server_files,
@@ -138,7 +139,7 @@ def test_identity_never_lands_in_a_config_map(run_stack) -> None:
             assert not re.search(r"privkey:[0-9a-f]{64}", yaml.safe_dump(obj)), obj["metadata"]["name"]
     config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
     assert config["noise"]["private_key_path"] == "/etc/headscale/identity/noise_private.key"
-    assert config["policy"]["mode"] == "database"
+    assert config["policy"]["mode"] == "file"
 
 
 def test_imported_identity_replaces_the_generated_one(run_stack, lab_project) -> None:
@@ -183,9 +184,12 @@ def test_a_single_node_cluster_lets_the_control_plane_host_the_pods(run_stack) -
 
 
 def _file_paths(node: object) -> set[str]:
-    """Every file the rendered config.yaml names (keys ending in `_path` with a value)."""
+    """Every file the rendered config.yaml names (keys ending in `_path` with a value, and `policy.path`)."""
     if isinstance(node, dict):
         found = {v for k, v in node.items() if k.endswith("_path") and isinstance(v, str) and v}
+        policy = node.get("policy")
+        if isinstance(policy, dict) and policy.get("path"):
+            found.add(policy["path"])
         return found.union(*(_file_paths(v) for v in node.values()))
     if isinstance(node, list):
         return set().union(*(_file_paths(v) for v in node))
@@ -213,6 +217,7 @@ def test_every_file_the_config_names_is_mounted_wherever_headscale_loads_it(opti
     paths = _file_paths(config)
     assert PATHS.noise_key in paths
     assert (PATHS.oidc_client_secret in paths) == ("oidc" in option_set)
+    assert PATHS.policy in paths, "file mode: Headscale reads the rendered policy wherever it loads the config"
     loaders = []
     for workload in run.kubernetes_objects():
         if workload["kind"] not in ("Deployment", "Job"):
@@ -320,6 +325,9 @@ def test_only_the_embedded_relay_asks_for_the_public_address_and_only_oidc_mount
     with_oidc, _ = server_files(oidc=True)
     assert [v["name"] for v in without] == ["config", "identity"]
     assert [v["name"] for v in with_oidc] == ["config", "identity", "oidc"]
+    with_policy, mounts = server_files(oidc=False, policy=PolicyFile(config_map="published", sha256="0" * 64))
+    assert with_policy[-1]["configMap"]["name"] == "published"
+    assert mounts[-1] == {"name": "policy", "mountPath": PATHS.policy, "subPath": "policy.json", "readOnly": True}
 
 
 #: A program of its own: HeadscaleServer on PostgreSQL with imported keys, OIDC and the embedded relay.
@@ -352,7 +360,7 @@ HAND_WRITTEN = """
             server_hostname="vpn.example.org",
             derp=Derp(embedded=True, urls=[]),
             stun_address="203.0.113.7",
-            oidc=Oidc(issuer="https://login.example.org", client_id="vpn"),
+            oidc=Oidc(issuer="https://login.example.org", client_id="vpn", allowed_domains=["example.org"]),
             oidc_client_secret=pulumi.Output.secret("not-rendered"),
             base_domain="nodes.example.org",
             split_dns={"lab.example.org": ("10.0.0.53",)},
@@ -413,4 +421,10 @@ def test_a_server_from_hand_written_args_outside_the_stack_config(tmp_path: Path
 def test_postgres_storage_needs_no_volume_settings() -> None:
     """The two storage choices carry nothing of each other: SQLite has its backup, PostgreSQL its Secret."""
     assert set(SqliteStorage.__dataclass_fields__) == {"size", "storage_class", "backup", "require_backup"}
-    assert set(PostgresStorage.__dataclass_fields__) == {"connection", "password_secret", "password_key"}
+    assert set(PostgresStorage.__dataclass_fields__) == {
+        "connection",
+        "password_secret",
+        "password_key",
+        "ca_secret",
+        "ca_key",
+    }

@@ -24,7 +24,7 @@ from components.headscale_config import (
 )
 from components.settings import DatabaseStage
 from program.args import headscale_server_args
-from program.config import SECRET_KEYS, StackConfig
+from program.config import SECRET_KEYS, ConfigError, StackConfig
 from tests.program.test_config import DERP, NOISE, parse, section
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -365,8 +365,21 @@ def test_a_release_whose_keys_are_unknown_is_refused() -> None:
 # ------------------------------------------------------------------------------------------ policy, log, DNS
 
 
-def test_policy_lives_in_the_database() -> None:
-    assert render_headscale_config(config_args(stack_config()))["policy"] == {"mode": "database", "path": ""}
+def test_the_policy_is_the_mounted_file_by_default_and_the_database_only_when_chosen() -> None:
+    """File mode from the first start; the `apply` and `databaseUnmanaged` modes keep it in the database."""
+    rendered = render_headscale_config(config_args(stack_config()))
+    assert rendered["policy"] == {"mode": "file", "path": DEFAULT_PATHS.policy}
+    for mode in ("apply", "databaseUnmanaged"):
+        args = config_args(stack_config(policy={"mode": mode}))
+        assert render_headscale_config(args)["policy"] == {"mode": "database", "path": ""}, mode
+
+
+@pytest.mark.parametrize("minor", sorted(VERSIONS))
+def test_both_policy_modes_are_keys_of_the_release(minor: str) -> None:
+    """`file` and `database` are the modes the upstream example documents for both releases."""
+    example = (HEADSCALE_REFERENCE / VERSIONS[minor] / "config-example.yaml").read_text()
+    assert re.search(r"^policy:\n(?:  #[^\n]*\n)*  mode: file\n", example, flags=re.MULTILINE)
+    assert '"file" or "database"' in example
 
 
 def test_log_level_comes_from_config_as_json() -> None:
@@ -423,10 +436,11 @@ def test_oidc_block_reads_the_secret_from_a_file() -> None:
     }
 
 
-def test_oidc_without_allow_lists_lets_every_idp_user_in_and_pkce_can_be_off() -> None:
-    oidc = render_headscale_config(
-        config_args(stack_config(oidc={"issuer": "https://id.example.com", "clientId": "hs", "pkce": False}))
-    )["oidc"]
+def test_oidc_without_allow_lists_lets_every_idp_user_in_only_on_purpose_and_pkce_can_be_off() -> None:
+    open_oidc = {"issuer": "https://id.example.com", "clientId": "hs", "pkce": False}
+    with pytest.raises(ConfigError, match=r"headscale-ha:headscale\.oidc: .* set allowAnyAccount: true on purpose"):
+        stack_config(oidc=open_oidc)
+    oidc = render_headscale_config(config_args(stack_config(oidc={**open_oidc, "allowAnyAccount": True})))["oidc"]
     assert not {"allowed_domains", "allowed_users", "allowed_groups"} & set(oidc)
     assert oidc["pkce"] == {"enabled": False, "method": "S256"}
     assert oidc["only_start_if_oidc_is_available"] is False

@@ -53,6 +53,7 @@ EXIT = {
     "identity_unavailable": 10,
     "identity_mismatch": 11,
     "identity_unrecorded": 12,
+    "marker_untrusted": 13,
     "backup_dir_unavailable": 20,
     "replica_missing": 21,
     "replica_unreadable": 22,
@@ -368,6 +369,95 @@ def test_d_replica_without_a_recorded_fingerprint_is_refused(shell, new_app, ide
     result = _run(shell, app, identity_file=identity.path)
     _assert_exit(result, "identity_unrecorded", "identity Secret", key=identity)
     assert not app.db_path.exists()
+
+
+# --- planted markers: never followed, never echoed ---------------------------------------------------------------
+# Whoever can write the backup export can plant files in it. A marker that is a link to the mounted key file would,
+# read blindly, put key material into the "recorded fingerprint" of the mismatch message.
+
+
+def _assert_untouched_refusal(result: ScriptResult, app: App, identity: Identity | None, *phrases: str) -> None:
+    _assert_exit(result, "marker_untrusted", *phrases, key=identity)
+    assert not app.db_path.exists(), "a refused start creates no database"
+    assert not list(app.data_dir.glob("*.orphaned-*")), "nothing on the local volume is moved"
+
+
+def test_planted_backup_marker_link_to_the_key_is_refused_and_not_followed(
+    shell, new_app, identity, backup_template
+) -> None:
+    app = new_app(with_backup=True, template=backup_template[0])
+    marker = app.backup_dir / "identity.sha256"
+    marker.symlink_to(identity.path)
+    result = _run(shell, app, identity_file=identity.path)
+    _assert_untouched_refusal(result, app, identity, str(marker), "symbolic link")
+    assert marker.is_symlink(), "the link is left for inspection"
+    assert marker.readlink() == identity.path
+    assert identity.key[8:20] not in result.stderr
+
+
+def test_planted_local_marker_link_is_refused(shell, new_app, identity, backup_template) -> None:
+    app = new_app(with_backup=True, template=backup_template[0])
+    _record_fingerprint(app, identity.fingerprint)
+    target = app.root / "elsewhere.sha256"
+    target.write_text(identity.fingerprint + "\n")  # even a link to the right value is refused
+    local = app.data_dir / ".backup-identity.sha256"
+    local.symlink_to(target)
+    result = _run(shell, app, identity_file=identity.path)
+    _assert_untouched_refusal(result, app, identity, str(local), "symbolic link")
+
+
+def test_planted_initialised_marker_link_is_refused_without_identity(shell, new_app, backup_template) -> None:
+    app = new_app(with_backup=True, template=backup_template[0])
+    target = app.root / "initialised"
+    target.write_text("initialised\n")
+    (app.backup_dir / ".backup-initialised").symlink_to(target)
+    result = _run(shell, app)
+    _assert_untouched_refusal(result, app, None, ".backup-initialised", "symbolic link")
+
+
+def test_dangling_marker_link_is_refused(shell, new_app, identity) -> None:
+    app = new_app()
+    app.backup_dir.mkdir(parents=True)
+    (app.backup_dir / "identity.sha256").symlink_to(app.root / "does-not-exist")
+    result = _run(shell, app, identity_file=identity.path)
+    _assert_untouched_refusal(result, app, identity, "symbolic link")
+    assert not (app.data_dir / ".backup-identity.sha256").exists(), "no first start over a planted link"
+
+
+def test_backup_dir_that_is_a_link_is_refused(shell, new_app, identity, backup_template) -> None:
+    app = new_app(with_backup=True, template=backup_template[0])
+    real = app.root / "real-backup"
+    app.backup_dir.rename(real)
+    app.backup_dir.symlink_to(real)
+    (real / "identity.sha256").write_text(identity.fingerprint + "\n")
+    result = _run(shell, app, identity_file=identity.path)
+    _assert_untouched_refusal(result, app, identity, "BACKUP_DIR", "symbolic link")
+
+
+@pytest.mark.parametrize("content", ["key", "short", "upper"])
+def test_marker_without_a_fingerprint_is_refused_without_echoing_it(
+    shell, new_app, identity, backup_template, content
+) -> None:
+    app = new_app(with_backup=True, template=backup_template[0])
+    value = {
+        "key": identity.key,  # a copy of the key planted as the "fingerprint"
+        "short": identity.fingerprint[:40],
+        "upper": identity.fingerprint.upper(),
+    }[content]
+    _record_fingerprint(app, value)
+    result = _run(shell, app, identity_file=identity.path)
+    _assert_untouched_refusal(result, app, identity, "does not hold a marker value", "64 lowercase hex")
+    assert value[:12] not in result.stderr, "the content of a malformed marker is never shown"
+
+
+def test_mismatch_shows_only_fingerprint_prefixes(shell, new_app, identity, backup_template) -> None:
+    app = new_app(with_backup=True, template=backup_template[0])
+    other = hashlib.sha256(b"privkey:" + b"2" * 64).hexdigest()
+    _record_fingerprint(app, other)
+    result = _run(shell, app, identity_file=identity.path)
+    _assert_exit(result, "identity_mismatch", identity.fingerprint[:12] + "...", other[:12] + "...", key=identity)
+    assert identity.fingerprint[:13] not in result.stderr
+    assert other[:13] not in result.stderr
 
 
 # --- e/f. fail closed ----------------------------------------------------------------------------------------

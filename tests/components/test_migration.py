@@ -78,6 +78,31 @@ def test_the_job_restores_creates_the_schema_then_migrates(migrating_run) -> Non
     assert ":" not in migrate_env["MIGRATION_PG_URL"]["value"].split("@")[0].removeprefix("postgresql://")
 
 
+def test_every_step_that_connects_verifies_the_server(migrating_run) -> None:
+    """schema and smoke (Headscale's pgx: its ssl setting and PGSSLROOTCERT) and migrate (psql and pgloader, from
+    the URL) all check the server against the cluster's CA, mounted read-only without its private key."""
+    pod = _job(migrating_run)["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "postgres-ca"]
+    assert volume["secret"]["secretName"] == "headscale-db-ca"
+    assert volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+    ca_mount = {"name": "postgres-ca", "mountPath": "/etc/headscale/postgres-ca", "readOnly": True}
+    restore, schema, migrate = pod["initContainers"]
+    (smoke,) = pod["containers"]
+    assert ca_mount not in restore["volumeMounts"], "the restore step never connects to PostgreSQL"
+    for container in (schema, smoke):
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["HEADSCALE_DATABASE_POSTGRES_SSL"] == "verify-full"
+        assert env["PGSSLROOTCERT"] == "/etc/headscale/postgres-ca/ca.crt"
+        assert ca_mount in container["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in migrate["env"]}
+    assert env["MIGRATION_PG_URL"] == (
+        "postgresql://headscale@headscale-db-rw.headscale.svc.cluster.local:5432/headscale"
+        "?sslmode=verify-full&sslrootcert=/etc/headscale/postgres-ca/ca.crt"
+    )
+    assert "PGSSLMODE" not in env, "the tool sets psql's PG* variables itself, from the URL"
+    assert ca_mount in migrate["volumeMounts"]
+
+
 def test_the_job_passes_the_guard_rails_and_the_schemas(migrating_run, shared_dir: Path, tmp_path: Path) -> None:
     job = next(r for r in migrating_run.resources if r.type == "kubernetes:batch/v1:Job")
     assert violations(Subject(type=job.type, name=job.name, props=job.inputs)) == {}
@@ -117,3 +142,9 @@ def test_the_database_settings_follow_the_target() -> None:
     assert env["HEADSCALE_DATABASE_POSTGRES_PORT"] == "6432"
     assert env["HEADSCALE_DATABASE_POSTGRES_SSL"] == "verify-full"
     assert env["HEADSCALE_DATABASE_POSTGRES_PASS"] == {"secretKeyRef": {"name": "vpn-db", "key": "pass"}}
+
+
+def test_an_unknown_tls_mode_is_refused_naming_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"ssl 'verify': expected one of disable, .*verify-full"):
+        PostgresConnection(host="pg", name="hs", user="hs", ssl="verify")
+    assert PostgresConnection(host="pg", name="hs", user="hs").ssl == "verify-full", "verifying is the default"

@@ -80,14 +80,35 @@ def test_headscale_on_postgres_has_no_volume_and_reads_the_cnpg_secret(postgres_
         {
             "name": "HEADSCALE_DATABASE_POSTGRES_PASS",
             "valueFrom": {"secretKeyRef": {"name": "headscale-db-owner", "key": "password"}},
-        }
+        },
+        {"name": "PGSSLROOTCERT", "value": "/etc/headscale/postgres-ca/ca.crt"},
     ]
     config_map = next(o for o in _objects(postgres_run, "ConfigMap") if o["metadata"]["name"] == "headscale-config")
     database = yaml.safe_load(config_map["data"]["config.yaml"])["database"]
     assert database["type"] == "postgres"
     assert database["postgres"]["host"] == "headscale-db-rw.headscale.svc.cluster.local"
+    assert database["postgres"]["ssl"] == "verify-full"
     claims = {o["metadata"]["name"] for o in _objects(postgres_run, "PersistentVolumeClaim")}
     assert claims == {"headplane-data", BACKUP_CLAIM}, "Headplane keeps its own SQLite and its backup"
+
+
+def test_headscale_verifies_the_server_against_the_cnpg_ca_alone(postgres_run) -> None:
+    """verify-full needs the CA file (pgx reads PGSSLROOTCERT) and the connected name in the certificate."""
+    deployment = next(o for o in _objects(postgres_run, "Deployment") if o["metadata"]["name"] == "headscale")
+    pod = deployment["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "postgres-ca"]
+    assert volume["secret"] == {
+        "secretName": "headscale-db-ca",
+        "defaultMode": 0o444,
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],  # never ca.key, which sits in the same Secret
+    }
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "postgres-ca"]
+    assert mount == {"name": "postgres-ca", "mountPath": "/etc/headscale/postgres-ca", "readOnly": True}
+    (cluster,) = _objects(postgres_run, "Cluster")
+    certificates = cluster["spec"]["certificates"]
+    # The host clients connect to is a name of the server certificate on every CNPG release.
+    assert certificates == {"serverAltDNSNames": ["headscale-db-rw.headscale.svc.cluster.local"]}
+    assert not any(k in cluster["spec"]["certificates"] for k in ("serverCASecret", "serverTLSSecret"))
 
 
 def test_the_postgres_stage_validates(postgres_run, shared_dir: Path, tmp_path: Path) -> None:
@@ -145,8 +166,9 @@ def test_the_owner_password_is_ours_and_cnpg_applies_it_on_the_primary(role: str
         {"name": "headscale", "ensure": "present", "login": True, "passwordSecret": {"name": "headscale-db-owner"}}
     ]
     (headscale,) = [o for o in _objects(run, "Deployment") if o["metadata"]["name"] == "headscale"]
-    (env,) = headscale["spec"]["template"]["spec"]["containers"][0]["env"]
+    env, ca = headscale["spec"]["template"]["spec"]["containers"][0]["env"]
     assert env["valueFrom"]["secretKeyRef"] == {"name": "headscale-db-owner", "key": "password"}
+    assert ca == {"name": "PGSSLROOTCERT", "value": "/etc/headscale/postgres-ca/ca.crt"}, "the site's own CA"
 
 
 # ------------------------------------------------------------------------------------------ the site's mapping

@@ -30,18 +30,17 @@ def test_without_api_access_the_stack_says_what_to_do(run_stack) -> None:
 def test_active_stack_manages_users_keys_and_the_policy(run_stack, lab_project) -> None:
     run = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
     assert _dynamic(run) == {
-        "lab-tailnet-router-key": "PreAuthKey",
-        "lab-tailnet-headplane-api-key": "ApiKey",
+        "lab-tailnet-router-key-0": "PreAuthKey",
         "lab-tailnet-user-alice": "User",
         "lab-tailnet-user-bob": "User",
         "lab-tailnet-user-carol": "User",
         "lab-policy-live": "Policy",
     }
     assert "nextSteps" not in run.outputs
-    key = run.named("lab-tailnet-router-key").inputs
+    key = run.named("lab-tailnet-router-key-0").inputs
     assert key["aclTags"] == ["tag:subnet-router-hydra"]
-    assert key["reusable"] is True
-    assert (key["lifetime"], key["rotateBefore"], key["recreateIfInvalid"]) == ("2160h", "336h", "reusableOnly")
+    assert (key["reusable"], key["ephemeral"]) == (False, False)
+    assert (key["lifetime"], key["rotateBefore"], key["recreateIfInvalid"]) == ("1h", "30m", "always")
     policy = run.named("lab-policy-live").inputs
     assert policy["mode"] == "dryRun"
     assert policy["policy"] == next(
@@ -51,10 +50,21 @@ def test_active_stack_manages_users_keys_and_the_policy(run_stack, lab_project) 
     )
 
 
+#: Headplane gets a minted API key only for OIDC logins (Headplane 0.6 uses a server-side key for nothing else).
+WITH_OIDC = (
+    "  headscale-ha:headscale:\n    version: 0.29.2\n    image: ghcr.io/juanfont/headscale:0.29.2\n"
+    "    oidc: {issuer: 'https://id.example.com', clientId: hs, allowedDomains: [example.com]}\n"
+    "  headscale-ha:oidcClientSecret:\n    secure: v1:BBBB\n"
+)
+
+
 def test_keys_reach_their_secrets_as_secrets(run_stack, lab_project) -> None:
-    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
+    without_oidc = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
+    assert "lab-tailnet-headplane-api-key" not in _dynamic(without_oidc)
+    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP + WITH_OIDC))
+    assert _dynamic(run)["lab-tailnet-headplane-api-key"] == "ApiKey"
     secrets = {o["metadata"]["name"]: o for o in run.kubernetes_objects() if o["kind"] == "Secret"}
-    assert secrets["subnet-router-authkey"]["stringData"] == {"authkey": SECRET}
+    assert secrets["subnet-router-authkey"]["stringData"] == {"authkey-0": SECRET}
     assert secrets["headplane-secrets"]["stringData"]["headscale-api-key"] is SECRET
 
 
@@ -63,8 +73,30 @@ def test_standby_only_mints_its_own_router_key(run_stack, project_copy) -> None:
     with (project / "Pulumi.cosmos.yaml").open("a") as stack_file:
         stack_file.write(BOOTSTRAP)
     run = run_stack("cosmos", project_dir=project)
-    assert _dynamic(run) == {"cosmos-tailnet-router-key": "PreAuthKey"}
-    assert run.named("cosmos-tailnet-router-key").inputs["aclTags"] == ["tag:subnet-router-cosmos"]
+    assert _dynamic(run) == {"cosmos-tailnet-router-key-0": "PreAuthKey"}
+    assert run.named("cosmos-tailnet-router-key-0").inputs["aclTags"] == ["tag:subnet-router-cosmos"]
+
+
+def test_each_router_replica_gets_its_own_single_use_short_lived_key(run_stack, lab_project) -> None:
+    """One key per ordinal, in one Secret; nothing reusable or long-lived carries the route-approving tag."""
+    config = "  headscale-ha:gateway: {routers: {replicas: 3, authKeyLifetime: 2h, authKeyRotateBefore: 1h}}\n"
+    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP + config))
+    keys = {r.name: r.inputs for r in run.resources if r.type == f"{DYNAMIC}PreAuthKey"}
+    assert sorted(keys) == [f"lab-tailnet-router-key-{i}" for i in range(3)]
+    for key in keys.values():
+        assert (key["reusable"], key["lifetime"], key["rotateBefore"]) == (False, "2h", "1h")
+        assert (key["aclTags"], key["recreateIfInvalid"]) == (["tag:subnet-router-hydra"], "always")
+    (secret,) = [o for o in run.kubernetes_objects() if o["metadata"]["name"] == "subnet-router-authkey"]
+    assert secret["stringData"] == {f"authkey-{i}": SECRET for i in range(3)}
+    # The Secret is written after every key, so it never holds a key Headscale does not know yet.
+    secret_resource = next(
+        r
+        for r in run.resources
+        if r.is_kubernetes_object
+        and r.inputs is not None
+        and r.inputs.get("metadata", {}).get("name") == "subnet-router-authkey"
+    )
+    assert {run.named(name).urn for name in keys} <= set(secret_resource.dependencies)
 
 
 def test_apply_mode_needs_api_access_on_the_active_stack(run_stack, lab_project, project_copy) -> None:

@@ -134,6 +134,39 @@ def test_used_single_use_keys_follow_the_recreate_policy(policy: str, replaced: 
     assert bool(keys.diff(created.id, created.outs, props).replaces) is replaced
 
 
+def test_a_router_replica_key_is_single_use_and_replaced_once_used_or_expired(providers, client, fake, clock) -> None:
+    """The routers' per-replica keys (components/tailnet_objects.py): tagged, single-use, `always` recreated.
+
+    Once its replica enrolled, the key is refused to anyone else and the next up replaces it; Pulumi creates the
+    new key, then deletes the used one, and the enrolled node stays. An unused key that expired is replaced too,
+    so a replica whose state is lost finds a live key after the next up.
+    """
+    props = {
+        **KEY_PROPS,
+        "reusable": False,
+        "aclTags": ["tag:subnet-router-hydra"],
+        "lifetime": "1h",
+        "rotateBefore": "30m",
+        "recreateIfInvalid": "always",
+    }
+    keys = providers(PreAuthKeyProvider)
+    first = keys.create(dict(props))
+    assert keys.diff(first.id, first.outs, dict(props)).changes is False, "a fresh unused key is kept"
+    node = fake.register_node("hydra-subnet-router-0", preauth_key=first.outs["key"])
+    with pytest.raises(ValueError, match="already used"):
+        fake.register_node("intruder", preauth_key=first.outs["key"])
+    assert keys.diff(first.id, first.outs, dict(props)).replaces == ["expiration"]
+    second = keys.create(dict(props))  # create-before-delete, as Pulumi replaces it
+    keys.delete(first.id, first.outs)
+    assert [n.id for n in client.list_nodes()] == [node], "deleting the used key keeps the node it enrolled"
+    assert sorted(client.list_nodes()[0].tags) == ["tag:subnet-router-hydra"]
+    clock.advance(minutes=61)
+    assert keys._invalid_reason(second.id, second.outs) == "expired"
+    assert keys.diff(second.id, second.outs, dict(props)).replaces == ["expiration"]
+    with pytest.raises(ValueError, match="expired"):
+        fake.register_node("late", preauth_key=second.outs["key"])
+
+
 def test_changed_inputs_replace_the_key(providers) -> None:
     keys = providers(PreAuthKeyProvider)
     created = keys.create(dict(KEY_PROPS))

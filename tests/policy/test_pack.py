@@ -6,10 +6,10 @@ import copy
 from typing import Any
 
 import pytest
-from pulumi_policy import ResourceValidationArgs
+from pulumi_policy import EnforcementLevel, ResourceValidationArgs
 
 from policy.pack.pack import PACK_NAME, build_policies
-from policy.pack.rules import RULES, Subject, violations
+from policy.pack.rules import RULES, Subject, advisories, containers, pod_spec, violations
 from tools.harness import ProgramRun, RegisteredResource
 
 
@@ -128,7 +128,10 @@ def test_crossguard_adapter_reports_each_rule(run_stack) -> None:
     for policy in policies:
         args = ResourceValidationArgs(resource.type, props, resource.urn, resource.name, None, None)
         policy.validate(args, lambda message, urn=None, name=policy.name: reported.setdefault(name, []).append(message))
-    assert set(reported) == {"headscale-singleton", "no-moving-image-tags"}
+    assert set(reported) == {"headscale-singleton", "no-moving-image-tags", "prefer-image-digests"}
+    levels = {p.name: p.enforcement_level for p in policies}
+    assert levels.pop("prefer-image-digests") == EnforcementLevel.ADVISORY, "a tag-only pin warns, never blocks"
+    assert set(levels.values()) == {EnforcementLevel.MANDATORY}
     assert all(message.startswith(f"{resource.name}: ") for messages in reported.values() for message in messages)
     assert PACK_NAME == "headscale-ha-guardrails"
 
@@ -140,3 +143,70 @@ def test_a_headscale_server_outside_a_deployment_fires_but_a_configtest_job_does
     assert "headscale-singleton" in found
     job["spec"]["template"]["spec"]["containers"][0]["args"] = ["configtest"]
     assert "headscale-singleton" not in violations(Subject(type="kubernetes:batch/v1:Job", name="j", props=job))
+
+
+# --- advisory: digest pins preferred ---------------------------------------------------------------------------
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def _job(*images: str) -> Subject:
+    """A Job whose containers pass every other rule: only the images differ."""
+    containers = [
+        {
+            "name": f"c{i}",
+            "image": image,
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+        }
+        for i, image in enumerate(images)
+    ]
+    props = {"spec": {"template": {"spec": {"containers": containers}}}}
+    return Subject(type="kubernetes:batch/v1:Job", name="j", props=props)
+
+
+def test_tag_only_pins_are_advised_not_failed() -> None:
+    subject = _job("ghcr.io/juanfont/headscale:0.29.2", f"docker.io/litestream/litestream:0.5.17@{DIGEST}")
+    assert violations(subject) == {}
+    assert advisories(subject) == {
+        "prefer-image-digests": [
+            "container 'c0': image 'ghcr.io/juanfont/headscale:0.29.2' is pinned by tag only; add its digest "
+            "(ghcr.io/juanfont/headscale:0.29.2@sha256:<64 hex>) so the bytes cannot change under the same tag"
+        ]
+    }
+
+
+def test_digest_pins_pass_every_rule() -> None:
+    subject = _job(f"ghcr.io/juanfont/headscale:0.29.2@{DIGEST}", f"ghcr.io/cloudnative-pg/postgresql:15.18@{DIGEST}")
+    assert violations(subject) == {}
+    assert advisories(subject) == {}
+
+
+def test_a_malformed_digest_is_still_a_failure() -> None:
+    found = violations(_job("ghcr.io/juanfont/headscale:0.29.2@sha256:abc"))
+    assert list(found) == ["no-moving-image-tags"]
+    assert "sha256: followed by 64 lowercase hex" in found["no-moving-image-tags"][0]
+
+
+@pytest.mark.parametrize("stack", ["hydra", "cosmos"])
+def test_the_shipped_stacks_are_advised_about_every_tag_only_image(stack: str, run_stack) -> None:
+    run = run_stack(stack)
+    advised = {
+        message.split("image ")[1].split(" ")[0].strip("'")
+        for r in run.resources
+        for message in advisories(_subject(r)).get("prefer-image-digests", [])
+    }
+    images = {
+        str(c["image"]) for r in run.resources if (pod := pod_spec(_subject(r))) is not None for c in containers(pod)
+    }
+    assert images, "the stacks deploy images"
+    assert advised == images, "every deployed image is pinned by tag only today, and each is named"
+
+
+def test_make_plan_prints_the_advisories(run_stack) -> None:
+    from tools.plan import advisory_warnings
+
+    warnings = advisory_warnings(run_stack("hydra"))
+    assert warnings
+    assert all(w.startswith("warning: prefer-image-digests (advisory): ") for w in warnings)
+    assert any("ghcr.io/juanfont/headscale:0.29.2" in w for w in warnings)

@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 
-from components.settings import PROJECT, DatabaseStage, Role
+from components.settings import PROJECT, DatabaseStage, Oidc, PolicyMode, Role
 from program.config import ConfigError, StackConfig, parse_stack_config
 from tools.harness import PROJECT_DIR
 from tools.stack_files import read_stack_settings
 
 NOISE = "privkey:" + "ab" * 32
 DERP = "privkey:" + "cd" * 32
+#: An OIDC block with an allow-list, as every OIDC config needs (or allowAnyAccount).
+OIDC_ALLOWING = {"issuer": "https://id.example.com", "clientId": "headscale", "allowedDomains": ["example.com"]}
 
 
 def raw_config(stack: str = "hydra", **overrides: Any) -> dict[str, str]:
@@ -328,7 +330,7 @@ def test_secret_strings_never_show_in_repr() -> None:
 
 
 def test_oidc_needs_its_client_secret_and_headplane_an_api_key() -> None:
-    headscale = {**section("hydra", "headscale"), "oidc": {"issuer": "https://id.example.com", "clientId": "hs"}}
+    headscale = {**section("hydra", "headscale"), "oidc": {**OIDC_ALLOWING, "clientId": "hs"}}
     found = problems(headscale=headscale)
     assert len(found) == 2
     assert found[0].startswith(f"{PROJECT}:headplaneApiKey: is required when headscale.oidc is set")
@@ -351,7 +353,7 @@ def test_more_than_one_headscale_replica_is_refused() -> None:
 
 
 def test_headplane_without_oidc_needs_no_api_key() -> None:
-    headscale = {**section("hydra", "headscale"), "oidc": {"issuer": "https://id.example.com", "clientId": "hs"}}
+    headscale = {**section("hydra", "headscale"), "oidc": {**OIDC_ALLOWING, "clientId": "hs"}}
     config = parse(
         secret_keys=("oidcClientSecret",), headscale=headscale, headplane={"enabled": False}, oidcClientSecret="s"
     )
@@ -536,3 +538,42 @@ def test_prefixes_of_the_wrong_family_or_range_are_reported(prefixes: dict[str, 
     work with others); the plan refuses them, and reports a prefix of the wrong family instead of crashing."""
     message = only_problem(tailnet={**section("hydra", "tailnet"), "prefixes": prefixes})
     assert message.startswith(f"{PROJECT}:tailnet.prefixes: {expected}")
+
+
+# --------------------------------------------------------------------------- security defaults (issue 13)
+
+
+def test_the_shipped_stacks_enforce_the_git_policy_from_the_first_start() -> None:
+    assert parse("hydra").policy.mode is PolicyMode.FILE
+    assert parse("cosmos").policy.mode is PolicyMode.FILE
+
+
+def test_dry_run_is_refused_with_the_modes_that_replace_it() -> None:
+    (found,) = problems(policy={"mode": "dryRun"})
+    assert found.startswith(f"{PROJECT}:policy.mode: 'dryRun' was removed: it left the tailnet allow-all; use 'file'")
+    assert "'databaseUnmanaged'" in found
+    assert found.endswith("got 'dryRun'")
+
+
+def test_database_mode_without_a_writer_is_an_explicit_choice() -> None:
+    assert parse(policy={"mode": "databaseUnmanaged"}).policy.mode == "databaseUnmanaged"
+    (found,) = problems(policy={"mode": "database"})
+    assert found == f"{PROJECT}:policy.mode: input should be 'file', 'apply' or 'databaseUnmanaged', got 'database'"
+
+
+def test_oidc_without_an_allow_list_is_refused_unless_any_account_is_allowed_on_purpose() -> None:
+    open_oidc = {"issuer": "https://id.example.com", "clientId": "hs"}
+    found = problems(headscale={**section("hydra", "headscale"), "oidc": open_oidc})
+    assert f"{PROJECT}:headscale.oidc: allowedDomains, allowedUsers and allowedGroups are all empty" in found[0]
+    assert "allowAnyAccount: true" in found[0]
+    for allow in ({"allowedDomains": ["example.com"]}, {"allowedUsers": ["a@example.com"]}, {"allowedGroups": ["ops"]}):
+        assert not Oidc.model_validate({**open_oidc, **allow}).allow_any_account
+    anyone = {**section("hydra", "headscale"), "oidc": {**open_oidc, "allowAnyAccount": True}}
+    config = parse(
+        secret_keys=("oidcClientSecret", "headplaneApiKey"),
+        headscale=anyone,
+        oidcClientSecret="s3cret",
+        headplaneApiKey="hskey",
+    )
+    assert config.headscale.oidc is not None
+    assert config.headscale.oidc.allow_any_account

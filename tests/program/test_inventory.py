@@ -30,7 +30,7 @@ def test_imported_identity_and_oidc_change_the_advice() -> None:
     headscale = {
         "version": "0.29.2",
         "image": "ghcr.io/juanfont/headscale:0.29.2",
-        "oidc": {"issuer": "https://id.example.com", "clientId": "hs"},
+        "oidc": {"issuer": "https://id.example.com", "clientId": "hs", "allowedDomains": ["example.com"]},
     }
     config = parse(
         secret_keys=("noisePrivateKey", "derpPrivateKey", "oidcClientSecret", "headplaneApiKey"),

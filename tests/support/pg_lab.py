@@ -77,8 +77,11 @@ class PgServer:
     user: pwd.struct_passwd | None = None
 
     @classmethod
-    def start(cls) -> PgServer:
-        """initdb with scram passwords, start on a free port, create the app role."""
+    def start(cls, *, tls: tuple[Path, Path] | None = None) -> PgServer:
+        """initdb with scram passwords, start on a free port, create the app role.
+
+        ``tls``: (certificate, key) PEM files the server presents (ssl=on), as CloudNativePG's server does.
+        """
         bindir = postgres_bindir()
         if bindir is None:
             raise RuntimeError(missing_tools() or "no PostgreSQL")
@@ -101,12 +104,26 @@ class PgServer:
                 f"-p {server.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
                 " -c synchronous_commit=off -c full_page_writes=off -c max_connections=50"
             )
+            if tls is not None:
+                options += server._install_tls(*tls)
             server._as_server("pg_ctl", "-D", str(root / "data"), "-o", options, "-l", str(root / "log"), "-w", "start")
             server.admin().execute(f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{server.app_password}' CREATEDB;")
         except BaseException:
             server.stop()
             raise
         return server
+
+    def _install_tls(self, certificate: Path, key: Path) -> str:
+        """Copy the server's certificate and key where only the server user reads them; the ssl options."""
+        paths = []
+        for source, name in ((certificate, "server.crt"), (key, "server.key")):
+            target = self.root / name
+            shutil.copyfile(source, target)
+            os.chmod(target, 0o600)  # PostgreSQL refuses a key that others can read
+            if self.user is not None:
+                os.chown(target, self.user.pw_uid, self.user.pw_gid)
+            paths.append(target)
+        return f" -c ssl=on -c ssl_cert_file={paths[0]} -c ssl_key_file={paths[1]}"
 
     def _as_server(self, tool: str, *args: str) -> None:
         kwargs: dict[str, object] = {}
