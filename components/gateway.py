@@ -17,7 +17,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.gateway_config import render_corefile, render_hosts
-from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
+from components.pod import (
+    checksum,
+    container_security,
+    labels,
+    pod_security,
+    resources,
+    scheduling,
+    selector,
+    static_check_skips,
+)
 from components.settings import ApiServer, Cluster, ComputeResources, Proxy, ResourceAmounts, RouterMode, Site
 
 ROUTERS = "subnet-router"
@@ -64,6 +73,18 @@ def default_proxies(api_server: ApiServer) -> list[Proxy]:
 def router_key_name(ordinal: int | str) -> str:
     """The data key (and file) holding the enrolment key of the router replica with this StatefulSet ordinal."""
     return f"authkey-{ordinal}"
+
+
+def router_check_reasons(mode: RouterMode) -> dict[str, str]:
+    """Static checks the routers are exempt from, and why (checkov ids)."""
+    reasons = {
+        "CKV_K8S_38": "containerboot keeps each replica's node state in its own Secret through the API: the token "
+        "is needed, and its Role can touch exactly those Secrets",
+    }
+    if mode is RouterMode.KERNEL:
+        why = "kernel-mode routing needs root with NET_ADMIN (routes, tun); opted into with gateway.routers.mode"
+        reasons |= {"CKV_K8S_23": why, "CKV_K8S_25": why, "CKV_K8S_40": why}
+    return reasons
 
 
 def key_check(namespace: str, secret: str = AUTHKEY_SECRET, key_dir: str = AUTHKEY_DIR) -> str:
@@ -223,10 +244,14 @@ class SubnetRouters(pulumi.ComponentResource):
             opts=child,
         )
         has_key = args.key_source is not None
+        pod_spec = self._pod_spec(args)
+        annotations = static_check_skips(pod_spec, router_check_reasons(args.mode))
+        if not has_key:
+            # Without a key the routers cannot become ready until the next `pulumi up` mints one: do not wait.
+            annotations[SKIP_AWAIT] = "true"
         self.statefulset = k8s.apps.v1.StatefulSet(
             f"{name}-statefulset",
-            # Without a key the routers cannot become ready until the next `pulumi up` mints one: do not wait.
-            metadata={**meta, "name": ROUTERS, **({} if has_key else {"annotations": {SKIP_AWAIT: "true"}})},
+            metadata={**meta, "name": ROUTERS, "annotations": annotations},
             spec={
                 "replicas": replicas,
                 "serviceName": ROUTERS,
@@ -242,7 +267,7 @@ class SubnetRouters(pulumi.ComponentResource):
                             **({ROOT_ANNOTATION: "kernel-networking"} if args.mode is RouterMode.KERNEL else {}),
                         },
                     },
-                    "spec": self._pod_spec(args),
+                    "spec": pod_spec,
                 },
             },
             opts=pulumi.ResourceOptions(
@@ -313,6 +338,8 @@ class SubnetRouters(pulumi.ComponentResource):
                     "command": ["/bin/sh", "-c", key_check(args.namespace, args.auth_key_secret)],
                     "env": env,
                     "ports": [{"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
+                    # Alive while tailscaled's local server answers; readiness (below) also needs the tailnet.
+                    "livenessProbe": {"tcpSocket": {"port": "health"}, "periodSeconds": 20, "failureThreshold": 3},
                     # /healthz answers 200 only once the node has its tailnet addresses: no key, no readiness.
                     "readinessProbe": {
                         "httpGet": {"path": "/healthz", "port": "health"},
@@ -390,9 +417,10 @@ class GatewayServices(pulumi.ComponentResource):
             opts=child,
         )
         replicas = args.replicas
+        services_pod_spec = self._pod_spec(args)
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata={**meta, "name": SERVICES},
+            metadata={**meta, "name": SERVICES, "annotations": static_check_skips(services_pod_spec)},
             spec={
                 "replicas": replicas,
                 "selector": {"matchLabels": selector(SERVICES)},
@@ -401,7 +429,7 @@ class GatewayServices(pulumi.ComponentResource):
                         "labels": labels(SERVICES, "gateway"),
                         "annotations": {"checksum/config": checksum(corefile)},
                     },
-                    "spec": self._pod_spec(args),
+                    "spec": services_pod_spec,
                 },
             },
             opts=child,
@@ -487,6 +515,7 @@ class GatewayServices(pulumi.ComponentResource):
                 ],
                 "ports": [{"name": proxy.name[:15], "containerPort": proxy.port, "protocol": "TCP"}],
                 "readinessProbe": {"tcpSocket": {"port": proxy.port}, "periodSeconds": 10},
+                "livenessProbe": {"tcpSocket": {"port": proxy.port}, "periodSeconds": 20, "failureThreshold": 3},
                 "resources": resources(_SMALL),
                 "securityContext": container_security(),
             }

@@ -21,6 +21,7 @@ import pulumi_kubernetes as k8s
 from components.headscale import (
     APP,
     IDENTITY_MOUNT,
+    PASSWORD_ENV_REASON,
     POSTGRES_CA_FILE,
     PolicyFile,
     PostgresStorage,
@@ -29,7 +30,7 @@ from components.headscale import (
 )
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
 from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE, backup_mount
-from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, static_check_skips
 from components.settings import Cluster, ComputeResources
 
 PATHS = HeadscalePaths()
@@ -175,25 +176,29 @@ class SqliteToPostgres(pulumi.ComponentResource):
         # A new Job (new name) for every change of what it would do; a finished one is kept for the record.
         digest = checksum(args.headscale_version, args.image, str(args.force))[:8]
         self.job_name = f"{JOB}-{digest}"
+        pod_spec = {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": pod_security(),
+            **scheduling(args.cluster),
+            "initContainers": [restore, schema, migrate],
+            "containers": [{**schema, "name": "smoke"}],
+            "volumes": volumes,
+        }
+        skips = static_check_skips(pod_spec, {"CKV_K8S_35": PASSWORD_ENV_REASON})
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
-            metadata={"name": self.job_name, "namespace": namespace, "labels": labels(JOB, "migration")},
+            metadata={
+                "name": self.job_name,
+                "namespace": namespace,
+                "labels": labels(JOB, "migration"),
+                "annotations": skips,
+            },
             spec={
                 "backoffLimit": 0,
                 "activeDeadlineSeconds": args.deadline_seconds,
-                "template": {
-                    "metadata": {"labels": labels(JOB, "migration")},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "automountServiceAccountToken": False,
-                        "enableServiceLinks": False,
-                        "securityContext": pod_security(),
-                        **scheduling(args.cluster),
-                        "initContainers": [restore, schema, migrate],
-                        "containers": [{**schema, "name": "smoke"}],
-                        "volumes": volumes,
-                    },
-                },
+                "template": {"metadata": {"labels": labels(JOB, "migration")}, "spec": pod_spec},
             },
             opts=pulumi.ResourceOptions(
                 parent=self, custom_timeouts=pulumi.CustomTimeouts(create=f"{args.deadline_seconds + 300}s")

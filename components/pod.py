@@ -88,3 +88,25 @@ def checksum(*parts: str) -> str:
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+#: Why the rendered workloads skip two of checkov's checks (annotations it reads on the object).
+PULL_POLICY_REASON = (
+    "images are pinned to exact versions (tag or digest); IfNotPresent keeps a restart of the control plane off "
+    "the registry, which may be unreachable exactly when a node or site fails"
+)
+DIGEST_REASON = (
+    "tag-only pin: digests are accepted everywhere (`image:tag@sha256:...`) and renovate.json proposes them; the "
+    "plan and the guard-rail pack warn about every tag-only image"
+)
+
+
+def static_check_skips(pod_spec: dict[str, Any], reasons: dict[str, str] | None = None) -> dict[str, str]:
+    """checkov's inline skips for a workload, each with its reason: the image rules that follow from how images are
+    pinned (the digest one only while an image has no digest), plus ``reasons`` (check id -> why)."""
+    containers = [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]
+    skips = {"CKV_K8S_15": PULL_POLICY_REASON}
+    if any("@sha256:" not in str(container.get("image", "")) for container in containers):
+        skips["CKV_K8S_43"] = DIGEST_REASON
+    skips |= reasons or {}
+    return {f"checkov.io/skip{index}": f"{check}={why}" for index, (check, why) in enumerate(sorted(skips.items()), 1)}

@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.pod import labels, selector
+from components.pod import labels, selector, static_check_skips
 
 
 def data_claim(
@@ -46,11 +46,14 @@ def singleton_deployment(
     pod_spec: dict[str, Any],
     annotations: dict[str, str],
     opts: pulumi.ResourceOptions,
+    skip_reasons: dict[str, str] | None = None,
 ) -> k8s.apps.v1.Deployment:
-    """At most one pod, replaced by stopping the old one first: a SQLite file has one writer."""
+    """At most one pod, replaced by stopping the old one first: a SQLite file has one writer.
+
+    ``skip_reasons``: static checks (checkov ids) this workload is exempt from, and why."""
     return k8s.apps.v1.Deployment(
         resource_name,
-        metadata={**meta, "name": app},
+        metadata={**meta, "name": app, "annotations": static_check_skips(pod_spec, skip_reasons)},
         spec={
             "replicas": replicas,
             "strategy": {"type": "Recreate"},
