@@ -291,6 +291,20 @@ def _cnpg_creates_app_secret(name: str, spec: Mapping[str, Any]) -> bool:
     )
 
 
+CNPG_ROLES = ("primary", "replica")
+
+
+def cnpg_instance_labels(cluster: str, role: str, inherited: Mapping[str, Any]) -> dict[str, Any]:
+    """The labels CloudNativePG puts on an instance pod of ``cluster`` in ``role`` (besides its inherited ones)."""
+    return {
+        **inherited,
+        "cnpg.io/cluster": cluster,
+        "cnpg.io/podRole": "instance",
+        "cnpg.io/instanceRole": role,
+        "role": role,
+    }
+
+
 def _cnpg_secrets(name: str, spec: Mapping[str, Any]) -> dict[str, frozenset[str]]:
     """The Secrets CloudNativePG generates for a Cluster, with their keys."""
     secrets: dict[str, frozenset[str]] = {}
@@ -437,14 +451,8 @@ class _Wiring:
                 self._provide(holder, "Service", service, _Target(source, ports=CNPG_SERVICE_PORTS), "metadata.name")
             self._provide(holder, "ServiceAccount", name, _Target(source), "metadata.name")
             inherited = _dict(_get(spec, "inheritedMetadata", "labels"))
-            for role in ("primary", "replica"):
-                labels = {
-                    **inherited,
-                    "cnpg.io/cluster": name,
-                    "cnpg.io/podRole": "instance",
-                    "cnpg.io/instanceRole": role,
-                    "role": role,
-                }
+            for role in CNPG_ROLES:
+                labels = cnpg_instance_labels(name, role, inherited)
                 self.templates.append(_PodTemplate(holder, kind, labels, None, "spec"))
         elif kind == "StatefulSet" and holder.namespace is not None:
             replicas = spec.get("replicas", 1)

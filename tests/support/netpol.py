@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.wiring import CNPG_ROLES, cnpg_instance_labels
+
 NAME_LABEL = "kubernetes.io/metadata.name"
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 
@@ -246,14 +248,8 @@ def pods_of(objects: Iterable[Mapping[str, Any]]) -> dict[str, Pod]:
             pods[key] = _pod_of_template(namespace, name, template)
         elif kind == "Cluster" and str(obj.get("apiVersion", "")).startswith("postgresql.cnpg.io/"):
             inherited = (spec.get("inheritedMetadata") or {}).get("labels") or {}
-            for role in ("primary", "replica"):
-                labels = {
-                    **inherited,
-                    "cnpg.io/cluster": name,
-                    "cnpg.io/podRole": "instance",
-                    "cnpg.io/instanceRole": role,
-                    "role": role,
-                }
+            for role in CNPG_ROLES:
+                labels = cnpg_instance_labels(name, role, inherited)
                 ports = {"postgresql": (5432, "TCP"), "metrics": (9187, "TCP"), "status": (8000, "TCP")}
                 pods[f"{key}-{role}"] = Pod(namespace=namespace, labels=labels, named_ports=ports, name=name)
     return pods
