@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tools.harness import run_program  # noqa: E402
-from tools.plan import plan_stack, write_rendered  # noqa: E402
+from tools.plan import offline_stack_outputs, plan_stack, write_rendered  # noqa: E402
 from tools.stack_files import list_stacks  # noqa: E402
 
 FLOOR_PROGRAM = """\
@@ -70,8 +70,9 @@ def main() -> int:
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="plan-bench-"))
     rows = []
+    references = offline_stack_outputs()  # the identity stack's and the active site's planned outputs
     for stack in list_stacks(ROOT):
-        count = len(plan_stack(stack).resources)
+        count = len(plan_stack(stack, stack_outputs=references).resources)
         sdk_modules = sorted(m for m in sys.modules if m.startswith(SDK_PACKAGES) and m.count(".") <= 2)
         program = scratch / f"floor_{stack}.py"
         program.write_text(FLOOR_PROGRAM.format(count=count, modules=sdk_modules))
@@ -81,7 +82,7 @@ def main() -> int:
         floor = _median_seconds(lambda r=runner: _run([sys.executable, "-c", r]), args.runs)
 
         def in_process_plan(s: str = stack) -> None:
-            write_rendered(plan_stack(s), scratch / "rendered" / s)
+            write_rendered(plan_stack(s, stack_outputs=references), scratch / "rendered" / s)
 
         def in_process_floor(p: Path = program) -> None:
             run_program(project="floor", stack="floor", config={}, program=p)

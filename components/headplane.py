@@ -49,6 +49,9 @@ class HeadplaneArgs:
     api_key: pulumi.Input[str] | None = None
     backup: Backup  # Litestream settings and the NFS target (`backup.nfs` must be set)
     require_backup: bool = False  # the restore refuses to start empty (a standby must restore, never start empty)
+    #: After a real loss of both Headplane's volume and its backup on a site that has served: today's UTC date lets
+    #: the restore start empty on that date only; None: refused (exit 24).
+    allow_empty_start: str | None = None
 
 
 class Headplane(pulumi.ComponentResource):
@@ -113,6 +116,7 @@ class Headplane(pulumi.ComponentResource):
             backup=args.backup,
             storage_class=args.storage_class,
             require_backup=args.require_backup,
+            allow_empty_start=args.allow_empty_start,
             app=APP,
             size=args.storage_size,
             data_dir=PATHS.data_dir,
@@ -134,6 +138,8 @@ class Headplane(pulumi.ComponentResource):
             annotations={"checksum/config": checksum(config_text, self.backup.config_checksum)},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.secrets]),
         )
+        # The served witness, once this rollout is ready (Headplane's own: its restore is separate from Headscale's).
+        self.backup.record_served(self.deployment, replicas=args.replicas)
         self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self)
         self.url = f"https://{args.public_hostname}/admin"
         self.service_name, self.service_port = APP, PORT

@@ -25,6 +25,7 @@ from components.headscale_config import (
     SqliteDatabase,
     headscale_config_yaml,
 )
+from components.identity import identity_fingerprint
 from components.litestream import LitestreamBackup, backed_up_volume
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
 from components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, Prefixes
@@ -164,9 +165,9 @@ class ImportedIdentity:
 
 @dataclass(frozen=True, kw_only=True)
 class IdentityFromStack:
-    """A standby serves with its active site's identity, read from that stack's outputs."""
+    """The keys of a stack that owns the identity (identity/ of headscale-ha), read from its outputs."""
 
-    stack_name: str  # `org/project/stack` whose secret `identity` output holds noisePrivateKey and derpPrivateKey
+    stack_name: str  # `org/project/stack`: secret `identity` {noisePrivateKey, derpPrivateKey}, plain `fingerprint`
 
 
 #: Where the Noise and DERP private keys come from.
@@ -184,6 +185,9 @@ class SqliteStorage:
     storage_class: str | None = None  # StorageClass of the claim; None: the cluster's default
     backup: Backup  # the NFS target (required), Litestream and optional VolSync settings
     require_backup: bool = False  # refuse to start without a backup (a standby must restore, never start empty)
+    #: After a real loss of both the volume and the backup of a site that has served: today's UTC date lets the
+    #: restore start empty on that date only (see LitestreamBackupArgs.allow_empty_start); None: refused (exit 24).
+    allow_empty_start: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -300,7 +304,9 @@ class HeadscaleServer(pulumi.ComponentResource):
     - ``configMap`` [config_map_name]: the ConfigMap with config.yaml;
     - ``dataClaim`` [data_claim_name]: the SQLite claim, or None on PostgreSQL;
     - ``replicas``: 1 serving, 0 stopped.
-    The keys themselves are the secret Outputs ``noise_key`` and ``derp_key`` (not registered).
+    The keys themselves are the secret Outputs ``noise_key`` and ``derp_key`` (not registered);
+    ``identity_fingerprint`` is the plain fingerprint of the Noise key (components/identity.py), as the identity
+    stack exports it for IdentityFromStack, else computed from the key.
     """
 
     identity: k8s.core.v1.Secret
@@ -319,6 +325,7 @@ class HeadscaleServer(pulumi.ComponentResource):
     data_claim_name: str | None
     noise_key: pulumi.Output[str]
     derp_key: pulumi.Output[str]
+    identity_fingerprint: pulumi.Output[str]
 
     def __init__(self, name: str, args: HeadscaleServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:headscale:HeadscaleServer", name, None, opts)
@@ -328,7 +335,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(APP, "control-plane")}
 
-        self.noise_key, self.derp_key = self._keys(name, args.identity, child)
+        self.noise_key, self.derp_key, self.identity_fingerprint = self._keys(name, args.identity, child)
         self.identity = k8s.core.v1.Secret(
             f"{name}-identity",
             metadata={**meta, "name": IDENTITY_SECRET},
@@ -366,6 +373,7 @@ class HeadscaleServer(pulumi.ComponentResource):
                 backup=sqlite.backup,
                 storage_class=sqlite.storage_class,
                 require_backup=sqlite.require_backup,
+                allow_empty_start=sqlite.allow_empty_start,
                 app=APP,
                 size=sqlite.size,
                 data_dir=PATHS.data_dir,
@@ -397,6 +405,9 @@ class HeadscaleServer(pulumi.ComponentResource):
                 ],
             ),
         )
+        if self.backup is not None:
+            # The served witness, once this rollout is ready: a later loss of both volumes is refused, not emptied.
+            self.backup.record_served(self.deployment, replicas=args.replicas)
         self.service = cluster_service(
             f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
         )
@@ -435,19 +446,22 @@ class HeadscaleServer(pulumi.ComponentResource):
 
     def _keys(
         self, name: str, identity: IdentitySource, opts: pulumi.ResourceOptions
-    ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
-        """The Noise and DERP private keys, as secrets, from the identity source."""
+    ) -> tuple[pulumi.Output[str], pulumi.Output[str], pulumi.Output[str]]:
+        """The Noise and DERP private keys, as secrets, and the Noise key's plain fingerprint."""
         if isinstance(identity, IdentityFromStack):
-            active = pulumi.StackReference(f"{name}-active-stack", stack_name=identity.stack_name, opts=opts)
-            keys = active.require_output("identity")
+            source = pulumi.StackReference(f"{name}-identity-stack", stack_name=identity.stack_name, opts=opts)
+            keys = source.require_output("identity")
             noise = pulumi.Output.secret(keys.apply(lambda value: value["noisePrivateKey"]))
             derp = pulumi.Output.secret(keys.apply(lambda value: value["derpPrivateKey"]))
-            return noise, derp
+            return noise, derp, source.require_output("fingerprint")
         noise_import: pulumi.Input[str] | None = None
         derp_import: pulumi.Input[str] | None = None
         if isinstance(identity, ImportedIdentity):
             noise_import, derp_import = identity.noise_private_key, identity.derp_private_key
-        return _node_key(f"{name}-noise-key", noise_import, opts), _node_key(f"{name}-derp-key", derp_import, opts)
+        noise = _node_key(f"{name}-noise-key", noise_import, opts)
+        # A SHA-256 of the key reveals nothing about it: plain, so stacks can compare identities.
+        fingerprint = pulumi.Output.unsecret(noise.apply(identity_fingerprint))
+        return noise, _node_key(f"{name}-derp-key", derp_import, opts), fingerprint
 
     def _pod_spec(self, args: HeadscaleServerArgs) -> dict[str, Any]:
         volumes, mounts = server_files(oidc=args.oidc is not None, policy=args.policy_file)

@@ -4,6 +4,14 @@ The component owns the backup's config (a ConfigMap with litestream.yml and the 
 optionally, a VolSync ReplicationSource for the volume. The application's Deployment takes the pod-spec
 pieces it exposes: a restore init container that must succeed before anything else starts, and a native
 sidecar (an init container with restartPolicy Always) that replicates while the application runs.
+
+The served witness: the restore's markers live on the two volumes they protect (the data claim and the NFS backup
+directory), so losing both looks exactly like a first start. :meth:`LitestreamBackup.record_served` writes a third
+witness outside both, the ConfigMap `<app>-served` (key `served: "true"`), once the application's Deployment has
+rolled out ready; the restore container reads it through an optional ConfigMap volume and refuses an empty start
+while it exists (exit 24), unless ``allow_empty_start`` holds today's UTC date. The witness is a ConfigMapPatch
+(server-side apply: created if absent, adopted if a retained one exists, so a site that is demoted and promoted
+again never fails with AlreadyExists) and is retained on delete: `destroy` and a demotion leave it in the cluster.
 """
 
 from __future__ import annotations
@@ -27,6 +35,18 @@ SCRIPT_FILE = f"{CONFIG_MOUNT}/restore.sh"
 BACKUP_VOLUME = "backup"
 CONFIG_VOLUME = "litestream-config"
 TMP_VOLUME = "litestream-tmp"
+SERVED_VOLUME = "served-witness"
+#: Not under CONFIG_MOUNT: a mount point cannot be created inside the read-only ConfigMap volume mounted there.
+SERVED_MOUNT = "/etc/litestream-served"
+SERVED_KEY = "served"
+SERVED_FILE = f"{SERVED_MOUNT}/{SERVED_KEY}"
+#: The only value the restore script accepts in the witness.
+SERVED_VALUE = "true"
+
+
+def served_config_map(app: str) -> str:
+    """The name of an application's served witness ConfigMap, in its namespace."""
+    return f"{app}-served"
 
 
 def backup_mount(app: str, *, read_only: bool = False) -> dict[str, Any]:
@@ -55,6 +75,14 @@ class LitestreamBackupArgs:
     identity_volume: str | None = None  # pod volume with the Noise key; None: no identity contract
     identity_file: str | None = None  # the Noise key file whose fingerprint must match the backup's
     require_backup: bool = False  # a standby must restore, never start empty
+    #: The override after a real loss of both volumes: today's UTC date (YYYY-MM-DD) lets a site that has served
+    #: start empty on that date only; None: an empty start of a site that has served is refused (exit 24).
+    allow_empty_start: str | None = None
+
+    @property
+    def reads_witness(self) -> bool:
+        """Whether the restore reads the served witness: not on a standby, whose REQUIRE_BACKUP is stricter."""
+        return not self.require_backup
 
 
 class LitestreamBackup(pulumi.ComponentResource):
@@ -63,6 +91,7 @@ class LitestreamBackup(pulumi.ComponentResource):
     Outputs (registered):
     - ``configMap`` [attribute config_map]: the ConfigMap with litestream.yml and the restore script;
     - ``backupDir`` [attribute backup_dir]: where the pod sees its replica directory (`/backup/<app>`).
+    The served witness is written by :meth:`record_served`, called by the owner of the Deployment.
     The pod-spec pieces (init_containers, volumes, config_checksum) are attributes only: they are not outputs.
     """
 
@@ -72,9 +101,11 @@ class LitestreamBackup(pulumi.ComponentResource):
     volumes: list[dict[str, Any]]
     config_checksum: str
     backup_dir: str
+    served: k8s.core.v1.ConfigMapPatch | None = None
 
     def __init__(self, name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:litestream:LitestreamBackup", name, None, opts)
+        self._name, self._args = name, args
         litestream = args.settings.litestream
         self.backup_dir = f"{BACKUP_MOUNT}/{args.app}"
         config_text = render_litestream_config(
@@ -101,6 +132,15 @@ class LitestreamBackup(pulumi.ComponentResource):
             {"name": CONFIG_VOLUME, "configMap": {"name": f"{args.app}-litestream", "defaultMode": 0o444}},
             {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
         ]
+        if args.reads_witness:
+            # Optional: absent until the first ready rollout (the kubelet then mounts an empty directory).
+            witness = {
+                "name": served_config_map(args.app),
+                "optional": True,
+                "defaultMode": 0o444,
+                "items": [{"key": SERVED_KEY, "path": SERVED_KEY}],
+            }
+            self.volumes.append({"name": SERVED_VOLUME, "configMap": witness})
         self.init_containers = [self._restore(args), self._replicate(args)]
         self.replication_source = self._volsync(name, args, child)
         self.register_outputs(
@@ -123,6 +163,11 @@ class LitestreamBackup(pulumi.ComponentResource):
             {"name": "REQUIRE_BACKUP", "value": "true" if args.require_backup else "false"},
         ]
         mounts = self._mounts(args)
+        if args.reads_witness:
+            env.append({"name": "SERVED_FILE", "value": SERVED_FILE})
+            mounts.append({"name": SERVED_VOLUME, "mountPath": SERVED_MOUNT, "readOnly": True})
+            if args.allow_empty_start:
+                env.append({"name": "ALLOW_EMPTY_START", "value": args.allow_empty_start})
         if args.identity_file is not None and args.identity_volume is not None:
             env.append({"name": "IDENTITY_FILE", "value": args.identity_file})
             identity_dir = args.identity_file.rsplit("/", 1)[0]
@@ -136,6 +181,31 @@ class LitestreamBackup(pulumi.ComponentResource):
             "resources": resources(args.settings.litestream.resources),
             "securityContext": container_security(),
         }
+
+    def record_served(self, deployment: pulumi.Resource, *, replicas: int) -> k8s.core.v1.ConfigMapPatch | None:
+        """Write the served witness once ``deployment`` (the application's) has rolled out ready.
+
+        pulumi-kubernetes awaits a Deployment's readiness on create and update, and a dependent is created only
+        after its dependency succeeded: the witness appears after the first ready rollout. Only where the
+        application serves (``replicas`` > 0) and the restore reads the witness (not on a standby). None otherwise:
+        a witness written earlier stays in the cluster (retained), only Pulumi's state forgets it.
+        """
+        if replicas <= 0 or not self._args.reads_witness:
+            return None
+        app = self._args.app
+        self.served = k8s.core.v1.ConfigMapPatch(
+            f"{self._name}-served",
+            metadata={
+                "name": served_config_map(app),
+                "namespace": self._args.namespace,
+                "labels": labels(app, "backup"),
+                # The object is this program's: take its fields over from any earlier field manager.
+                "annotations": {"pulumi.com/patchForce": "true"},
+            },
+            data={SERVED_KEY: SERVED_VALUE},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment], retain_on_delete=True),
+        )
+        return self.served
 
     def _replicate(self, args: LitestreamBackupArgs) -> dict[str, Any]:
         return {
@@ -188,11 +258,13 @@ def backed_up_volume(
     data_dir: str,
     db_file: str,
     identity_file: str | None = None,
+    allow_empty_start: str | None = None,
 ) -> tuple[k8s.core.v1.PersistentVolumeClaim, LitestreamBackup]:
     """An application's SQLite volume and its Litestream backup: the pod mounts the claim as the volume `data`.
 
     `backup` must name an NFS target; `storage_class` is the data claim's class (None: the cluster default);
-    `require_backup` makes the restore refuse an empty start (a standby must restore, never start empty).
+    `require_backup` makes the restore refuse an empty start (a standby must restore, never start empty);
+    `allow_empty_start` (today's UTC date) lets a site that has served start empty after a real loss of both volumes.
     """
     if backup.nfs is None:
         raise ValueError(f"{app}: backup.nfs is required for a Litestream backup (checked by the config)")
@@ -219,6 +291,7 @@ def backed_up_volume(
             identity_volume="identity" if identity_file else None,
             identity_file=identity_file,
             require_backup=require_backup,
+            allow_empty_start=allow_empty_start,
         ),
         opts=pulumi.ResourceOptions(parent=parent),
     )

@@ -6,6 +6,7 @@ composed of these sections; a component takes only the ones it uses, so another 
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import re
 from collections.abc import Callable
@@ -172,6 +173,13 @@ def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> Call
 
 # --------------------------------------------------------------------------------------------- tailnet
 
+_STACK_PART = r"[A-Za-z0-9_.-]+"
+_STACK_PREFIX = rf"^{_STACK_PART}/{_STACK_PART}$"
+#: A stack name as `pulumi stack init` accepts it (no organization, no project).
+StackName = Annotated[str, Field(pattern=rf"^{_STACK_PART}$", max_length=100)]
+#: `org/project/stack`, as a StackReference names a stack.
+QualifiedStackName = Annotated[str, Field(pattern=rf"^{_STACK_PART}/{_STACK_PART}/{_STACK_PART}$")]
+
 
 class Site(SettingsModel):
     """One cluster of the tailnet, as every stack sees it."""
@@ -186,6 +194,25 @@ class Site(SettingsModel):
     public_address: IPv4 | None = Field(
         default=None, description="Public IP of the site's ingress; the DNS record target when this site is active."
     )
+    stack: StackName | None = Field(
+        default=None, description="Name of the site's Pulumi stack (under `tailnet.stackPrefix`); default the name."
+    )
+    kube_context: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=r"^\S+$",
+        description="kubectl context of the site's cluster, for the commands the stack prints; default the name.",
+    )
+
+    @property
+    def stack_name(self) -> str:
+        """The site's stack, without the organization and project (``stack`` or the site name)."""
+        return self.stack or self.name
+
+    @property
+    def context(self) -> str:
+        """The kubectl context of the site's cluster (``kubeContext`` or the site name)."""
+        return self.kube_context or self.name
 
     @model_validator(mode="after")
     def _gateway_in_pool(self) -> Site:
@@ -238,6 +265,16 @@ class Tailnet(SettingsModel):
     nameservers: list[IPAddress] = Field(
         default_factory=lambda: ["1.1.1.1", "1.0.0.1"], min_length=1, description="Global resolvers pushed to clients."
     )
+    identity_stack: QualifiedStackName | None = Field(
+        default=None,
+        description="`org/project/stack` of the identity stack (identity/): every site serves with the Noise and "
+        "DERP keys of its `identity` output; required unless a site stack imports both keys.",
+    )
+    stack_prefix: str = Field(
+        default=f"organization/{PROJECT}",
+        pattern=_STACK_PREFIX,
+        description="`org/project` of the site stacks: a site's stack is `<stackPrefix>/<site.stack or name>`.",
+    )
 
     @field_validator("base_domain")
     @classmethod
@@ -255,7 +292,7 @@ class Tailnet(SettingsModel):
         problems = []
         if self.active_site not in {site.name for site in self.sites}:
             problems.append(f"activeSite {self.active_site} is not one of the sites")
-        for attr, what in (("name", "name"), ("gateway_ip", "gatewayIp")):
+        for attr, what in (("name", "name"), ("gateway_ip", "gatewayIp"), ("stack_name", "stack")):
             seen = [getattr(site, attr) for site in self.sites]
             problems += [f"two sites share the {what} {v}" for v in sorted({v for v in seen if seen.count(v) > 1})]
         zones = [self.zone_of(site) for site in self.sites]
@@ -280,6 +317,10 @@ class Tailnet(SettingsModel):
 
     def zone_of(self, site: Site) -> str:
         return site.dns_zone or f"{site.name}.tn.{self.internal_domain}"
+
+    def stack_of(self, site: Site) -> str:
+        """The fully qualified stack name of ``site`` (what a StackReference names)."""
+        return f"{self.stack_prefix}/{site.stack_name}"
 
     def site(self, name: str) -> Site:
         return next(site for site in self.sites if site.name == name)
@@ -391,6 +432,29 @@ class Headscale(SettingsModel):
     replicas: int = Field(
         default=1, ge=0, description="1 to serve, 0 to stop; Headscale is a strict singleton, never more than 1."
     )
+    allow_empty_start: str | None = Field(
+        default=None,
+        description="Override after a real loss: a UTC date (YYYY-MM-DD) on which a site that has served (its "
+        "ConfigMaps `headscale-served` / `headplane-served` exist) may start Headscale and Headplane empty when both "
+        "the data volume and the NFS backup directory are gone. The restore refuses that case (exit 24) and prints "
+        "today's date to set here; on any other day the value has no effect, so one left set is inert. Remove it "
+        "once the pod has started.",
+    )
+
+    @field_validator("allow_empty_start", mode="before")
+    @classmethod
+    def _utc_date(cls, value: object) -> object:
+        # YAML reads an unquoted 2025-06-01 as a date; Pulumi hands the same text over as a string.
+        if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+            return value.isoformat()
+        if isinstance(value, str):
+            try:
+                ok = re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) and datetime.date.fromisoformat(value)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"{value!r} is not a date YYYY-MM-DD (the UTC date the restore's refusal prints)")
+        return value
 
     @field_validator("replicas")
     @classmethod

@@ -28,7 +28,6 @@ from components.gateway import (
 )
 from components.headplane import HeadplaneArgs
 from components.headscale import (
-    GeneratedIdentity,
     HeadscaleServerArgs,
     IdentityFromStack,
     IdentitySource,
@@ -61,6 +60,7 @@ from components.tailnet_policy import POLICY_KEY, LiveApi, TailnetPolicyArgs
 from policy.model import PolicyError
 from policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
 from program.config import ConfigError, StackConfig
+from program.failover import kubectl
 
 #: Where relative paths of the config (policy.file) are read from.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -74,14 +74,15 @@ def headscale_replicas(config: StackConfig) -> int:
 
 
 def identity_source(config: StackConfig) -> IdentitySource:
-    """A standby reads the active stack's `identity` output unless its Noise key is imported; imported keys win
-    (a key not imported is generated); with neither, both keys are generated."""
-    if config.identity_from is not None and config.noise_private_key is None:
-        return IdentityFromStack(stack_name=config.identity_from)
-    if config.noise_private_key is None and config.derp_private_key is None:
-        return GeneratedIdentity()
-    # Plain strings: the component makes them Pulumi secrets before anything uses them.
-    return ImportedIdentity(noise_private_key=config.noise_private_key, derp_private_key=config.derp_private_key)
+    """Every site serves with the tailnet's one identity, whatever its role: both keys imported on this stack, or
+    else the identity stack's `identity` output. A site stack never generates keys (config validation guarantees
+    one of the two)."""
+    if config.noise_private_key is not None and config.derp_private_key is not None:
+        # Plain strings: the component makes them Pulumi secrets before anything uses them.
+        return ImportedIdentity(noise_private_key=config.noise_private_key, derp_private_key=config.derp_private_key)
+    if config.tailnet.identity_stack is None:
+        raise ConfigError([f"{PROJECT}:tailnet.identityStack: is required unless both keys are imported, got nothing"])
+    return IdentityFromStack(stack_name=config.tailnet.identity_stack)
 
 
 def postgres_storage(config: StackConfig) -> PostgresStorage:
@@ -106,6 +107,7 @@ def headscale_storage(config: StackConfig) -> SqliteStorage | PostgresStorage:
         storage_class=config.cluster.storage_class,
         backup=config.backup,
         require_backup=config.role is Role.STANDBY,
+        allow_empty_start=config.headscale.allow_empty_start,
     )
 
 
@@ -214,6 +216,7 @@ def headplane_args(
         api_key=key,
         backup=config.backup,
         require_backup=config.role is Role.STANDBY,
+        allow_empty_start=config.headscale.allow_empty_start,  # one override for both applications' restores
     )
 
 
@@ -292,13 +295,29 @@ def manages_tailnet(config: StackConfig) -> bool:
 
 
 def next_steps(config: StackConfig) -> list[str]:
-    """The commands that give this stack API access, in order."""
+    """The commands that give this stack API access, in order, aimed at this stack and the right cluster.
+
+    A standby's Headscale runs 0 replicas and its provider talks to the active's API (`headscaleApiUrl`, default
+    the public URL): the key is created on the active site's Headscale, then set on this stack.
+    """
+    tailnet = config.tailnet
+    this_stack = tailnet.stack_of(config.site)
+    create = "exec deployment/headscale -c headscale -- headscale apikeys create --expiration 90d"
+    if config.role is Role.ACTIVE:
+        make_key = [
+            f"{kubectl(config, config.site)} rollout status deployment/headscale",
+            f"{kubectl(config, config.site)} {create}",
+        ]
+    else:
+        active = tailnet.site(tailnet.active_site)
+        make_key = [
+            f"# this standby's Headscale runs 0 replicas: create the key on the active site {active.name}",
+            f"{kubectl(config, active)} {create}",
+        ]
     return [
-        f"kubectl -n {config.namespace} rollout status deployment/headscale",
-        f"kubectl -n {config.namespace} exec deployment/headscale -c headscale -- "
-        "headscale apikeys create --expiration 90d",
-        f"pulumi config set --secret {PROJECT}:bootstrapApiKey '<the key printed above>'",
-        "pulumi up",
+        *make_key,
+        f"pulumi config set -s {this_stack} --secret {PROJECT}:bootstrapApiKey '<the key printed above>'",
+        f"pulumi up -s {this_stack}",
         *(
             []
             if config.router_auth_keys is not None

@@ -41,6 +41,12 @@ from components.settings import (
 
 _GONE = object()
 
+#: Keys this program no longer reads, and what replaced them (a leftover is refused with this hint).
+RETIRED_KEYS = {
+    "identityFrom": "was replaced by tailnet.identityStack (Pulumi.yaml): every site, active or standby, reads the "
+    "Noise and DERP keys from the identity stack (identity/); remove identityFrom from this stack file",
+}
+
 
 # --------------------------------------------------------------------------------------------- the stack
 
@@ -77,10 +83,12 @@ class StackConfig(SettingsModel):
         default=None, description="Secret. Admin kubeconfig; default: the ambient kubeconfig."
     )
     noise_private_key: NodePrivateKey | None = Field(
-        default=None, description="Secret. Import an existing Noise key (`privkey:` + 64 hex); default: generated."
+        default=None,
+        description="Secret. Noise key (`privkey:` + 64 hex) imported on this stack, with derpPrivateKey: instead of "
+        "`tailnet.identityStack`, which it overrides.",
     )
     derp_private_key: NodePrivateKey | None = Field(
-        default=None, description="Secret. Import an existing embedded-DERP key; default: generated."
+        default=None, description="Secret. Embedded-DERP key imported with noisePrivateKey (it must differ)."
     )
     oidc_client_secret: SecretStr | None = Field(
         default=None, description="Secret. OIDC client secret; required with `headscale.oidc`."
@@ -95,12 +103,6 @@ class StackConfig(SettingsModel):
     bootstrap_api_key: SecretStr | None = Field(
         default=None,
         description="Secret. Headscale API key the provider uses; with it the stack manages users, keys and policy.",
-    )
-    identity_from: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",
-        description="`org/project/stack` of the active stack: a standby takes the Noise/DERP keys from its "
-        "`identity` output (or import both keys as secret config instead).",
     )
     headscale_api_url: str | None = Field(
         default=None,
@@ -292,17 +294,26 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                     sections["role"].value,
                 )
             )
-    if have("role") and sections["role"] is Role.STANDBY:
-        imported = sections.get("noisePrivateKey") is not None and sections.get("derpPrivateKey") is not None
-        if sections.get("identityFrom") is None and not imported:
-            problems.append(
-                _problem(
-                    "identityFrom",
-                    "is required on a standby (or import noisePrivateKey and derpPrivateKey): a standby with its own "
-                    "keys would be a different server to every client",
-                    _GONE,
-                )
+    noise_set, derp_set = sections.get("noisePrivateKey") is not None, sections.get("derpPrivateKey") is not None
+    if noise_set != derp_set:
+        problems.append(
+            _problem(
+                "derpPrivateKey" if noise_set else "noisePrivateKey",
+                f"is required with {'noisePrivateKey' if noise_set else 'derpPrivateKey'}: import both keys, or "
+                "neither and take them from tailnet.identityStack",
+                _GONE,
             )
+        )
+    if have("tailnet") and sections["tailnet"].identity_stack is None and not (noise_set or derp_set):
+        problems.append(
+            _problem(
+                "tailnet.identityStack",
+                "is required (the identity stack of identity/, e.g. organization/headscale-ha-identity/tailnet), "
+                "or import noisePrivateKey and derpPrivateKey on this stack: a site stack never generates the "
+                "tailnet's keys",
+                _GONE,
+            )
+        )
     if have("endpoint", "tailnet") and sections["endpoint"].failover is FailoverMode.EXTERNAL_DNS:
         missing = sorted(site.name for site in sections["tailnet"].sites if site.public_address is None)
         if missing:
@@ -433,7 +444,9 @@ def parse_stack_config(raw: Mapping[str, str], *, stack: str, secret_keys: Itera
     sections: dict[str, Any] = {}
     fallback: dict[str, Any] = {}
     for key in sorted(raw):
-        if key not in fields:
+        if key in RETIRED_KEYS:
+            problems.append(_problem(key, RETIRED_KEYS[key], raw[key]))
+        elif key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             problems.append(_problem(key, f"unknown key{hint}", raw[key] if key not in SECRET_KEYS else _GONE))

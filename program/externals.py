@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components import headplane, headscale
 from components.gateway import AUTHKEY_SECRET, ROUTERS
+from components.litestream import SERVED_KEY, served_config_map
 from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
 from components.settings import DatabaseStage, ReplicaSource, Role
 from program.args import routers_namespace
@@ -74,8 +76,9 @@ def external_objects(config: StackConfig) -> list[External]:
 
 
 def optional_references(config: StackConfig) -> list[OptionalRef]:
-    """The routers' enrolment keys: absent until the stack can mint them (or `routerAuthKeys` is set)."""
-    return [
+    """The routers' enrolment keys: absent until the stack can mint them (or `routerAuthKeys` is set); the served
+    witnesses of the SQLite applications' restores: absent until the first ready rollout (never read on a standby)."""
+    found = [
         OptionalRef(
             namespace=routers_namespace(config),
             workload=f"StatefulSet/{ROUTERS}",
@@ -85,3 +88,21 @@ def optional_references(config: StackConfig) -> list[OptionalRef]:
             "the node is enrolled; nextSteps says what to set",
         )
     ]
+    if config.role is Role.STANDBY:
+        return found  # a standby's restore requires a backup (REQUIRE_BACKUP): it reads no witness
+    apps = [headscale.APP] if config.database.stage is not DatabaseStage.POSTGRES else []
+    if config.headplane.enabled:
+        apps.append(headplane.APP)
+    for app in apps:
+        found.append(
+            OptionalRef(
+                namespace=config.namespace,
+                workload=f"Deployment/{app}",
+                name=served_config_map(app),
+                absence_shown_by=f"the witness is mounted optional into the restore init container: absent (before "
+                f"the first ready rollout), the directory holds no file '{SERVED_KEY}' and the restore treats the site "
+                "as never served, so with no database and no backup it first-starts and logs 'first start'; present, "
+                "the same case is refused (exit 24) and logged 'REFUSING TO START'",
+            )
+        )
+    return found

@@ -1,33 +1,85 @@
-"""The promotion runbook of a stack pair, generated from the config so it names this tailnet's sites.
+"""The promotion runbook, generated from the config so it names this tailnet's stacks, files and kube contexts.
 
 Promotion is a config change and `pulumi up`: fence the old active (if it is reachable), promote the data,
-scale up, move DNS. The program refuses a config with two active sites, so the order below is enforced by the
-stack files, not by memory.
+scale up, let the other standbys follow, move DNS. The program refuses a config with two active sites, so the
+order below is enforced by the stack files, not by memory.
+
+The `failover` output maps each site this stack can hand over to (the target) to the ordered steps:
+on a standby, only its own promotion (the old active is `tailnet.activeSite`); on the active, one entry per
+standby. Every step names the files to edit (``edits``) and the commands, with the fully qualified stack
+(``-s <stackPrefix>/<stack>``, accepted by `pulumi` run in the project directory) and the site's kube context.
 """
 
 from __future__ import annotations
 
-from components.settings import PROJECT, DatabaseStage, FailoverMode, Role
+from typing import Any
+
+from components.headscale import APP as HEADSCALE_APP
+from components.pod import selector
+from components.settings import PROJECT, DatabaseStage, FailoverMode, Role, Site
 from program.config import StackConfig
 
+#: Shared project config: the CLI only writes stack files, and a stack value would replace the whole object.
+PROJECT_FILE = "Pulumi.yaml"
 
-def promotion_steps(config: StackConfig) -> list[dict[str, str]]:
-    """Ordered steps (what, why, command) that make the other site active, as seen from this stack."""
-    sites = [site.name for site in config.tailnet.sites]
-    active = config.tailnet.active_site
-    standby = next((name for name in sites if name != active), active)
+
+def stack_file(site: Site) -> str:
+    """The stack file of ``site``'s stack, beside Pulumi.yaml."""
+    return f"Pulumi.{site.stack_name}.yaml"
+
+
+def _namespace(config: StackConfig, site: Site) -> str:
+    """The control plane's namespace on ``site``: this stack's own, or what that stack exports."""
+    if site.name == config.site.name:
+        return config.namespace
+    return f'"$(pulumi stack output -s {config.tailnet.stack_of(site)} namespace)"'
+
+
+def kubectl(config: StackConfig, site: Site) -> str:
+    """`kubectl` aimed at the control plane of ``site``."""
+    return f"kubectl --context {site.context} -n {_namespace(config, site)}"
+
+
+def _set_role(config: StackConfig, site: Site, role: Role) -> dict[str, str]:
+    return {
+        "file": stack_file(site),
+        "key": f"{PROJECT}:role",
+        "value": role.value,
+        "command": f"pulumi config set -s {config.tailnet.stack_of(site)} {PROJECT}:role {role.value}",
+    }
+
+
+def _set_active_site(site: Site) -> dict[str, str]:
+    return {
+        "file": PROJECT_FILE,
+        "key": "tailnet.activeSite",
+        "value": site.name,
+        "command": f"by hand: in {PROJECT_FILE}, config.tailnet.value.activeSite: {site.name} "
+        "(`pulumi config set` writes stack files, where the value would replace the whole tailnet object)",
+    }
+
+
+def promotion_steps_to(config: StackConfig, new: Site) -> list[dict[str, Any]]:
+    """Ordered steps (what, why, edits, command) that make ``new`` the active site instead of today's active."""
+    tailnet = config.tailnet
+    old = tailnet.site(tailnet.active_site)
+    others = [site for site in tailnet.sites if site.name not in (old.name, new.name)]
     postgres = config.database.stage is DatabaseStage.POSTGRES
-    steps = [
+    pods = ",".join(f"{key}={value}" for key, value in selector(HEADSCALE_APP).items())
+    steps: list[dict[str, Any]] = [
         {
             "step": "fence the old active",
-            "why": "two Headscale writers on one registry diverge; skip only when the old cluster is gone",
-            "command": f"set tailnet.activeSite: {standby} in Pulumi.yaml and role: standby in Pulumi.{active}.yaml; "
-            f"pulumi up -s {active}   # scales {active}'s Headscale to 0",
+            "why": "two Headscale writers on one registry diverge; when the old cluster is gone, make the edits, skip "
+            f"the commands, and run them before {old.name} serves again",
+            "edits": [_set_active_site(new), _set_role(config, old, Role.STANDBY)],
+            "command": f"pulumi up -s {tailnet.stack_of(old)}   # scales {old.name}'s Headscale to 0; then "
+            f"{kubectl(config, old)} get pods -l {pods}   # until it lists no pod (no second writer)",
         },
         {
             "step": "promote the data",
             "why": "the new active must serve the newest registry",
-            "command": f"set role: active in Pulumi.{standby}.yaml; pulumi up -s {standby}   # "
+            "edits": [_set_role(config, new, Role.ACTIVE)],
+            "command": f"pulumi up -s {tailnet.stack_of(new)}   # "
             + (
                 "the CNPG replica cluster is promoted (replica.enabled false)"
                 if postgres
@@ -36,37 +88,43 @@ def promotion_steps(config: StackConfig) -> list[dict[str, str]]:
         },
         {
             "step": "scale up",
-            "why": "Headscale and Headplane start on the promoted site with the shared identity",
-            "command": f"kubectl -n {config.namespace} rollout status deployment/headscale   # on {standby}",
+            "why": f"Headscale and Headplane start on {new.name} with the tailnet's identity",
+            "edits": [],
+            "command": f"{kubectl(config, new)} rollout status deployment/headscale",
         },
+    ]
+    if others:
+        steps.append(
+            {
+                "step": "follow the new active",
+                "why": f"the other standbys check (and, on PostgreSQL, replicate) the active named by "
+                f"tailnet.activeSite, now {new.name}",
+                "edits": [],
+                "command": "; ".join(f"pulumi up -s {tailnet.stack_of(site)}" for site in others),
+            }
+        )
+    steps.append(
         {
             "step": "move DNS",
-            "why": f"{config.tailnet.public_hostname} must point at the new active",
+            "why": f"{tailnet.public_hostname} must point at the new active",
+            "edits": [],
             "command": {
-                FailoverMode.K8GB: f"automatic: the Gslb's primaryGeoTag becomes {standby} "
+                FailoverMode.K8GB: f"automatic: the Gslb's primaryGeoTag becomes {new.name} "
                 f"(TTL {config.endpoint.ttl}s)",
                 FailoverMode.EXTERNAL_DNS: f"automatic: only the active stack publishes the DNSEndpoint "
                 f"(TTL {config.endpoint.ttl}s)",
-                FailoverMode.NONE: f"update the A record of {config.tailnet.public_hostname} by hand",
+                FailoverMode.NONE: f"update the A record of {tailnet.public_hostname} by hand"
+                + (f" to {new.public_address}" if new.public_address else ""),
             }[config.endpoint.failover],
-        },
-    ]
-    if config.noise_private_key is None:
-        # Generated keys live only in the active stack's state, protected: demoting that stack (which must then take
-        # its identity from elsewhere) would delete them, so `pulumi up` refuses until they are imported.
-        steps.insert(
-            0,
-            {
-                "step": "keep the identity",
-                "why": f"{active}'s Noise and DERP keys were generated and exist only in its Pulumi state (protected); "
-                "both stacks must hold them as secret config before either changes role",
-                "command": f"pulumi stack output -s {active} --show-secrets identity; on both stacks: "
-                f"pulumi config set --secret {PROJECT}:noisePrivateKey '<noisePrivateKey>' and "
-                f"pulumi config set --secret {PROJECT}:derpPrivateKey '<derpPrivateKey>'; "
-                f"then pulumi state unprotect -s {active} on its two RandomBytes keys and pulumi up -s {active} "
-                "(same keys, now from config)",
-            },
-        )
-    if config.role is Role.STANDBY:
-        steps[-4]["note"] = f"this stack ({config.site.name}) is the standby; {PROJECT} refuses two active sites"
+        }
+    )
     return steps
+
+
+def promotion_steps(config: StackConfig) -> dict[str, list[dict[str, Any]]]:
+    """The `failover` output: target site → steps. A standby lists its own promotion; the active, every standby's."""
+    if config.role is Role.STANDBY:
+        targets = [config.site]
+    else:
+        targets = [site for site in config.tailnet.sites if site.name != config.tailnet.active_site]
+    return {site.name: promotion_steps_to(config, site) for site in targets}

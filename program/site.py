@@ -41,6 +41,7 @@ from program.args import (
 from program.config import StackConfig
 from program.failover import promotion_steps
 from program.inventory import must_back_up
+from program.standby import CHECKED_OUTPUTS, follow_active
 
 
 def namespace_labels() -> dict[str, str]:
@@ -219,6 +220,8 @@ class TailnetSite(pulumi.ComponentResource):
             "endpoints": endpoints(config),
             "headscaleVersion": config.headscale.version,
             "databaseStage": config.database.stage.value,
+            # The tailnet identity this site serves with (the identity stack's, or of the keys imported here).
+            "identityFingerprint": self.headscale.identity_fingerprint,
             "mustBackUp": must_back_up(config),
             "failover": promotion_steps(config),
             "gateway": {
@@ -238,16 +241,21 @@ class TailnetSite(pulumi.ComponentResource):
                 "enforcedFromStart": self.policy.enforced_from_start,
             },
         }
-        if config.role is Role.ACTIVE:
-            # What a standby reads through its StackReference: one identity for the whole pair.
-            self.outputs["identity"] = pulumi.Output.secret(
-                {"noisePrivateKey": self.headscale.noise_key, "derpPrivateKey": self.headscale.derp_key}
-            )
         if config.kubeconfig is not None:
             api_port = next((proxy.port for proxy in gateway_proxies(config) if proxy.name == "kube-api"), 6443)
             self.outputs["kubeconfig"] = pulumi.Output.secret(
                 rewrite_kubeconfig(
                     config.kubeconfig.get_secret_value(), gateway_ip=config.site.gateway_ip, port=api_port
                 )
+            )
+        if config.role is Role.STANDBY:
+            # A standby must be able to take over: same release, a stage that follows, the same identity. The check
+            # reads the active site's stack; a mismatch fails the run, naming every difference.
+            active_site = config.tailnet.site(config.tailnet.active_site)
+            self.outputs["follows"] = follow_active(
+                name,
+                active_stack=config.tailnet.stack_of(active_site),
+                own={key: self.outputs[key] for key in CHECKED_OUTPUTS},
+                opts=pulumi.ResourceOptions(parent=self),
             )
         self.register_outputs(self.outputs)

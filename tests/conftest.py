@@ -6,6 +6,7 @@ autouse fixture below also resets the runtime after each test, so no test sees a
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import textwrap
@@ -16,8 +17,9 @@ import pulumi
 import pytest
 from pulumi.runtime import settings
 
-from tools.harness import PROJECT_DIR, ProgramRun
-from tools.plan import plan_stack
+from tools import harness
+from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs
+from tools.plan import offline_stack_outputs, plan_stack
 
 SHARED_DIR = PROJECT_DIR.parent / "shared"
 STACKS = ("hydra", "cosmos")
@@ -25,9 +27,12 @@ STACKS = ("hydra", "cosmos")
 
 @pytest.fixture(autouse=True)
 def _reset_pulumi_runtime() -> Iterator[None]:
+    failed_before = harness.failed_runs
     yield
     settings.reset_options()
     pulumi.runtime.set_all_config({}, [])
+    if harness.failed_runs != failed_before:
+        harness.collect_stranded_coroutines()  # now, not as warnings in the middle of a later test
 
 
 @pytest.fixture
@@ -74,12 +79,35 @@ def lab_project(project_copy: Callable[..., Path]) -> Callable[[str], Path]:
     return make
 
 
+#: The stacks a site stack references, by the names the shipped Pulumi.yaml gives them.
+IDENTITY_STACK = "organization/headscale-ha-identity/tailnet"
+ACTIVE_STACK = "organization/headscale-ha/hydra"
+
+
+@pytest.fixture(scope="session")
+def planned_stack_outputs() -> StackOutputs:
+    """What the identity stack and the active site (hydra) export, as planned offline once per session."""
+    return offline_stack_outputs()
+
+
 @pytest.fixture
-def run_stack() -> Callable[..., ProgramRun]:
-    """Run the program for a stack: ``run_stack("hydra")`` or ``run_stack("lab", project_dir=...)``."""
+def stack_outputs(planned_stack_outputs: StackOutputs) -> dict[str, dict]:
+    """The ``stack_outputs`` of a site plan (the identity stack's and hydra's planned outputs): a fresh copy that a
+    test may change, e.g. ``stack_outputs[ACTIVE_STACK]["databaseStage"] = "postgres"``."""
+    return {name: dict(copy.deepcopy(outputs)) for name, outputs in planned_stack_outputs.items()}
 
-    def run(stack: str, project_dir: Path = PROJECT_DIR) -> ProgramRun:
-        return plan_stack(stack, project_dir=project_dir)
 
+@pytest.fixture
+def run_stack(stack_outputs: dict[str, dict]) -> Callable[..., ProgramRun]:
+    """Run the program for a stack: ``run_stack("hydra")`` or ``run_stack("lab", project_dir=...)``, referencing
+    the ``stack_outputs`` fixture's stacks unless ``stack_outputs=`` says otherwise."""
+
+    def run(stack: str, project_dir: Path = PROJECT_DIR, stack_outputs: StackOutputs | None = None) -> ProgramRun:
+        references = default_outputs if stack_outputs is None else stack_outputs
+        return plan_stack(stack, project_dir=project_dir, stack_outputs=references)
+
+    default_outputs = stack_outputs
     return run
+
+
 pytest_plugins = ["tests.real_tools"]  # real-tool marker, skips naming the package, summary (tests/real_tools.py)

@@ -30,8 +30,8 @@ def _checkov(directory: Path) -> dict:
     return kubernetes
 
 
-def _rendered(option_set: str, project_copy, tmp_path: Path) -> Path:
-    run = _option_set_run(option_set, project_copy)
+def _rendered(option_set: str, project_copy, tmp_path: Path, stack_outputs: dict[str, dict]) -> Path:
+    run = _option_set_run(option_set, project_copy, stack_outputs)
     out = tmp_path / "rendered"
     write_rendered(run, out)
     return out
@@ -39,8 +39,8 @@ def _rendered(option_set: str, project_copy, tmp_path: Path) -> Path:
 
 @pytest.mark.real_tool("checkov")
 @pytest.mark.parametrize("option_set", ALL_SETS)
-def test_checkov_finds_no_unjustified_failure(option_set: str, project_copy, tmp_path: Path) -> None:
-    report = _checkov(_rendered(option_set, project_copy, tmp_path))
+def test_checkov_finds_no_unjustified_failure(option_set: str, project_copy, tmp_path: Path, stack_outputs) -> None:
+    report = _checkov(_rendered(option_set, project_copy, tmp_path, stack_outputs))
     failed = [f"{c['check_id']} {c['resource']}: {c['check_name']}" for c in report["results"]["failed_checks"]]
     assert failed == []
     assert report["summary"]["passed"] > 100
@@ -50,9 +50,9 @@ def test_checkov_finds_no_unjustified_failure(option_set: str, project_copy, tmp
 
 
 @pytest.mark.real_tool("checkov")
-def test_checkov_does_fail_a_bad_object(project_copy, tmp_path: Path) -> None:
+def test_checkov_does_fail_a_bad_object(project_copy, tmp_path: Path, stack_outputs) -> None:
     """The check above can fail: a privileged container with no limits is reported."""
-    out = _rendered("hydra", project_copy, tmp_path)
+    out = _rendered("hydra", project_copy, tmp_path, stack_outputs)
     path = next(out.rglob("deployment-headscale.yaml"))
     deployment = yaml.safe_load(path.read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]

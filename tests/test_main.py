@@ -12,6 +12,7 @@ import yaml
 
 from program.config import StackConfig, parse_stack_config
 from program.externals import external_objects, optional_references
+from tests.conftest import ACTIVE_STACK
 from tools.harness import PROJECT_DIR, ProgramRun, RegisteredResource
 from tools.plan import PLACEHOLDERS, plan_stack, write_rendered
 from tools.plan import main as plan_main
@@ -45,8 +46,10 @@ def _plan_subprocess(project: Path, *args: str) -> subprocess.CompletedProcess[s
 
 
 @pytest.mark.parametrize("stack", list_stacks(PROJECT_DIR))
-def test_every_stack_renders_manifests_that_validate(stack: str, shared_dir: Path, tmp_path: Path) -> None:
-    run = plan_stack(stack)
+def test_every_stack_renders_manifests_that_validate(
+    stack: str, shared_dir: Path, tmp_path: Path, stack_outputs
+) -> None:
+    run = plan_stack(stack, stack_outputs=stack_outputs)
     files = [f for f in write_rendered(run, tmp_path / stack) if f.suffix == ".yaml"]
     assert len(files) == len(run.kubernetes_objects()) > 0
     result = _validate(shared_dir, files)
@@ -54,9 +57,11 @@ def test_every_stack_renders_manifests_that_validate(stack: str, shared_dir: Pat
     assert result.stdout.strip().splitlines()[-1] == f"{len(files)} passed, 0 failed"
 
 
-def test_validator_catches_a_broken_manifest(shared_dir: Path, tmp_path: Path) -> None:
+def test_validator_catches_a_broken_manifest(shared_dir: Path, tmp_path: Path, stack_outputs) -> None:
     """The check above can fail: a namespace with a bad field does not pass."""
-    files = [f for f in write_rendered(plan_stack("hydra"), tmp_path) if f.suffix == ".yaml"]
+    files = [
+        f for f in write_rendered(plan_stack("hydra", stack_outputs=stack_outputs), tmp_path) if f.suffix == ".yaml"
+    ]
     broken = yaml.safe_load(files[0].read_text())
     broken["metadata"]["nmae"] = "typo"
     files[0].write_text(yaml.safe_dump(broken))
@@ -85,8 +90,7 @@ def test_plan_replaces_stale_files(tmp_path: Path) -> None:
 
 def test_a_new_stack_file_needs_no_code_change(project_copy) -> None:
     project = project_copy(
-        lab="config:\n  headscale-ha:role: standby\n  headscale-ha:identityFrom: org/headscale-ha/hydra\n"
-        "  headscale-ha:cluster: {nodes: 5, apiServer: {host: 10.30.0.10}}\n"
+        lab="config:\n  headscale-ha:role: standby\n  headscale-ha:cluster: {nodes: 5, apiServer: {host: 10.30.0.10}}\n"
     )
     _add_site(project, LAB_SITE)
     result = _plan_subprocess(project)
@@ -94,7 +98,7 @@ def test_a_new_stack_file_needs_no_code_change(project_copy) -> None:
     outputs = json.loads((project / "out" / "lab" / "outputs.json").read_text())
     assert outputs["endpoints"]["dnsZone"] == "lab.tn.internal.example.com"
     assert outputs["endpoints"]["gatewayIp"] == "172.29.250.10"
-    assert {p.name for p in (project / "out").iterdir()} == {"cosmos", "hydra", "lab"}
+    assert {p.name for p in (project / "out").iterdir()} == {"cosmos", "hydra", "lab", "identity"}
 
 
 def test_misspelt_key_in_a_stack_file_fails_the_plan(project_copy) -> None:
@@ -140,7 +144,9 @@ config:
 
 
 @pytest.mark.parametrize("route", ["gateway", "ingress"])
-def test_optional_features_render_manifests_that_validate(route: str, shared_dir: Path, project_copy) -> None:
+def test_optional_features_render_manifests_that_validate(
+    route: str, shared_dir: Path, project_copy, stack_outputs
+) -> None:
     project = project_copy(lab=KITCHEN_SINK.replace("route: ingress", f"route: {route}"))
     document = yaml.safe_load((project / "Pulumi.yaml").read_text())
     config = document["config"]
@@ -152,7 +158,7 @@ def test_optional_features_render_manifests_that_validate(route: str, shared_dir
     }
     config["headscale"]["value"]["derp"] = {"embedded": True}
     (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    run = plan_stack("lab", project_dir=project)
+    run = plan_stack("lab", project_dir=project, stack_outputs=stack_outputs)
     files = [f for f in write_rendered(run, project / "out") if f.suffix == ".yaml"]
     kinds = {yaml.safe_load(f.read_text())["kind"] for f in files}
     assert {"ReplicationSource", "Certificate", "NetworkPolicy"} <= kinds
@@ -165,13 +171,13 @@ def test_optional_features_render_manifests_that_validate(route: str, shared_dir
 
 @pytest.mark.parametrize(("stack", "expected"), [("hydra", 6), ("cosmos", 1)])
 def test_plan_with_an_assumed_api_key_shows_the_provider_resources(
-    stack: str, expected: int, shared_dir: Path, tmp_path: Path
+    stack: str, expected: int, shared_dir: Path, tmp_path: Path, stack_outputs
 ) -> None:
-    run = plan_stack(stack, assume_secrets=["bootstrapApiKey"])
+    run = plan_stack(stack, assume_secrets=["bootstrapApiKey"], stack_outputs=stack_outputs)
     dynamic = [r for r in run.resources if r.type.startswith("pulumi-python:dynamic/headscale:")]
     assert len(dynamic) == expected
     assert "nextSteps" not in run.outputs
-    assert "nextSteps" in plan_stack(stack).outputs
+    assert "nextSteps" in plan_stack(stack, stack_outputs=stack_outputs).outputs
     files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
     result = _validate(shared_dir, files)
     assert result.returncode == 0, result.stdout
@@ -228,14 +234,14 @@ OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
         ("bootstrapApiKey",),
     ),
     "standby-postgres-external-dns": (
-        "config:\n  headscale-ha:role: standby\n  headscale-ha:identityFrom: org/headscale-ha/hydra\n"
+        "config:\n  headscale-ha:role: standby\n"
         "  headscale-ha:cluster: {name: cosmos, nodes: 1, workloadsOnControlPlane: true, apiServer: {host: 10.2.0.1}}\n"
         "  headscale-ha:endpoint: {failover: externalDns}\n" + POSTGRES_STAGE.format(stage="postgres"),
         {},
         ("bootstrapApiKey",),
     ),
     "standby-postgres-streaming-k8gb": (
-        "config:\n  headscale-ha:role: standby\n  headscale-ha:identityFrom: org/headscale-ha/hydra\n"
+        "config:\n  headscale-ha:role: standby\n"
         "  headscale-ha:cluster: {name: cosmos, nodes: 1, workloadsOnControlPlane: true, apiServer: {host: 10.2.0.1}}\n"
         "  headscale-ha:endpoint: {failover: k8gb}\n"
         + POSTGRES_STAGE.format(stage="postgres").replace(
@@ -245,6 +251,13 @@ OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
         {},
         (),
     ),
+}
+
+
+#: name -> what the active site (hydra) exports differently for that option set: a standby checks its active.
+ACTIVE_OUTPUTS: dict[str, dict] = {
+    "standby-postgres-external-dns": {"databaseStage": "postgres"},
+    "standby-postgres-streaming-k8gb": {"databaseStage": "postgres"},
 }
 
 
@@ -261,9 +274,11 @@ def _option_set_stack(name: str, project_copy) -> tuple[Path, str, list[str]]:
     return project, "lab", list(secrets)
 
 
-def _option_set_run(name: str, project_copy) -> ProgramRun:
+def _option_set_run(name: str, project_copy, stack_outputs: dict[str, dict]) -> ProgramRun:
+    """Plan an option set; ``stack_outputs`` (the fixture) gives the identity stack's and the active's outputs."""
     project, stack, secrets = _option_set_stack(name, project_copy)
-    return plan_stack(stack, project_dir=project, assume_secrets=secrets)
+    stack_outputs[ACTIVE_STACK].update(ACTIVE_OUTPUTS.get(name, {}))
+    return plan_stack(stack, project_dir=project, assume_secrets=secrets, stack_outputs=stack_outputs)
 
 
 def _option_set_config(name: str, project_copy) -> StackConfig:
@@ -282,9 +297,9 @@ ALL_SETS = [*STACKS, *OPTION_SETS]
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
 def test_every_option_set_is_admitted_by_pod_security(
-    option_set: str, shared_dir: Path, project_copy, tmp_path: Path
+    option_set: str, shared_dir: Path, project_copy, tmp_path: Path, stack_outputs
 ) -> None:
-    run = _option_set_run(option_set, project_copy)
+    run = _option_set_run(option_set, project_copy, stack_outputs)
     files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
     namespaces = [yaml.safe_load(f.read_text()) for f in files if f.name.startswith("namespace-")]
     assert namespaces, "admission is only emulated for namespaces among the files"
@@ -292,9 +307,11 @@ def test_every_option_set_is_admitted_by_pod_security(
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_admission_is_really_checked(shared_dir: Path, tmp_path: Path) -> None:
+def test_admission_is_really_checked(shared_dir: Path, tmp_path: Path, stack_outputs) -> None:
     """The check above can fail: an inline nfs volume (what the stacks used to render) is refused."""
-    files = [f for f in write_rendered(plan_stack("hydra"), tmp_path) if f.suffix == ".yaml"]
+    files = [
+        f for f in write_rendered(plan_stack("hydra", stack_outputs=stack_outputs), tmp_path) if f.suffix == ".yaml"
+    ]
     path = next(f for f in files if f.name == "deployment-headscale.yaml")
     deployment = yaml.safe_load(path.read_text())
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
@@ -322,12 +339,14 @@ def _stateful(resource: RegisteredResource) -> str | None:
         return "node private keys"
     if kind == "Cluster":
         return "the PostgreSQL database (CloudNativePG deletes its volumes with it)"
+    if kind == "ConfigMap" and name.endswith("-served"):
+        return "the witness that the site has served: without it, losing both volumes looks like a first start"
     return None
 
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
-def test_stateful_resources_survive_destroy(option_set: str, project_copy) -> None:
-    run = _option_set_run(option_set, project_copy)
+def test_stateful_resources_survive_destroy(option_set: str, project_copy, stack_outputs) -> None:
+    run = _option_set_run(option_set, project_copy, stack_outputs)
     stateful = [(r, why) for r in run.resources if (why := _stateful(r))]
     assert len(stateful) >= 4
     unprotected = [f"{r.type} {r.name} ({why})" for r, why in stateful if not (r.protect or r.retain_on_delete)]
@@ -337,10 +356,12 @@ def test_stateful_resources_survive_destroy(option_set: str, project_copy) -> No
 
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
-def test_the_router_key_secret_and_the_routers_meet_in_one_namespace(option_set: str, project_copy) -> None:
+def test_the_router_key_secret_and_the_routers_meet_in_one_namespace(
+    option_set: str, project_copy, stack_outputs
+) -> None:
     """Each replica finds its own key (`authkey-<ordinal>`) in the Secret mounted in its namespace; every key the
     stack mints for the routers is single-use, so nothing reusable carries the route-approving tag."""
-    run = _option_set_run(option_set, project_copy)
+    run = _option_set_run(option_set, project_copy, stack_outputs)
     objects = run.kubernetes_objects()
     (routers,) = [o for o in objects if o["kind"] == "StatefulSet"]
     namespace = routers["metadata"]["namespace"]
@@ -364,10 +385,10 @@ def test_the_router_key_secret_and_the_routers_meet_in_one_namespace(option_set:
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
 def test_every_reference_resolves_in_the_rendered_set_or_to_a_documented_external(
-    option_set: str, project_copy
+    option_set: str, project_copy, stack_outputs
 ) -> None:
     """What the kubelet and the controllers resolve: Secrets, keys, claims, selectors, ports, backends, roles."""
-    run = _option_set_run(option_set, project_copy)
+    run = _option_set_run(option_set, project_copy, stack_outputs)
     config = _option_set_config(option_set, project_copy)
     externals = external_objects(config)
     findings = check_wiring(run.kubernetes_objects(), externals=externals, optional_refs=optional_references(config))
@@ -378,9 +399,9 @@ def test_every_reference_resolves_in_the_rendered_set_or_to_a_documented_externa
         assert any(f"'{external.name}'" in f.message for f in unlisted), external
 
 
-def test_an_undeclared_optional_reference_is_a_finding(project_copy) -> None:
+def test_an_undeclared_optional_reference_is_a_finding(project_copy, stack_outputs) -> None:
     """The check above can fail: without the program's declaration, the routers' optional key is reported."""
-    run = _option_set_run("cosmos", project_copy)
+    run = _option_set_run("cosmos", project_copy, stack_outputs)
     (finding,) = check_wiring(run.kubernetes_objects())
     assert finding.obj == "StatefulSet/tailnet-gateway/subnet-router"
     assert "subnet-router-authkey" in finding.message

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import hashlib
 import runpy
 import string
 import sys
 import threading
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,33 @@ SECRET = Secret()
 UNKNOWN = Unknown()
 
 
+@dataclass(frozen=True)
+class SecretOutput:
+    """A secret stack output with its value: what a referenced stack exports, for ``stack_outputs``.
+
+    The value flows to the program (as a secret Output, like the engine hands it over); repr never shows it.
+    """
+
+    value: Any = field(repr=False)
+
+    def __repr__(self) -> str:
+        return "[secret]"
+
+
+def secret(value: Any) -> SecretOutput:
+    """Mark one output of ``stack_outputs`` as secret: ``{"org/p/s": {"identity": secret({...})}}``."""
+    return SecretOutput(value)
+
+
+#: What other stacks export, by fully qualified stack name (`org/project/stack`): ``{name: {output: value}}``;
+#: a secret output's value is wrapped in ``secret(...)``, an output only known after a deployment is UNKNOWN.
+StackOutputs = Mapping[str, Mapping[str, Any]]
+
+
+class UnknownStackError(Exception):
+    """A StackReference names a stack the run was not given outputs for (the engine: the stack does not exist)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RegisteredResource:
     """One resource the program registered: what it asked for, secrets replaced by SECRET."""
@@ -72,7 +101,11 @@ class ProgramRun:
     project: str
     stack: str
     resources: list[RegisteredResource]
+    #: The stack's outputs as shown (outputs.json): secrets are SECRET, values only a deployment knows UNKNOWN.
     outputs: dict[str, Any] = field(default_factory=dict)
+    #: The same outputs as a later run's ``stack_outputs`` entry: secrets wrapped in ``secret(...)`` with their
+    #: (offline) values, so a stack that references this one plans with what this one planned.
+    exports: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def of_type(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -146,23 +179,65 @@ def _random_state(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]
     return None
 
 
-def _stack_reference_state(name: str) -> dict[str, Any]:
-    """What another stack exports, offline: the outputs the program reads from it, with stand-in secrets."""
+def _wire_output(value: Any) -> Any:
+    """A stack output as the engine's StackReference state holds it (plain JSON values, unknowns as such)."""
+    if isinstance(value, SecretOutput):
+        return _wire_output(value.value)
+    if isinstance(value, Secret):
+        raise TypeError("a secret output needs its value: pass secret(value), not the SECRET marker")
+    if isinstance(value, Unknown):
+        return rpc.UNKNOWN
+    if isinstance(value, Mapping):
+        return {str(k): _wire_output(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_wire_output(v) for v in value]
+    return value
 
-    def key(kind: str) -> str:
-        return "privkey:" + hashlib.sha256(f"offline identity of {name} {kind}".encode()).hexdigest()
 
-    identity = {"noisePrivateKey": key("noise"), "derpPrivateKey": key("derp")}
-    return {"name": name, "outputs": {"identity": identity}, "secretOutputNames": ["identity"]}
+def _holds_secret(value: Any) -> bool:
+    if isinstance(value, SecretOutput | Secret):
+        return True
+    if isinstance(value, Mapping):
+        return any(_holds_secret(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_secret(v) for v in value)
+    return False
+
+
+def stack_reference_state(name: str, stack_outputs: StackOutputs) -> dict[str, Any]:
+    """The state the engine reads for ``StackReference(name)``: that stack's outputs and which are secret.
+
+    Raises UnknownStackError for a stack not in ``stack_outputs``, as the engine fails for a stack that does not
+    exist; a missing output is simply absent, so ``require_output`` raises and ``get_output`` gives None (the SDK).
+    """
+    if name not in stack_outputs:
+        known = ", ".join(sorted(stack_outputs)) or "none"
+        raise UnknownStackError(
+            f"unknown stack {name!r}: a StackReference needs an existing stack (offline: its outputs; given: {known})"
+        )
+    outputs = stack_outputs[name]
+    return {
+        "name": name,
+        "outputs": {key: _wire_output(value) for key, value in outputs.items()},
+        "secretOutputNames": sorted(key for key, value in outputs.items() if _holds_secret(value)),
+    }
 
 
 class _Mocks(pulumi_mocks.Mocks):
     """Echo inputs as state, the way a provider would for objects it creates as asked."""
 
+    def __init__(self, stack_outputs: StackOutputs) -> None:
+        self.stack_outputs = stack_outputs
+        self.errors: list[Exception] = []
+
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
         if args.typ == "pulumi:pulumi:StackReference":
             stack_name = str(args.inputs.get("name") or args.resource_id or args.name)
-            return stack_name, _stack_reference_state(stack_name)
+            try:
+                return stack_name, stack_reference_state(stack_name, self.stack_outputs)
+            except UnknownStackError as exc:
+                self.errors.append(exc)  # the run reports it, whatever the SDK makes of the failed read
+                raise
         state = dict(args.inputs)
         computed = _random_state(args.typ, args.name, state)
         if computed is not None:
@@ -238,6 +313,22 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
+async def _export(value: Any) -> Any:
+    """Like ``_resolve``, but a secret keeps its value, wrapped in ``secret(...)`` (for ``ProgramRun.exports``)."""
+    if isinstance(value, pulumi.Output):
+        if not await value.is_known():
+            return UNKNOWN
+        inner = await _export(await value.future())
+        return SecretOutput(inner) if await value.is_secret() else inner
+    if asyncio.isfuture(value) or asyncio.iscoroutine(value):
+        return await _export(await value)
+    if isinstance(value, dict):
+        return {k: await _export(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [await _export(v) for v in value]
+    return value
+
+
 async def _resolve(value: Any) -> Any:
     if isinstance(value, pulumi.Output):
         if await value.is_secret():
@@ -254,6 +345,22 @@ async def _resolve(value: Any) -> Any:
     return value
 
 
+#: How many runs failed so far in this process (each may strand SDK coroutines; see collect_stranded_coroutines).
+failed_runs = 0
+
+
+def collect_stranded_coroutines() -> None:
+    """Collect garbage with the SDK's "coroutine ... was never awaited" warnings ignored.
+
+    A failed run strands coroutines the SDK never awaits (a failed ``require_output`` leaves its ``is_known``,
+    say); Python warns when they are collected, which can be at any later moment, inside other code. Call this
+    once the failed run's error is no longer referenced (the test suite does after such a test).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
+        gc.collect()
+
+
 def run_program(
     *,
     project: str,
@@ -262,15 +369,24 @@ def run_program(
     secret_keys: frozenset[str] | set[str] = frozenset(),
     program: Path = PROJECT_DIR / "__main__.py",
     registered: list[RegisteredResource] | None = None,
+    stack_outputs: StackOutputs | None = None,
 ) -> ProgramRun:
     """Run ``program`` as stack ``stack`` of ``project`` with ``config`` (CLI wire form) under mocks.
 
+    ``stack_outputs`` is every other stack the program may reference, by fully qualified name, with its outputs
+    (see ``StackOutputs``); a StackReference to any other stack fails the run with UnknownStackError, and
+    ``require_output`` of an output the stack lacks raises KeyError, as in a real run.
     Exceptions raised by the program (a ConfigError, say) propagate unchanged; pass ``registered`` to
     still learn what had been registered when it failed.
     """
+    for name, outputs in (stack_outputs or {}).items():
+        _wire_output(outputs)  # a bare SECRET marker is refused before the run, not inside the engine's read
+        if name.count("/") != 2:
+            raise ValueError(f"stack_outputs: {name!r} is not a fully qualified `org/project/stack` name")
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    monitor = _RecordingMonitor(_Mocks())
+    mocks = _Mocks(dict(stack_outputs or {}))
+    monitor = _RecordingMonitor(mocks)
     root = str(program.parent)
     if root not in sys.path:
         sys.path.insert(0, root)
@@ -279,21 +395,39 @@ def run_program(
         pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
         pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
         settings.SETTINGS.outputs.clear()
-        runpy.run_path(str(program), run_name="__main__")
-        loop.run_until_complete(wait_for_rpcs())
+        try:
+            runpy.run_path(str(program), run_name="__main__")
+            loop.run_until_complete(wait_for_rpcs())
+        except Exception:
+            if mocks.errors:
+                raise mocks.errors[0] from None
+            raise
+        if mocks.errors:
+            raise mocks.errors[0]
         stack_resource = settings.get_root_resource()
         exported = getattr(stack_resource, "outputs", {}) or {}
         outputs = loop.run_until_complete(_resolve(dict(exported)))
+        exports = loop.run_until_complete(_export(dict(exported)))
         with monitor.lock:
             resources = list(monitor.registered)
-        return ProgramRun(project=project, stack=stack, resources=resources, outputs=outputs)
+        return ProgramRun(project=project, stack=stack, resources=resources, outputs=outputs, exports=exports)
     finally:
+        failed = sys.exc_info()[0] is not None
         # Drain what is left; the program's own error, if any, is the one worth reporting.
         with contextlib.suppress(Exception):
             loop.run_until_complete(wait_for_rpcs(await_all_outstanding_tasks=False))
         if registered is not None:
             with monitor.lock:
                 registered.extend(monitor.registered)
+        if failed:
+            # A failed run leaves tasks that will never finish: cancel them here, and do not let asyncio report
+            # them (or exceptions nobody retrieved) later, in the middle of whatever runs next.
+            loop.set_exception_handler(lambda _loop, _context: None)
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         settings.reset_options()
         pulumi.runtime.set_all_config({}, [])
         loop.run_until_complete(loop.shutdown_default_executor())
@@ -301,3 +435,11 @@ def run_program(
             thread_loop.close()
         asyncio.set_event_loop(None)
         loop.close()
+        # The SDK keeps every Output's task in a global set (the next run clears it); clear it now and, after a
+        # failure, collect the coroutines that were never started while their warnings are ignored.
+        with settings.SETTINGS.lock:
+            settings.SETTINGS.outputs.clear()
+        if failed:
+            global failed_runs  # a counter the test suite reads
+            failed_runs += 1
+            collect_stranded_coroutines()

@@ -1,24 +1,41 @@
 """Offline plan: run the program for one or every stack under mocks; print the tree, write the YAML.
 
-Usage: ``python -m tools.plan [--stack NAME]... [--out DIR] [--project-dir DIR]``.
-Exit status: 0 planned; 1 invalid config (the error lists every problem); 2 unreadable stack files.
+Usage: ``python -m tools.plan [--stack NAME]... [--out DIR] [--project-dir DIR] [--identity-dir DIR]``.
+Stacks are planned in the order a first deployment runs them: the identity program (identity/) first, then the
+active site, then the others; each later stack's StackReferences read the outputs the earlier ones planned
+(a stack that is not planned here, or an output it lacks, fails the referencing stack as in a real run).
+Exit status: 0 planned; 1 invalid config (the error lists every problem) or a failed stack reference;
+2 unreadable stack files.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import json
+import logging
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pulumi
 
 from components.settings import PROJECT
 from policy.pack.rules import Subject, advisories
-from program.config import ConfigError
 from tools import render
-from tools.harness import PROJECT_DIR, ProgramRun, run_program
-from tools.stack_files import StackFileError, list_stacks, read_stack_settings
+from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs, UnknownStackError, run_program
+from tools.stack_files import StackFileError, StackSettings, list_stacks, read_stack_settings
+
+#: The identity program (its own Pulumi project) every site stack reads its keys from.
+IDENTITY_DIR = PROJECT_DIR / "identity"
+IDENTITY_PROJECT = "headscale-ha-identity"
+#: The organization of a stack name without one (what `pulumi stack ls` shows on a DIY backend).
+DEFAULT_ORGANIZATION = "organization"
 
 
 def _fake_node_key(key: str) -> Callable[[], str]:
@@ -40,13 +57,24 @@ PLACEHOLDERS: dict[str, Callable[[], str]] = {
     f"{PROJECT}:kubeconfig": _fake_kubeconfig,
     f"{PROJECT}:noisePrivateKey": _fake_node_key("noise"),
     f"{PROJECT}:derpPrivateKey": _fake_node_key("derp"),
+    f"{IDENTITY_PROJECT}:noisePrivateKey": _fake_node_key("identity noise"),
+    f"{IDENTITY_PROJECT}:derpPrivateKey": _fake_node_key("identity derp"),
 }
 
 
 def plan_stack(
-    stack: str, *, project_dir: Path = PROJECT_DIR, program: Path | None = None, assume_secrets: Sequence[str] = ()
+    stack: str,
+    *,
+    project_dir: Path = PROJECT_DIR,
+    program: Path | None = None,
+    assume_secrets: Sequence[str] = (),
+    stack_outputs: StackOutputs | None = None,
 ) -> ProgramRun:
-    """Run the program for ``stack`` with the config in ``project_dir``'s stack files."""
+    """Run the program for ``stack`` with the config in ``project_dir``'s stack files.
+
+    ``stack_outputs``: the stacks it may reference, with their outputs (tools.harness.StackOutputs); a site stack
+    references the identity stack, a standby also its active site (``offline_stack_outputs`` plans both).
+    """
     settings = read_stack_settings(project_dir, stack, placeholders=PLACEHOLDERS, assume_secrets=assume_secrets)
     return run_program(
         project=settings.project,
@@ -54,7 +82,151 @@ def plan_stack(
         config=settings.config,
         secret_keys=settings.secret_keys,
         program=program or PROJECT_DIR / "__main__.py",
+        stack_outputs=stack_outputs,
     )
+
+
+def plan_identity(
+    stack: str = "tailnet", *, identity_dir: Path = IDENTITY_DIR, assume_secrets: Sequence[str] = ()
+) -> ProgramRun:
+    """Run the identity program (identity/) for ``stack``; it references no other stack."""
+    return plan_stack(
+        stack,
+        project_dir=identity_dir,
+        program=identity_dir / "__main__.py",
+        assume_secrets=assume_secrets,
+        stack_outputs={},
+    )
+
+
+# ------------------------------------------------------------------------------------------- stack order
+
+
+def _tailnet(settings: StackSettings) -> dict[str, Any]:
+    """The raw `tailnet` config of a site stack, or {} when it cannot be read (the program reports why)."""
+    try:
+        tailnet = json.loads(settings.config.get(f"{settings.project}:tailnet", "{}"))
+    except json.JSONDecodeError:
+        return {}
+    return tailnet if isinstance(tailnet, dict) else {}
+
+
+def qualified_stack_name(settings: StackSettings) -> str:
+    """The name other stacks reference a site stack by: ``<tailnet.stackPrefix>/<stack>``."""
+    prefix = _tailnet(settings).get("stackPrefix") or f"{DEFAULT_ORGANIZATION}/{settings.project}"
+    return f"{prefix}/{settings.stack}"
+
+
+def _active_stack(settings: StackSettings) -> str | None:
+    """The stack of the site `tailnet.activeSite` names, as this stack's config sees it."""
+    tailnet = _tailnet(settings)
+    sites = tailnet.get("sites")
+    if not isinstance(sites, list):
+        return None
+    site = next((s for s in sites if isinstance(s, dict) and s.get("name") == tailnet.get("activeSite")), None)
+    return None if site is None else str(site.get("stack") or site.get("name"))
+
+
+def _identity_names(identity_project: str, identity_stack: str, site_settings: Sequence[StackSettings]) -> set[str]:
+    """The names the site stacks reference this identity stack by (their tailnet.identityStack, when it names this
+    project and stack under any organization), and the default organization's."""
+    names = {f"{DEFAULT_ORGANIZATION}/{identity_project}/{identity_stack}"}
+    for settings in site_settings:
+        named = _tailnet(settings).get("identityStack")
+        if isinstance(named, str) and named.split("/")[1:] == [identity_project, identity_stack]:
+            names.add(named)
+    return names
+
+
+def plan_order(project_dir: Path, stacks: Sequence[str]) -> list[str]:
+    """``stacks`` with the active site's stack first (a standby references it), then the others in order."""
+    actives = set()
+    for stack in stacks:
+        try:
+            active = _active_stack(read_stack_settings(project_dir, stack, placeholders=PLACEHOLDERS))
+        except StackFileError:
+            continue
+        if active is not None:
+            actives.add(active)
+    return sorted(stacks, key=lambda stack: (stack not in actives, list(stacks).index(stack)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedStack:
+    """One stack of a ``plan_all``: its run, or why it failed (``error``); ``requested``: asked for, not a
+    dependency planned only for its outputs."""
+
+    project: str
+    stack: str
+    run: ProgramRun | None
+    error: Exception | None
+    requested: bool
+
+
+def plan_all(
+    *,
+    project_dir: Path = PROJECT_DIR,
+    identity_dir: Path | None = IDENTITY_DIR,
+    stacks: Sequence[str] | None = None,
+    assume_secrets: Sequence[str] = (),
+) -> Iterator[PlannedStack]:
+    """Plan the identity stacks, then the active site, then the other sites (``stacks``, default every stack file),
+    each later stack reading the outputs the earlier ones planned. A standby asked for alone still gets its active
+    planned first (``requested`` False). Errors are yielded, not raised: one bad stack does not stop the others."""
+    requested = list(stacks) if stacks is not None else list_stacks(project_dir)
+    site_settings = []
+    for stack in requested:
+        with contextlib.suppress(StackFileError):  # reported when the stack itself is planned
+            site_settings.append(read_stack_settings(project_dir, stack, placeholders=PLACEHOLDERS))
+    outputs: dict[str, Mapping[str, Any]] = {}
+    identity_stacks = list_stacks(identity_dir) if identity_dir is not None and identity_dir.is_dir() else []
+    for stack in identity_stacks:
+        try:
+            run = plan_identity(stack, identity_dir=identity_dir or IDENTITY_DIR)
+        except (StackFileError, pulumi.RunError, UnknownStackError) as exc:
+            yield PlannedStack(project=IDENTITY_PROJECT, stack=stack, run=None, error=exc, requested=True)
+            continue
+        for name in _identity_names(run.project, stack, site_settings):
+            outputs[name] = run.exports
+        yield PlannedStack(project=run.project, stack=stack, run=run, error=None, requested=True)
+    available = set(list_stacks(project_dir))
+    needed = set(requested)
+    for settings in site_settings:
+        active = _active_stack(settings)
+        if active is not None and active in available:
+            needed.add(active)
+    for stack in plan_order(project_dir, sorted(needed, key=lambda s: (s not in requested, s))):
+        try:
+            settings = read_stack_settings(project_dir, stack, placeholders=PLACEHOLDERS)
+            run = plan_stack(stack, project_dir=project_dir, assume_secrets=assume_secrets, stack_outputs=outputs)
+        except (StackFileError, pulumi.RunError, UnknownStackError, KeyError) as exc:
+            yield PlannedStack(project=PROJECT, stack=stack, run=None, error=exc, requested=stack in requested)
+            continue
+        outputs[qualified_stack_name(settings)] = run.exports
+        yield PlannedStack(project=run.project, stack=stack, run=run, error=None, requested=stack in requested)
+
+
+def offline_stack_outputs(
+    *, project_dir: Path = PROJECT_DIR, identity_dir: Path = IDENTITY_DIR, assume_secrets: Sequence[str] = ()
+) -> dict[str, Mapping[str, Any]]:
+    """The ``stack_outputs`` a site stack of ``project_dir`` plans with: every identity stack's planned outputs
+    and the active site's (planned with them). Raises the first error of those plans."""
+    outputs: dict[str, Mapping[str, Any]] = {}
+    active = plan_order(project_dir, list_stacks(project_dir))[:1]
+    for planned in plan_all(
+        project_dir=project_dir, identity_dir=identity_dir, stacks=active, assume_secrets=assume_secrets
+    ):
+        if planned.error is not None:
+            raise planned.error
+        assert planned.run is not None
+        if planned.project == PROJECT:
+            settings = read_stack_settings(project_dir, planned.stack, placeholders=PLACEHOLDERS)
+            outputs[qualified_stack_name(settings)] = planned.run.exports
+        else:
+            site_settings = [read_stack_settings(project_dir, s, placeholders=PLACEHOLDERS) for s in active]
+            for name in _identity_names(planned.project, planned.stack, site_settings):
+                outputs[name] = planned.run.exports
+    return outputs
 
 
 def write_rendered(run: ProgramRun, out_dir: Path) -> list[Path]:
@@ -88,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="directory for rendered/<stack>/ (default: ./rendered)")
     parser.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help="where Pulumi.yaml and stack files are")
     parser.add_argument(
+        "--identity-dir", type=Path, default=None, help="the identity program (default: <project-dir>/identity)"
+    )
+    parser.add_argument(
         "--assume-secret",
         action="append",
         default=[],
@@ -95,28 +270,37 @@ def main(argv: list[str] | None = None) -> int:
         help="plan as if secret KEY were set (e.g. bootstrapApiKey); repeatable",
     )
     args = parser.parse_args(argv)
+    # A failed stack is reported below; what the SDK strands when a run fails is noise here.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
     out_root = args.out or args.project_dir / "rendered"
     stacks = args.stack or list_stacks(args.project_dir)
     if not stacks:
         print(f"error: no Pulumi.<stack>.yaml in {args.project_dir}", file=sys.stderr)
         return 2
     status = 0
-    for stack in stacks:
-        try:
-            run = plan_stack(stack, project_dir=args.project_dir, assume_secrets=args.assume_secret)
-        except StackFileError as exc:
-            print(f"error: stack {stack}: {exc}", file=sys.stderr)
-            status = max(status, 2)
+    # The identity program beside the stack files, else this checkout's (a scratch project of stack files only).
+    identity_dir = args.identity_dir or next(
+        (d for d in (args.project_dir / "identity",) if (d / "Pulumi.yaml").is_file()), IDENTITY_DIR
+    )
+    for planned in plan_all(
+        project_dir=args.project_dir, identity_dir=identity_dir, stacks=stacks, assume_secrets=args.assume_secret
+    ):
+        label = planned.stack if planned.project == PROJECT else f"{planned.project} {planned.stack}"
+        if planned.error is not None:
+            print(f"error: stack {label}: {planned.error}", file=sys.stderr)
+            status = max(status, 2 if isinstance(planned.error, StackFileError) else 1)
             continue
-        except ConfigError as exc:
-            print(f"error: stack {stack}: {exc}", file=sys.stderr)
-            status = max(status, 1)
+        assert planned.run is not None
+        if not planned.requested:
+            print(f"planned {label} first, for the outputs the requested stacks reference\n")
             continue
-        files = write_rendered(run, out_root / stack)
-        print(render.resource_tree(run))
-        for warning in advisory_warnings(run):
+        out_dir = out_root / planned.stack if planned.project == PROJECT else out_root / "identity" / planned.stack
+        files = write_rendered(planned.run, out_dir)
+        print(render.resource_tree(planned.run))
+        for warning in advisory_warnings(planned.run):
             print(warning)
-        print(f"wrote {len(files) - 1} manifests and outputs.json to {out_root / stack}\n")
+        print(f"wrote {len(files) - 1} manifests and outputs.json to {out_dir}\n")
     return status
 
 

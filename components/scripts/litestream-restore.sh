@@ -14,6 +14,10 @@
 #   LITESTREAM_CONFIG  rendered litestream.yml; its file replica path is "$BACKUP_DIR/replica"
 #   IDENTITY_FILE      optional: Noise private key file ("privkey:" + 64 hex); unset/empty = no identity contract
 #   REQUIRE_BACKUP     optional: "true" on a standby, which must never first-start
+#   SERVED_FILE        optional: the served witness, a file holding "true" once this site has served (mounted from
+#                      an optional ConfigMap that Pulumi writes after the application's first ready rollout); unset or
+#                      empty = no witness; set but absent = not served yet; any other content refuses (exit 2)
+#   ALLOW_EMPTY_START  optional: the override after a real loss, today's UTC date (YYYY-MM-DD); see "Served witness"
 #   LITESTREAM_BIN     optional: litestream executable (default: litestream)
 #
 # "Local database exists" means DB_PATH is a non-empty file; then the database is never modified: the identity
@@ -21,6 +25,14 @@
 # would corrupt or confuse the new database (a zero-length DB_PATH, -wal/-shm/-journal without their database,
 # Litestream's metadata dir) are renamed to "<name>.orphaned-<UTC time>", never deleted. A restore goes to
 # "$DB_PATH.restoring" and is renamed into place only once it checks out.
+#
+# Served witness: the markers live on the two volumes they protect, so losing both the local volume and the backup
+# directory leaves nothing that says a backup should exist, and that looks exactly like a first start. The witness
+# lives outside both (in the cluster's API, written by Pulumi once the application served): witness present + no
+# database + no backup (no replica data, no marker) refuses (exit 24) instead of starting empty. The override is
+# ALLOW_EMPTY_START set to today's UTC date, which the refusal prints: it allows that empty start on that date only,
+# so a value left set by accident is inert from the next day on (and is reported, never silently used); an empty
+# start under the override says so loudly and then records the markers like any first start.
 #
 # Markers (written to a temp file, then mv, so a crash never leaves half a marker):
 #   with identity:    $BACKUP_DIR/identity.sha256 and $(dirname DB_PATH)/.backup-identity.sha256
@@ -38,6 +50,7 @@
 #   21  a fingerprint/marker says a backup exists, but the replica holds no data
 #   22  the replica data cannot be read (litestream cannot list it)
 #   23  REQUIRE_BACKUP=true and there is no backup to restore
+#   24  the served witness says this site has served, and there is neither a local database nor a backup
 #   30  litestream restore failed, or produced no valid SQLite file
 #   31  the local volume could not be prepared (markers, moving stale files aside)
 #
@@ -61,6 +74,7 @@ EX_BACKUP_DIR_UNAVAILABLE=20
 EX_REPLICA_MISSING=21
 EX_REPLICA_UNREADABLE=22
 EX_BACKUP_REQUIRED=23
+EX_SERVED_NO_BACKUP=24
 EX_RESTORE_FAILED=30
 EX_LOCAL_STATE=31
 
@@ -151,6 +165,8 @@ BACKUP_DIR=${BACKUP_DIR:-}
 LITESTREAM_CONFIG=${LITESTREAM_CONFIG:-}
 IDENTITY_FILE=${IDENTITY_FILE:-}
 REQUIRE_BACKUP=${REQUIRE_BACKUP:-}
+SERVED_FILE=${SERVED_FILE:-}
+ALLOW_EMPTY_START=${ALLOW_EMPTY_START:-}
 LITESTREAM_BIN=${LITESTREAM_BIN:-litestream}
 
 require_absolute DB_PATH "$DB_PATH"
@@ -163,6 +179,43 @@ case "$REQUIRE_BACKUP" in
     true) REQUIRE_BACKUP=true ;;
     '' | false) REQUIRE_BACKUP=false ;;
     *) die "$EX_USAGE" "REQUIRE_BACKUP must be 'true', 'false' or empty (got '$REQUIRE_BACKUP')." ;;
+esac
+# The witness file comes from an optional ConfigMap volume: the kubelet mounts an empty directory while the
+# ConfigMap does not exist, and the key's file (a link into the volume's ..data, so links are followed here) once
+# it does. A missing directory means the mount itself is broken: that is refused, never read as "not served".
+SERVED_BEFORE=false
+if [ -n "$SERVED_FILE" ]; then
+    require_absolute SERVED_FILE "$SERVED_FILE"
+    [ -d "$(dirname "$SERVED_FILE")" ] || die "$EX_USAGE" "The directory of the served witness SERVED_FILE='$SERVED_FILE' \
+does not exist. Check the witness volume mount of the init container."
+    if [ -e "$SERVED_FILE" ]; then
+        if ! SERVED_VALUE=$(cat "$SERVED_FILE" 2>/dev/null); then
+            die "$EX_USAGE" "The served witness '$SERVED_FILE' exists but cannot be read. Check the witness volume \
+mount of the init container."
+        fi
+        SERVED_VALUE=$(printf '%s' "$SERVED_VALUE" | tr -d ' \t\r\n')
+        if [ "$SERVED_VALUE" != true ]; then
+            # Not shown: only Pulumi writes it, and anything else in it is not a witness.
+            die "$EX_USAGE" "The served witness '$SERVED_FILE' does not hold 'true'. It is written by Pulumi once the \
+application has served; restore its ConfigMap with \`pulumi up\` (or set its key to 'true'), then restart the pod."
+        fi
+        SERVED_BEFORE=true
+    fi
+fi
+TODAY=$(date -u +%Y-%m-%d)
+case "$ALLOW_EMPTY_START" in
+    '') ;;
+    [0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9])
+        if [ "$ALLOW_EMPTY_START" = "$TODAY" ]; then
+            info "warning: ALLOW_EMPTY_START=$ALLOW_EMPTY_START (today, UTC) is set: if this site has served and both \
+its database and its backup are gone, it starts EMPTY. Remove the override (headscale.allowEmptyStart) once the pod \
+has started."
+        else
+            info "warning: ALLOW_EMPTY_START=$ALLOW_EMPTY_START is not today's date ($TODAY, UTC), so it has no effect. \
+Remove the override (headscale.allowEmptyStart) from the stack config."
+        fi
+        ;;
+    *) die "$EX_USAGE" "ALLOW_EMPTY_START must be empty or a UTC date YYYY-MM-DD (got '$ALLOW_EMPTY_START')." ;;
 esac
 command -v "$LITESTREAM_BIN" >/dev/null 2>&1 || die "$EX_USAGE" "The litestream executable '$LITESTREAM_BIN' was \
 not found. Run this script in the litestream image or set LITESTREAM_BIN."
@@ -403,11 +456,33 @@ database nor a backup in '$BACKUP_DIR'. Make the active stack's backup available
 volume) and restart the pod, or promote this stack deliberately by setting REQUIRE_BACKUP to false."
 fi
 
+if [ "$SERVED_BEFORE" = true ]; then
+    if [ "$ALLOW_EMPTY_START" != "$TODAY" ]; then
+        die "$EX_SERVED_NO_BACKUP" "This site has served before (the served witness '$SERVED_FILE', written by \
+Pulumi after the first ready rollout, says so), but there is neither a local database '$DB_PATH' nor a backup in \
+'$BACKUP_DIR' (no replica data, no marker): the data volume and the backup directory are both lost, or the wrong \
+NFS export is mounted. Not starting empty: an empty database would replace the served one in the backup on the \
+next sync (for Headscale: every node would have to register again). Restore '$BACKUP_DIR' from a copy of the NFS backup volume (or mount the \
+right export) and restart the pod. Only if the data is really gone: set the stack config headscale.allowEmptyStart \
+to $TODAY (today's UTC date; the override is ignored on any other day) and run pulumi up, then remove it."
+    fi
+    info "!!! OVERRIDE: ALLOW_EMPTY_START=$ALLOW_EMPTY_START. This site has served before, but there is neither a \
+local database nor a backup in '$BACKUP_DIR'."
+    info "!!! STARTING EMPTY: the application starts with an empty database (for Headscale: every node must \
+register again)."
+    info "!!! Remove headscale.allowEmptyStart from the stack config now."
+fi
+
 # --- b. first start -------------------------------------------------------------------------------------------
 move_stale_local_files
 write_backup_marker || die "$EX_LOCAL_STATE" "First start: could not write '$BACKUP_MARKER'. Check that the NFS \
 backup volume is mounted read-write (its parent directory must exist), then restart the pod."
 write_local_marker || die "$EX_LOCAL_STATE" "First start: could not write the local marker '$LOCAL_MARKER'. \
 Check that the data volume is writable, then restart the pod."
+if [ "$SERVED_BEFORE" = true ]; then
+    info "!!! STARTED EMPTY under ALLOW_EMPTY_START=$ALLOW_EMPTY_START; recorded the backup marker in '$BACKUP_DIR' and \
+'$DB_DIR'."
+    exit 0
+fi
 info "first start: no local database and no backup; recorded the backup marker in '$BACKUP_DIR' and '$DB_DIR'."
 exit 0

@@ -248,10 +248,12 @@ def test_a_router_without_a_key_says_why_and_is_not_ready(run_stack, tmp_path) -
     assert "no pre-auth key for subnet-router-1" in start("subnet-router-1").stderr, "an empty key is no key"
 
 
-def test_routers_start_after_their_key_and_roll_when_a_key_source_appears(run_stack, project_copy) -> None:
+def test_routers_start_after_their_key_and_roll_when_a_key_source_appears(
+    run_stack, project_copy, stack_outputs
+) -> None:
     """Routers read TS_AUTHKEY only at start: they wait for the key Secret, and the first key source rolls them."""
     without = _obj(run_stack("cosmos"), "StatefulSet", "subnet-router")["spec"]["template"]["metadata"]
-    run = plan_stack("cosmos", assume_secrets=["bootstrapApiKey"])
+    run = plan_stack("cosmos", assume_secrets=["bootstrapApiKey"], stack_outputs=stack_outputs)
     routers = next(r for r in run.resources if r.type == "kubernetes:apps/v1:StatefulSet")
     (key,) = [
         r for r in run.resources if r.is_kubernetes_object and r.inputs["metadata"]["name"] == "subnet-router-authkey"

@@ -114,8 +114,8 @@ def test_the_admin_api_key_reaches_headplane_only_with_oidc(run_stack, lab_proje
     }
 
 
-def test_with_oidc_the_key_is_mounted_in_the_headplane_container_only(project_copy) -> None:
-    run = _option_set_run("migrating-oidc", project_copy)
+def test_with_oidc_the_key_is_mounted_in_the_headplane_container_only(project_copy, stack_outputs) -> None:
+    run = _option_set_run("migrating-oidc", project_copy, stack_outputs)
     secret = _object(run, "Secret", "headplane-secrets")
     assert set(secret["stringData"]) == {"cookie-secret", "headscale-api-key", "oidc-client-secret"}
     pod = _object(run, "Deployment", "headplane")["spec"]["template"]["spec"]

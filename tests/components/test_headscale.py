@@ -12,7 +12,6 @@ import yaml
 from components.backup_volume import claim_name
 from components.headscale import (
     PATHS,
-    GeneratedIdentity,
     IdentityFromStack,
     ImportedIdentity,
     PolicyFile,
@@ -121,11 +120,11 @@ def test_volume_is_rwo_and_survives_a_destroy(run_stack) -> None:
     assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
 
 
-def test_identity_keys_are_random_secret_and_mounted_read_only(run_stack) -> None:
+def test_the_site_keys_come_from_the_identity_stack_secret_and_mounted_read_only(run_stack) -> None:
     run = run_stack("hydra")
-    keys = [r for r in run.resources if r.type == "random:index/randomBytes:RandomBytes"]
-    assert sorted(r.name for r in keys) == ["hydra-headscale-derp-key", "hydra-headscale-noise-key"]
-    assert all(r.inputs["length"] == 32 for r in keys)
+    assert not [r for r in run.resources if r.type == "random:index/randomBytes:RandomBytes"], "never generated"
+    (reference,) = [r for r in run.resources if r.name == "hydra-headscale-identity-stack"]
+    assert reference.inputs["name"] == "organization/headscale-ha-identity/tailnet"
     secret = _object(run, "Secret", "headscale-identity")
     assert secret["stringData"] == {"noise.key": SECRET, "derp.key": SECRET}
     mount = next(m for m in _pod(run)["containers"][0]["volumeMounts"] if m["name"] == "identity")
@@ -151,7 +150,7 @@ def test_imported_identity_replaces_the_generated_one(run_stack, lab_project) ->
     assert _object(run, "Secret", "headscale-identity")["stringData"] == {"noise.key": SECRET, "derp.key": SECRET}
 
 
-def test_a_config_change_rolls_the_pod(run_stack, project_copy) -> None:
+def test_a_config_change_rolls_the_pod(run_stack, project_copy, stack_outputs) -> None:
     base = _object(run_stack("hydra"), "Deployment", "headscale")
     project = project_copy()
     text = (project / "Pulumi.yaml").read_text().replace("nameservers: [1.1.1.1, 1.0.0.1]", "nameservers: [9.9.9.9]")
@@ -211,8 +210,10 @@ def _resolves(path: str, container: dict, volumes: dict[str, dict]) -> bool:
 
 
 @pytest.mark.parametrize("option_set", ["hydra", "migrating-oidc", "postgres-embedded-derp-ingress-kernel-api-key"])
-def test_every_file_the_config_names_is_mounted_wherever_headscale_loads_it(option_set: str, project_copy) -> None:
-    run = _option_set_run(option_set, project_copy)
+def test_every_file_the_config_names_is_mounted_wherever_headscale_loads_it(
+    option_set: str, project_copy, stack_outputs
+) -> None:
+    run = _option_set_run(option_set, project_copy, stack_outputs)
     config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
     paths = _file_paths(config)
     assert PATHS.noise_key in paths
@@ -232,8 +233,8 @@ def test_every_file_the_config_names_is_mounted_wherever_headscale_loads_it(opti
     assert loaders == ["headscale", *(["schema", "smoke"] if "migrating" in option_set else [])]
 
 
-def test_the_embedded_derp_stun_port_is_reachable(project_copy) -> None:
-    run = _option_set_run("postgres-embedded-derp-ingress-kernel-api-key", project_copy)
+def test_the_embedded_derp_stun_port_is_reachable(project_copy, stack_outputs) -> None:
+    run = _option_set_run("postgres-embedded-derp-ingress-kernel-api-key", project_copy, stack_outputs)
     config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
     port = int(config["derp"]["server"]["stun_listen_addr"].rsplit(":", 1)[1])
     (container,) = _pod(run)["containers"]
@@ -249,7 +250,7 @@ def test_the_embedded_derp_stun_port_is_reachable(project_copy) -> None:
     assert annotations["pulumi.com/skipAwait"] == "true"
     rules = _object(run, "NetworkPolicy", "headscale")["spec"]["ingress"]
     assert {"ports": [{"protocol": "UDP", "port": port}]} in rules, "from anywhere: clients probe it from the internet"
-    without = _option_set_run("hydra", project_copy)
+    without = _option_set_run("hydra", project_copy, stack_outputs)
     assert all(p["protocol"] == "TCP" for p in _pod(without)["containers"][0]["ports"])
     assert not [o for o in without.kubernetes_objects() if o["metadata"]["name"] == "headscale-stun"]
 
@@ -267,8 +268,10 @@ def _listeners(config: dict) -> dict[str, tuple[int, str, bool]]:
 
 
 @pytest.mark.parametrize("option_set", ["hydra", "postgres-embedded-derp-ingress-kernel-api-key"])
-def test_every_port_the_config_opens_is_carried_where_it_must_be_reached(option_set: str, project_copy) -> None:
-    run = _option_set_run(option_set, project_copy)
+def test_every_port_the_config_opens_is_carried_where_it_must_be_reached(
+    option_set: str, project_copy, stack_outputs
+) -> None:
+    run = _option_set_run(option_set, project_copy, stack_outputs)
     config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
     listeners = _listeners(config)
     (container,) = _pod(run)["containers"]
@@ -302,14 +305,12 @@ def test_the_site_decides_replicas_identity_and_storage() -> None:
     assert (headscale_replicas(hydra), headscale_replicas(cosmos)) == (1, 0)
     migrating = hydra.database.model_copy(update={"stage": DatabaseStage.MIGRATING})
     assert headscale_replicas(hydra.model_copy(update={"database": migrating})) == 0
-    assert identity_source(hydra) == GeneratedIdentity()
-    assert identity_source(cosmos) == IdentityFromStack(stack_name="organization/headscale-ha/hydra")
-    imported = identity_source(parse("cosmos", secret_keys=("noisePrivateKey",), noisePrivateKey=NOISE))
-    assert isinstance(imported, ImportedIdentity), "an imported Noise key wins over the active stack's"
-    assert imported.derp_private_key is None, "the DERP key not imported is generated"
-    assert isinstance(
-        identity_source(parse("hydra", secret_keys=("derpPrivateKey",), derpPrivateKey=DERP)), ImportedIdentity
-    )
+    identity_stack = IdentityFromStack(stack_name="organization/headscale-ha-identity/tailnet")
+    assert identity_source(hydra) == identity_source(cosmos) == identity_stack, "whatever the role"
+    keys = {"noisePrivateKey": NOISE, "derpPrivateKey": DERP}
+    for stack in ("hydra", "cosmos"):
+        imported = identity_source(parse(stack, secret_keys=tuple(keys), **keys))
+        assert imported == ImportedIdentity(noise_private_key=NOISE, derp_private_key=DERP), "imported keys win"
     active, standby = headscale_server_args(hydra), headscale_server_args(cosmos)
     assert isinstance(active.database, SqliteStorage)
     assert isinstance(standby.database, SqliteStorage)
@@ -381,6 +382,24 @@ HAND_WRITTEN = """
 """
 
 
+def test_another_program_can_still_generate_protected_keys(tmp_path: Path) -> None:
+    """The component keeps GeneratedIdentity for other programs (the site stacks never use it)."""
+    program = tmp_path / "__main__.py"
+    text = re.sub(
+        r"identity=ImportedIdentity\(\n.*?\n *\),\n",
+        "identity=GeneratedIdentity(),\n",
+        textwrap.dedent(HAND_WRITTEN),
+        count=1,
+        flags=re.DOTALL,
+    )
+    assert "ImportedIdentity(\n" not in text
+    program.write_text(text.replace("import HeadscaleServer,", "import GeneratedIdentity, HeadscaleServer,"))
+    run = run_program(project="vpn", stack="dev", config={}, program=program)
+    keys = run.of_type("random:index/randomBytes:RandomBytes")
+    assert sorted(r.name for r in keys) == ["hs-derp-key", "hs-noise-key"]
+    assert all(r.inputs["length"] == 32 and r.protect for r in keys)
+
+
 def test_a_server_from_hand_written_args_outside_the_stack_config(tmp_path: Path, shared_dir: Path) -> None:
     program = tmp_path / "__main__.py"
     program.write_text(textwrap.dedent(HAND_WRITTEN))
@@ -420,7 +439,13 @@ def test_a_server_from_hand_written_args_outside_the_stack_config(tmp_path: Path
 
 def test_postgres_storage_needs_no_volume_settings() -> None:
     """The two storage choices carry nothing of each other: SQLite has its backup, PostgreSQL its Secret."""
-    assert set(SqliteStorage.__dataclass_fields__) == {"size", "storage_class", "backup", "require_backup"}
+    assert set(SqliteStorage.__dataclass_fields__) == {
+        "size",
+        "storage_class",
+        "backup",
+        "require_backup",
+        "allow_empty_start",
+    }
     assert set(PostgresStorage.__dataclass_fields__) == {
         "connection",
         "password_secret",

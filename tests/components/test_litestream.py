@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
+import pytest
 import yaml
+from pydantic import ValidationError
 
 from components.backup_volume import claim_name
+from components.litestream import SERVED_FILE, SERVED_KEY, SERVED_MOUNT, SERVED_VOLUME, served_config_map
 from components.litestream_config import restore_script
-from components.settings import Nfs
+from components.settings import Headscale, Nfs
+from program.config import StackConfig, parse_stack_config
+from program.externals import optional_references
 from tests.test_main import _validate
-from tools.harness import ProgramRun
+from tools.harness import ProgramRun, RegisteredResource
+from tools.plan import PLACEHOLDERS
+from tools.stack_files import read_stack_settings
+from tools.wiring import check_wiring
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
 BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
@@ -121,3 +130,131 @@ def test_volsync_mover_pods_are_admitted_under_restricted(run_stack, project_cop
     assert refused.returncode == 1
     assert "runAsNonRoot" in refused.stdout
     assert "seccompProfile" in refused.stdout
+
+
+# --- the served witness: a third record, outside both volumes, that the site has served ----------------------------
+
+WITNESS_TYPE = "kubernetes:core/v1:ConfigMapPatch"
+DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"
+
+
+def _witnesses(run: ProgramRun) -> dict[str, RegisteredResource]:
+    return {r.inputs["metadata"]["name"]: r for r in run.of_type(WITNESS_TYPE)}
+
+
+def _restore(run: ProgramRun, app: str) -> tuple[dict, dict]:
+    (deployment,) = [o for o in _objects(run, "Deployment") if o["metadata"]["name"] == app]
+    pod = deployment["spec"]["template"]["spec"]
+    (restore,) = [c for c in pod["initContainers"] if c["name"] == "restore"]
+    return pod, restore
+
+
+def _with_headscale(project: Path, **values: object) -> Path:
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    document["config"]["headscale"]["value"].update(values)
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return project
+
+
+def _stack_config(project: Path, stack: str) -> StackConfig:
+    settings = read_stack_settings(project, stack, placeholders=PLACEHOLDERS, assume_secrets=())
+    prefix = f"{settings.project}:"
+    raw = {key.removeprefix(prefix): value for key, value in settings.config.items() if key.startswith(prefix)}
+    secret = {key.removeprefix(prefix) for key in settings.secret_keys if key.startswith(prefix)}
+    return parse_stack_config(raw, stack=stack, secret_keys=secret)
+
+
+def test_the_witness_is_written_only_after_the_deployment_rolled_out_and_is_retained(run_stack) -> None:
+    run = run_stack("hydra")
+    witnesses = _witnesses(run)
+    assert set(witnesses) == {served_config_map("headscale"), served_config_map("headplane")}
+    deployments = {r.inputs["metadata"]["name"]: r for r in run.of_type(DEPLOYMENT_TYPE)}
+    for app in ("headscale", "headplane"):
+        witness = witnesses[f"{app}-served"]
+        # pulumi-kubernetes awaits the Deployment's readiness: the witness is created after a ready rollout only.
+        assert deployments[app].urn in witness.dependencies
+        assert witness.retain_on_delete, "destroy and a demotion leave the witness in the cluster"
+        assert witness.inputs["kind"] == "ConfigMap"
+        assert witness.inputs["metadata"]["namespace"] == "headscale"
+        assert witness.inputs["data"] == {SERVED_KEY: "true"}
+        # Server-side apply: a retained witness from an earlier life of the site is adopted, not AlreadyExists.
+        assert witness.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
+
+
+def test_the_restore_reads_the_witness_through_an_optional_volume(run_stack) -> None:
+    run = run_stack("hydra")
+    for app in ("headscale", "headplane"):
+        pod, restore = _restore(run, app)
+        env = {e["name"]: e.get("value") for e in restore["env"]}
+        assert env["SERVED_FILE"] == SERVED_FILE == f"{SERVED_MOUNT}/served"
+        assert "ALLOW_EMPTY_START" not in env, "no override unless configured"
+        (mount,) = [m for m in restore["volumeMounts"] if m["name"] == SERVED_VOLUME]
+        assert mount == {"name": SERVED_VOLUME, "mountPath": SERVED_MOUNT, "readOnly": True}
+        (volume,) = [v for v in pod["volumes"] if v["name"] == SERVED_VOLUME]
+        assert volume["configMap"]["name"] == f"{app}-served"
+        assert volume["configMap"]["optional"] is True, "absent until the first ready rollout"
+        assert volume["configMap"]["items"] == [{"key": SERVED_KEY, "path": SERVED_KEY}]
+        # Only the restore reads it: the replicator and the application never see it.
+        others = [c for c in [*pod["initContainers"], *pod["containers"]] if c["name"] != "restore"]
+        assert all(m["name"] != SERVED_VOLUME for c in others for m in c.get("volumeMounts", []))
+
+
+def test_a_standby_neither_writes_nor_reads_the_witness(run_stack) -> None:
+    run = run_stack("cosmos")
+    assert _witnesses(run) == {}
+    for app in ("headscale", "headplane"):
+        pod, restore = _restore(run, app)
+        env = {e["name"]: e.get("value") for e in restore["env"]}
+        assert env["REQUIRE_BACKUP"] == "true", "stricter than the witness: a standby never starts empty"
+        assert "SERVED_FILE" not in env
+        assert all(v["name"] != SERVED_VOLUME for v in pod["volumes"])
+
+
+def test_a_stopped_server_writes_no_witness(run_stack, project_copy) -> None:
+    """0 replicas roll out "ready" without serving: no witness for Headscale then (Headplane still serves)."""
+    run = run_stack("hydra", project_dir=_with_headscale(project_copy(), replicas=0))
+    assert set(_witnesses(run)) == {"headplane-served"}
+    _, restore = _restore(run, "headscale")
+    assert {e["name"]: e.get("value") for e in restore["env"]}["SERVED_FILE"] == SERVED_FILE
+
+
+def test_allow_empty_start_reaches_both_restores(run_stack, project_copy) -> None:
+    run = run_stack("hydra", project_dir=_with_headscale(project_copy(), allowEmptyStart="2031-02-03"))
+    for app in ("headscale", "headplane"):
+        _, restore = _restore(run, app)
+        assert {e["name"]: e.get("value") for e in restore["env"]}["ALLOW_EMPTY_START"] == "2031-02-03"
+
+
+def test_allow_empty_start_is_a_documented_date() -> None:
+    field = Headscale.model_fields["allow_empty_start"]
+    assert field.alias == "allowEmptyStart"
+    assert field.default is None
+    assert "exit 24" in field.description
+    assert "YYYY-MM-DD" in field.description
+    base = {"version": "0.29.2", "image": "ghcr.io/juanfont/headscale:0.29.2"}
+    # An unquoted YAML date and the text Pulumi hands over both mean the same day.
+    assert Headscale.model_validate({**base, "allowEmptyStart": datetime.date(2031, 2, 3)}).allow_empty_start == (
+        "2031-02-03"
+    )
+    assert Headscale.model_validate({**base, "allowEmptyStart": "2031-02-03"}).allow_empty_start == "2031-02-03"
+    for bad in ("yes", "true", "2031-2-3", "2031-02-30", "03.02.2031", "2031-02-03T00:00:00"):
+        with pytest.raises(ValidationError, match="YYYY-MM-DD"):
+            Headscale.model_validate({**base, "allowEmptyStart": bad})
+
+
+@pytest.mark.parametrize("stack", ["hydra", "cosmos"])
+def test_the_optional_witness_is_declared_where_it_is_read(stack: str, run_stack, project_copy) -> None:
+    project = project_copy()
+    run = run_stack(stack, project_dir=project)
+    config = _stack_config(project, stack)
+    declared = optional_references(config)
+    findings = [str(f) for f in check_wiring(run.kubernetes_objects(), optional_refs=declared) if "-served" in str(f)]
+    assert findings == []
+    witnesses = {(ref.workload, ref.name) for ref in declared if ref.name.endswith("-served")}
+    if stack == "hydra":
+        assert witnesses == {("Deployment/headscale", "headscale-served"), ("Deployment/headplane", "headplane-served")}
+        undeclared = [r for r in declared if not r.name.endswith("-served")]
+        findings = [str(f) for f in check_wiring(run.kubernetes_objects(), optional_refs=undeclared)]
+        assert any("headscale-served" in f and "not declared" in f for f in findings), findings
+    else:
+        assert witnesses == set()

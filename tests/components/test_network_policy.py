@@ -105,8 +105,10 @@ def test_default_deny_comes_first_and_names_are_unique() -> None:
 
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
-def test_rendered_policies_admit_the_intended_flows_and_nothing_else(option_set: str, project_copy) -> None:
-    objects = _option_set_run(option_set, project_copy).kubernetes_objects()
+def test_rendered_policies_admit_the_intended_flows_and_nothing_else(
+    option_set: str, project_copy, stack_outputs
+) -> None:
+    objects = _option_set_run(option_set, project_copy, stack_outputs).kubernetes_objects()
     world = World.of(objects)
     owned = namespaces_of(objects)
     # Default-deny in every namespace the program owns, and every pod it renders is isolated by one.
@@ -254,7 +256,7 @@ def test_kernel_routers_reach_the_gateway_from_their_own_namespace() -> None:
     }
 
 
-def test_disabled_policies_render_none(project_copy) -> None:
+def test_disabled_policies_render_none(project_copy, stack_outputs) -> None:
     project = project_copy(
         lab="config:\n  headscale-ha:role: active\n"
         "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
@@ -262,7 +264,7 @@ def test_disabled_policies_render_none(project_copy) -> None:
     )
     from tools.plan import plan_stack
 
-    objects = plan_stack("lab", project_dir=project).kubernetes_objects()
+    objects = plan_stack("lab", project_dir=project, stack_outputs=stack_outputs).kubernetes_objects()
     assert network_policies_of(objects) == []
 
 
@@ -289,7 +291,7 @@ def test_a_bad_source_range_is_refused_with_its_key() -> None:
         parse("hydra", gateway={"services": {"loadBalancerSourceRanges": ["10.0.0.0/33"]}})
 
 
-def test_source_ranges_reach_the_rendered_service(project_copy) -> None:
+def test_source_ranges_reach_the_rendered_service(project_copy, stack_outputs) -> None:
     project = project_copy(
         lab="config:\n  headscale-ha:role: active\n"
         "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
@@ -297,7 +299,7 @@ def test_source_ranges_reach_the_rendered_service(project_copy) -> None:
     )
     from tools.plan import plan_stack
 
-    objects = plan_stack("lab", project_dir=project).kubernetes_objects()
+    objects = plan_stack("lab", project_dir=project, stack_outputs=stack_outputs).kubernetes_objects()
     (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == gateway_module.SERVICES]
     assert service["spec"]["loadBalancerSourceRanges"] == ["10.244.0.0/16"]
 

@@ -14,7 +14,7 @@ from components.settings import Nfs, ReplicaSource, Role
 from program.args import postgres_database_args
 from program.config import StackConfig
 from tests.components.test_headscale_config import stack_config
-from tests.conftest import LAB_STACK
+from tests.conftest import ACTIVE_STACK, LAB_STACK
 from tests.test_main import _validate
 from tools.harness import SECRET
 from tools.plan import write_rendered
@@ -123,13 +123,16 @@ def test_backup_table_follows_the_stage(postgres_run) -> None:
     assert "headscale/headscale-data" not in names
 
 
-def test_a_standby_on_postgres_runs_a_replica_cluster_that_archives_nothing(run_stack, project_copy) -> None:
+def test_a_standby_on_postgres_runs_a_replica_cluster_that_archives_nothing(
+    run_stack, project_copy, stack_outputs
+) -> None:
     project = project_copy()
     stack_file = project / "Pulumi.cosmos.yaml"
     sqlite = "  headscale-ha:database:\n    stage: sqlite\n    postgres:\n      instances: 1\n"
     assert sqlite in stack_file.read_text()
     stack_file.write_text(stack_file.read_text().replace(sqlite, POSTGRES.replace("instances: 3", "instances: 1")))
-    run = run_stack("cosmos", project_dir=project)
+    stack_outputs[ACTIVE_STACK]["databaseStage"] = "postgres"  # the active it follows runs PostgreSQL too
+    run = run_stack("cosmos", project_dir=project, stack_outputs=stack_outputs)
     (cluster,) = _objects(run, "Cluster")
     spec = cluster["spec"]
     assert spec["replica"] == {"enabled": True, "source": "active-db"}
@@ -145,17 +148,20 @@ def test_a_standby_on_postgres_runs_a_replica_cluster_that_archives_nothing(run_
 
 
 @pytest.mark.parametrize("role", ["active", "standby"])
-def test_the_owner_password_is_ours_and_cnpg_applies_it_on_the_primary(role: str, run_stack, project_copy) -> None:
+def test_the_owner_password_is_ours_and_cnpg_applies_it_on_the_primary(
+    role: str, run_stack, project_copy, stack_outputs
+) -> None:
     """A replica cluster gets no `-app` Secret from CNPG, and after a promotion that one would not match the role:
     both sites read their own owner Secret, which CNPG sets on the role wherever the primary is."""
     if role == "active":
         run = run_stack("lab", project_dir=project_copy(lab=LAB_STACK + POSTGRES))
     else:
         stack = (
-            "config:\n  headscale-ha:role: standby\n  headscale-ha:identityFrom: org/headscale-ha/hydra\n"
+            "config:\n  headscale-ha:role: standby\n"
             "  headscale-ha:cluster: {name: cosmos, nodes: 3, apiServer: {host: 10.2.0.1}}\n"
         )
-        run = run_stack("lab", project_dir=project_copy(lab=stack + POSTGRES))
+        stack_outputs[ACTIVE_STACK]["databaseStage"] = "postgres"  # the active it follows runs PostgreSQL too
+        run = run_stack("lab", project_dir=project_copy(lab=stack + POSTGRES), stack_outputs=stack_outputs)
     (cluster,) = _objects(run, "Cluster")
     owner = next(o for o in _objects(run, "Secret") if o["metadata"]["name"] == "headscale-db-owner")
     assert owner["type"] == "kubernetes.io/basic-auth"

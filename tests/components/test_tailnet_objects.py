@@ -18,13 +18,37 @@ def _dynamic(run: ProgramRun) -> dict[str, str]:
     return {r.name: r.type.removeprefix(DYNAMIC) for r in run.resources if r.type.startswith(DYNAMIC)}
 
 
+CREATE_KEY = "exec deployment/headscale -c headscale -- headscale apikeys create --expiration 90d"
+
+
 def test_without_api_access_the_stack_says_what_to_do(run_stack) -> None:
     for stack in ("hydra", "cosmos"):
         run = run_stack(stack)
         assert _dynamic(run) == {}
         steps = run.outputs["nextSteps"]
-        assert any("headscale apikeys create --expiration 90d" in step for step in steps)
-        assert "pulumi config set --secret headscale-ha:bootstrapApiKey '<the key printed above>'" in steps
+        qualified = f"organization/headscale-ha/{stack}"
+        assert steps[-3:-1] == [
+            f"pulumi config set -s {qualified} --secret headscale-ha:bootstrapApiKey '<the key printed above>'",
+            f"pulumi up -s {qualified}",
+        ]
+    active = run_stack("hydra").outputs["nextSteps"]
+    assert active[:2] == [
+        "kubectl --context hydra -n headscale rollout status deployment/headscale",
+        f"kubectl --context hydra -n headscale {CREATE_KEY}",
+    ]
+
+
+def test_a_standby_creates_its_api_key_on_the_active_site(run_stack) -> None:
+    """cosmos's Headscale runs 0 replicas: nothing may exec into it or wait for its rollout."""
+    steps = run_stack("cosmos").outputs["nextSteps"]
+    commands = [step for step in steps if not step.startswith("#")]
+    assert not [step for step in commands if "--context cosmos" in step], "no kubectl against the standby's Headscale"
+    assert not [step for step in commands if "rollout status" in step]
+    (create,) = [step for step in commands if CREATE_KEY in step]
+    assert create.startswith(
+        'kubectl --context hydra -n "$(pulumi stack output -s organization/headscale-ha/hydra namespace)" '
+    )
+    assert "active site hydra" in steps[0]
 
 
 def test_active_stack_manages_users_keys_and_the_policy(run_stack, lab_project) -> None:

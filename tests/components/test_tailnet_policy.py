@@ -135,15 +135,17 @@ def test_the_pod_waits_for_the_policy_and_a_policy_change_rolls_it(run_stack, la
     assert new["checksum/config"] == annotations["checksum/config"], "only the policy changed"
 
 
-def test_file_mode_with_api_access_compares_the_rolled_out_server_and_never_writes(lab_project) -> None:
-    run = plan_stack("lab", project_dir=lab_project(API_KEY))
+def test_file_mode_with_api_access_compares_the_rolled_out_server_and_never_writes(lab_project, stack_outputs) -> None:
+    run = plan_stack("lab", project_dir=lab_project(API_KEY), stack_outputs=stack_outputs)
     (live,) = _live(run)
     assert live.inputs["mode"] == "dryRun", "a file-mode server refuses writes; the provider only compares"
     assert run.named("lab-headscale-deployment").urn in live.dependencies
 
 
-def test_apply_writes_over_the_api_after_the_server_rolled_out_in_database_mode(lab_project) -> None:
-    run = plan_stack("lab", project_dir=lab_project(API_KEY + "  headscale-ha:policy: {mode: apply}\n"))
+def test_apply_writes_over_the_api_after_the_server_rolled_out_in_database_mode(lab_project, stack_outputs) -> None:
+    run = plan_stack(
+        "lab", project_dir=lab_project(API_KEY + "  headscale-ha:policy: {mode: apply}\n"), stack_outputs=stack_outputs
+    )
     assert _headscale_config(run)["policy"] == {"mode": "database", "path": ""}
     assert _policy_volume(run) is None, "database mode reads no file"
     (live,) = _live(run)
@@ -157,7 +159,7 @@ def test_apply_without_api_access_is_refused(run_stack, lab_project) -> None:
         run_stack("lab", project_dir=lab_project("  headscale-ha:policy: {mode: apply}\n"))
 
 
-def test_database_mode_without_a_writer_is_printed_and_shown(lab_project) -> None:
+def test_database_mode_without_a_writer_is_printed_and_shown(lab_project, stack_outputs) -> None:
     project = lab_project("  headscale-ha:policy: {mode: databaseUnmanaged}\n")
     result = _plan(project, "lab")
     assert result.returncode == 0, result.stderr
@@ -165,7 +167,7 @@ def test_database_mode_without_a_writer_is_printed_and_shown(lab_project) -> Non
     outputs = json.loads((project / "o" / "lab" / "outputs.json").read_text())
     assert outputs["policy"]["mode"] == "databaseUnmanaged"
     assert outputs["policy"]["enforcedFromStart"] is False
-    run = plan_stack("lab", project_dir=project)
+    run = plan_stack("lab", project_dir=project, stack_outputs=stack_outputs)
     assert _headscale_config(run)["policy"] == {"mode": "database", "path": ""}
     assert not _live(run), "nothing writes, nothing compares without API access"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from program.externals import OptionalRef
 from tests.test_main import _validate
 from tools.harness import PROJECT_DIR, ProgramRun
 from tools.plan import plan_stack, write_rendered
@@ -27,7 +28,14 @@ def test_the_example_plans_with_its_own_config_and_passes_the_cluster_checks(sha
     files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
     result = _validate(shared_dir, files)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert [str(f) for f in check_wiring(run.kubernetes_objects())] == []
+    # The restores read an optional "served" witness: absent until the program records a first ready rollout.
+    witnesses = [
+        OptionalRef(
+            namespace=namespace, workload=f"Deployment/{app}", name=f"{app}-served", absence_shown_by="first start"
+        )
+        for namespace, app in (("vault", "vaultwarden"), ("vpn", "headscale"))
+    ]
+    assert [str(f) for f in check_wiring(run.kubernetes_objects(), optional_refs=witnesses)] == []
 
 
 def test_vaultwarden_restores_before_it_serves_and_replicates_while_it_runs() -> None:

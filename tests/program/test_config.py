@@ -387,11 +387,57 @@ def test_exactly_one_site_is_active() -> None:
     assert "activeSite nowhere is not one of the sites" in " ".join(problems(tailnet=tailnet))
 
 
-def test_a_standby_must_share_the_active_identity() -> None:
-    message = only_problem("cosmos", identityFrom=None)
-    assert message.startswith(f"{PROJECT}:identityFrom: is required on a standby")
+@pytest.mark.parametrize("stack", ["hydra", "cosmos"])
+def test_every_site_needs_the_identity_stack_or_both_keys(stack: str) -> None:
+    tailnet = {k: v for k, v in section(stack, "tailnet").items() if k != "identityStack"}
+    message = only_problem(stack, tailnet=tailnet)
+    assert message.startswith(f"{PROJECT}:tailnet.identityStack: is required (the identity stack of identity/")
+    assert "a site stack never generates the tailnet's keys" in message
     keys = {"noisePrivateKey": NOISE, "derpPrivateKey": DERP}
-    assert parse("cosmos", identityFrom=None, secret_keys=tuple(keys), **keys).identity_from is None
+    config = parse(stack, tailnet=tailnet, secret_keys=tuple(keys), **keys)
+    assert (config.noise_private_key, config.derp_private_key) == (NOISE, DERP)
+
+
+def test_the_shipped_sites_read_the_identity_stack() -> None:
+    for stack in ("hydra", "cosmos"):
+        tailnet = parse(stack).tailnet
+        assert tailnet.identity_stack == "organization/headscale-ha-identity/tailnet"
+        assert tailnet.stack_prefix == "organization/headscale-ha"
+    assert parse("cosmos").tailnet.stack_of(parse("cosmos").tailnet.site("hydra")) == "organization/headscale-ha/hydra"
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"), [("noisePrivateKey", "derpPrivateKey"), ("derpPrivateKey", "noisePrivateKey")]
+)
+def test_one_imported_key_alone_is_refused(given: str, missing: str) -> None:
+    message = only_problem(secret_keys=(given,), **{given: NOISE})
+    assert message.startswith(f"{PROJECT}:{missing}: is required with {given}: import both keys")
+
+
+def test_identity_from_is_refused_with_its_replacement() -> None:
+    message = only_problem("cosmos", identityFrom="organization/headscale-ha/hydra")
+    assert message.startswith(f"{PROJECT}:identityFrom: was replaced by tailnet.identityStack (Pulumi.yaml)")
+    assert "remove identityFrom" in message
+
+
+def test_site_stack_and_context_default_to_the_site_name() -> None:
+    tailnet = section("hydra", "tailnet")
+    tailnet["sites"][1] |= {"stack": "cosmos-prod", "kubeContext": "admin@cosmos"}
+    config = parse(tailnet=tailnet)
+    hydra, cosmos = config.tailnet.sites
+    assert (hydra.stack_name, hydra.context) == ("hydra", "hydra")
+    assert (cosmos.stack_name, cosmos.context) == ("cosmos-prod", "admin@cosmos")
+    assert config.tailnet.stack_of(cosmos) == "organization/headscale-ha/cosmos-prod"
+
+
+def test_site_stacks_are_unique_and_well_formed() -> None:
+    tailnet = section("hydra", "tailnet")
+    tailnet["sites"][1]["stack"] = "hydra"
+    assert "two sites share the stack hydra" in only_problem(tailnet=tailnet)
+    tailnet = section("hydra", "tailnet") | {"identityStack": "headscale-ha-identity/tailnet", "stackPrefix": "a/b/c"}
+    found = " ".join(problems(tailnet=tailnet))
+    assert f"{PROJECT}:tailnet.identityStack: " in found
+    assert f"{PROJECT}:tailnet.stackPrefix: " in found
 
 
 def test_external_dns_failover_needs_every_public_address() -> None:

@@ -1,4 +1,7 @@
-"""Roles, failover modes and the standby: the right objects for every role and stage, one identity per pair."""
+"""Roles, failover modes and the standby: the right objects for every role and stage, one identity, the runbook.
+
+The promotion itself, walked step by step through the stack files, is tests/program/test_promotion.py.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.components.test_postgres import POSTGRES
+from tests.conftest import ACTIVE_STACK, IDENTITY_STACK
 from tests.test_main import _validate
 from tools.harness import SECRET, ProgramRun
 from tools.plan import write_rendered
@@ -34,12 +38,15 @@ SQLITE_DB = {
 
 @pytest.mark.parametrize("stage", ["sqlite", "postgres"])
 @pytest.mark.parametrize("stack", ["hydra", "cosmos"])
-def test_every_role_and_stage_renders_the_right_objects(stack: str, stage: str, run_stack, project_copy) -> None:
+def test_every_role_and_stage_renders_the_right_objects(
+    stack: str, stage: str, run_stack, project_copy, stack_outputs
+) -> None:
     project = project_copy()
     if stage == "postgres":
         instances = "3" if stack == "hydra" else "1"
         _with(project, stack, POSTGRES.replace("instances: 3", f"instances: {instances}"), replace=SQLITE_DB[stack])
-    run = run_stack(stack, project_dir=project)
+        stack_outputs[ACTIVE_STACK]["databaseStage"] = "postgres"  # a PostgreSQL standby follows a PostgreSQL active
+    run = run_stack(stack, project_dir=project, stack_outputs=stack_outputs)
     active = stack == "hydra"
     headscale = next(o for o in _kinds(run, "Deployment") if o["metadata"]["name"] == "headscale")
     assert headscale["spec"]["replicas"] == (1 if active else 0), "no writer on a standby"
@@ -90,71 +97,86 @@ def test_failover_modes_validate_and_only_the_active_publishes(
         assert result.returncode == 0, result.stdout
 
 
-def test_the_standby_takes_its_identity_from_the_active_stack(run_stack) -> None:
-    hydra, cosmos = run_stack("hydra"), run_stack("cosmos")
-    assert hydra.outputs["identity"] is SECRET, "the active exports its keys, as a secret"
-    assert "identity" not in cosmos.outputs
-    (reference,) = [r for r in cosmos.resources if r.type == "pulumi:pulumi:StackReference"]
-    assert reference.inputs["name"] == "organization/headscale-ha/hydra"
-    assert not [r for r in cosmos.resources if r.type.startswith("random:index/randomBytes")], "no keys of its own"
-    (secret,) = [o for o in cosmos.kubernetes_objects() if o["metadata"]["name"] == "headscale-identity"]
-    assert secret["stringData"] == {"noise.key": SECRET, "derp.key": SECRET}
+def test_every_site_takes_the_identity_stack_keys_whatever_its_role(run_stack) -> None:
+    fingerprints = set()
+    for stack in ("hydra", "cosmos"):
+        run = run_stack(stack)
+        assert "identity" not in run.outputs, "a site stack exports no keys: the identity stack owns them"
+        references = {r.inputs["name"] for r in run.resources if r.type == "pulumi:pulumi:StackReference"}
+        assert IDENTITY_STACK in references
+        assert not [r for r in run.resources if r.type.startswith("random:index/randomBytes")], "no keys of its own"
+        (secret,) = [o for o in run.kubernetes_objects() if o["metadata"]["name"] == "headscale-identity"]
+        assert secret["stringData"] == {"noise.key": SECRET, "derp.key": SECRET}
+        fingerprints.add(run.outputs["identityFingerprint"])
+    assert len(fingerprints) == 1
 
 
-def test_imported_keys_give_the_pair_one_identity(run_stack, project_copy) -> None:
+def test_imported_keys_give_the_pair_one_identity(run_stack, project_copy, stack_outputs) -> None:
     keys = "  headscale-ha:noisePrivateKey:\n    secure: v1:AAAA\n  headscale-ha:derpPrivateKey:\n    secure: v1:BBBB\n"
     project = project_copy()
     _with(project, "hydra", keys)
-    _with(project, "cosmos", keys, replace="  headscale-ha:identityFrom: organization/headscale-ha/hydra\n")
-    for stack in ("hydra", "cosmos"):
-        run = run_stack(stack, project_dir=project)
-        assert not [
-            r
-            for r in run.resources
-            if r.type in ("random:index/randomBytes:RandomBytes", "pulumi:pulumi:StackReference")
-        ]
+    _with(project, "cosmos", keys)
+    hydra = run_stack("hydra", project_dir=project, stack_outputs={})
+    cosmos = run_stack("cosmos", project_dir=project, stack_outputs={ACTIVE_STACK: hydra.exports})
+    for run in (hydra, cosmos):
+        assert not [r for r in run.resources if r.type == "random:index/randomBytes:RandomBytes"]
         # Nothing to save first: the keys already live in both stacks' config.
-        assert run.outputs["failover"][0]["step"] == "fence the old active"
+        assert run.outputs["failover"]["cosmos"][0]["step"] == "fence the old active"
+    assert cosmos.outputs["follows"]["identityFingerprint"] == hydra.outputs["identityFingerprint"]
 
 
-def test_promotion_steps_are_ordered_and_name_the_sites(run_stack) -> None:
-    steps = run_stack("cosmos").outputs["failover"]
-    keep = steps.pop(0)
-    assert keep["step"] == "keep the identity", "hydra generated its keys: they must be imported before a demotion"
-    assert "pulumi stack output -s hydra --show-secrets identity" in keep["command"]
-    assert "pulumi state unprotect -s hydra" in keep["command"]
+def test_promotion_steps_are_ordered_and_name_the_stacks_files_and_contexts(run_stack) -> None:
+    failover = run_stack("cosmos").outputs["failover"]
+    assert list(failover) == ["cosmos"], "a standby lists its own promotion"
+    steps = failover["cosmos"]
     assert [s["step"] for s in steps] == ["fence the old active", "promote the data", "scale up", "move DNS"]
-    assert "tailnet.activeSite: cosmos" in steps[0]["command"]
-    assert "pulumi up -s hydra" in steps[0]["command"]
-    assert "restores the latest Litestream replica" in steps[1]["command"]
-    assert "this stack (cosmos) is the standby" in steps[0]["note"]
+    fence, promote, scale, dns = steps
+    assert fence["edits"] == [
+        {
+            "file": "Pulumi.yaml",
+            "key": "tailnet.activeSite",
+            "value": "cosmos",
+            "command": "by hand: in Pulumi.yaml, config.tailnet.value.activeSite: cosmos (`pulumi config set` writes "
+            "stack files, where the value would replace the whole tailnet object)",
+        },
+        {
+            "file": "Pulumi.hydra.yaml",
+            "key": "headscale-ha:role",
+            "value": "standby",
+            "command": "pulumi config set -s organization/headscale-ha/hydra headscale-ha:role standby",
+        },
+    ]
+    assert fence["command"].startswith("pulumi up -s organization/headscale-ha/hydra ")
+    assert '-n "$(pulumi stack output -s organization/headscale-ha/hydra namespace)" get pods' in fence["command"]
+    assert "kubectl --context hydra " in fence["command"]
+    assert [(e["file"], e["value"]) for e in promote["edits"]] == [("Pulumi.cosmos.yaml", "active")]
+    assert promote["command"].startswith("pulumi up -s organization/headscale-ha/cosmos ")
+    assert "restores the latest Litestream replica" in promote["command"]
+    assert scale["command"] == "kubectl --context cosmos -n headscale rollout status deployment/headscale"
+    assert dns["command"] == "update the A record of headscale.example.com by hand to 203.0.113.20"
+    hydra = run_stack("hydra").outputs["failover"]
+    assert list(hydra) == ["cosmos"], "the active lists every standby as a target"
 
 
-def test_both_stacks_render_in_both_roles(run_stack, project_copy, shared_dir, tmp_path) -> None:
-    """After a promotion cosmos serves and hydra stands by; both still render and validate."""
+def test_site_stacks_and_contexts_come_from_the_sites(run_stack, project_copy, stack_outputs) -> None:
+    """`stack` and `kubeContext` of a site name its stack file, `-s` and `--context`; stackPrefix qualifies it."""
     project = project_copy()
     shared = project / "Pulumi.yaml"
-    shared.write_text(shared.read_text().replace("activeSite: hydra", "activeSite: cosmos"))
-    cosmos = project / "Pulumi.cosmos.yaml"
-    cosmos.write_text(
-        cosmos.read_text()
-        .replace("headscale-ha:role: standby", "headscale-ha:role: active")
-        .replace("  headscale-ha:identityFrom: organization/headscale-ha/hydra\n", "")
-    )
-    _with(project, "hydra", "  headscale-ha:identityFrom: organization/headscale-ha/cosmos\n")
-    hydra_file = project / "Pulumi.hydra.yaml"
-    hydra_file.write_text(hydra_file.read_text().replace("headscale-ha:role: active", "headscale-ha:role: standby"))
-    for stack, replicas in (("cosmos", 1), ("hydra", 0)):
-        run = run_stack(stack, project_dir=project)
-        headscale = next(o for o in _kinds(run, "Deployment") if o["metadata"]["name"] == "headscale")
-        assert headscale["spec"]["replicas"] == replicas
-        assert run.outputs["endpoints"]["activeSite"] == "cosmos"
-        files = [f for f in write_rendered(run, tmp_path / stack) if f.suffix == ".yaml"]
-        assert _validate(shared_dir, files).returncode == 0
+    text = shared.read_text().replace("stackPrefix: organization/headscale-ha", "stackPrefix: acme/headscale-ha")
+    text = text.replace("        - name: hydra\n", "        - name: hydra\n          kubeContext: admin@hydra\n")
+    shared.write_text(text)
+    stack_outputs["acme/headscale-ha/hydra"] = stack_outputs.pop(ACTIVE_STACK)
+    steps = {
+        s["step"]: s
+        for s in run_stack("cosmos", project_dir=project, stack_outputs=stack_outputs).outputs["failover"]["cosmos"]
+    }
+    assert steps["fence the old active"]["command"].startswith("pulumi up -s acme/headscale-ha/hydra ")
+    assert "kubectl --context admin@hydra " in steps["fence the old active"]["command"]
+    assert steps["promote the data"]["command"].startswith("pulumi up -s acme/headscale-ha/cosmos ")
 
 
 def test_a_streaming_replica_connects_to_the_active_and_keeps_the_archive(
-    run_stack, project_copy, shared_dir, tmp_path
+    run_stack, project_copy, shared_dir, tmp_path, stack_outputs
 ) -> None:
     project = project_copy()
     database = POSTGRES.replace("instances: 3", "instances: 1").replace(
@@ -162,7 +184,8 @@ def test_a_streaming_replica_connects_to_the_active_and_keeps_the_archive(
         "      instances: 1\n      replicaSource: streaming\n      streamingHost: pg.hydra.tn.internal.example.com\n",
     )
     _with(project, "cosmos", database, replace=SQLITE_DB["cosmos"])
-    run = run_stack("cosmos", project_dir=project)
+    stack_outputs[ACTIVE_STACK]["databaseStage"] = "postgres"
+    run = run_stack("cosmos", project_dir=project, stack_outputs=stack_outputs)
     (cluster,) = _kinds(run, "Cluster")
     (source,) = cluster["spec"]["externalClusters"]
     assert source["connectionParameters"]["host"] == "pg.hydra.tn.internal.example.com"

@@ -80,6 +80,25 @@ class App:
     def config(self) -> Path:
         return self.root / "litestream.yml"
 
+    @property
+    def witness_dir(self) -> Path:
+        """Where the pod mounts the optional served-witness ConfigMap (outside both the data and backup volumes)."""
+        return self.root / "served-witness"
+
+    @property
+    def served_file(self) -> Path:
+        return self.witness_dir / "served"
+
+    def witness(self, served: bool, *, value: str = "true") -> None:
+        """Mount the witness volume like the kubelet: empty while the ConfigMap is absent, else the key's file as a
+        link into the volume's ``..data`` directory."""
+        self.witness_dir.mkdir(parents=True, exist_ok=True)
+        if served and not self.served_file.is_symlink():
+            data = self.witness_dir / "..data"
+            data.mkdir(exist_ok=True)
+            (data / "served").write_text(value)
+            self.served_file.symlink_to(Path("..data") / "served")
+
     def create(self) -> App:
         """Create the data and backup-volume directories and write the rendered config."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -260,10 +279,16 @@ def run_restore_script(
     *,
     identity_file: Path | None = None,
     require_backup: bool | None = None,
+    served: bool | None = None,
+    allow_empty_start: str | None = None,
     extra_env: dict[str, str] | None = None,
     timeout: float = 60,
 ) -> ScriptResult:
-    """Run components/scripts/litestream-restore.sh under ``shell`` with the pod's environment."""
+    """Run components/scripts/litestream-restore.sh under ``shell`` with the pod's environment.
+
+    ``served``: None leaves SERVED_FILE unset (no witness, a standby's or another program's pod); False mounts an
+    empty witness volume (the ConfigMap is absent: never served); True mounts it holding "true".
+    """
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "DB_PATH": str(app.db_path),
@@ -275,6 +300,11 @@ def run_restore_script(
         env["IDENTITY_FILE"] = str(identity_file)
     if require_backup is not None:
         env["REQUIRE_BACKUP"] = "true" if require_backup else "false"
+    if served is not None:
+        app.witness(served)
+        env["SERVED_FILE"] = str(app.served_file)
+    if allow_empty_start is not None:
+        env["ALLOW_EMPTY_START"] = allow_empty_start
     env.update(extra_env or {})
     started = time.perf_counter()
     result = subprocess.run(

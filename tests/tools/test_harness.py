@@ -1,11 +1,21 @@
-"""The mocks harness: isolated runs, parent links, secrets kept as markers."""
+"""The mocks harness: isolated runs, parent links, secrets kept as markers, stack references as the SDK has them."""
 
 from __future__ import annotations
 
 import pytest
 
 from program.config import ConfigError
-from tools.harness import PROJECT_DIR, RegisteredResource, run_program
+from tools.harness import (
+    PROJECT_DIR,
+    SECRET,
+    UNKNOWN,
+    RegisteredResource,
+    SecretOutput,
+    UnknownStackError,
+    run_program,
+    secret,
+    stack_reference_state,
+)
 from tools.stack_files import read_stack_settings
 
 
@@ -56,3 +66,74 @@ def test_secret_outputs_and_inputs_are_markers(tmp_path) -> None:
     assert run.outputs["nested"]["user"] == "bob"
     assert repr(run.outputs["nested"]["pw"]) == "[secret]"
     assert "hunter2" not in repr(run)
+
+
+REFERENCING = (
+    "import pulumi\n"
+    "ref = pulumi.StackReference('ref', stack_name='org/other/prod')\n"
+    "pulumi.export('plain', ref.require_output('plain'))\n"
+    "pulumi.export('keys', ref.require_output('keys'))\n"
+    "pulumi.export('noise', ref.require_output('keys').apply(lambda keys: keys['noise']))\n"
+    "pulumi.export('absent', ref.get_output('absent'))\n"
+)
+OTHER = {"org/other/prod": {"plain": "fp", "keys": secret({"noise": "privkey:n"})}}
+
+
+def test_a_stack_reference_reads_the_given_outputs_and_their_secrecy(tmp_path) -> None:
+    program = tmp_path / "__main__.py"
+    program.write_text(REFERENCING)
+    run = run_program(project="p", stack="s", config={}, program=program, stack_outputs=OTHER)
+    assert run.outputs["plain"] == "fp"
+    assert run.outputs["keys"] is SECRET, "an output the referenced stack marks secret stays secret"
+    assert run.outputs["noise"] is SECRET, "and so does what is derived from it"
+    assert run.outputs["absent"] is None, "get_output of a missing output is None (the SDK)"
+    (reference,) = [r for r in run.resources if r.type == "pulumi:pulumi:StackReference"]
+    assert reference.inputs["name"] == "org/other/prod"
+    assert "privkey:n" not in repr(run)
+
+
+def test_exports_keep_secret_values_for_a_later_run(tmp_path) -> None:
+    program = tmp_path / "__main__.py"
+    program.write_text(REFERENCING)
+    run = run_program(project="p", stack="s", config={}, program=program, stack_outputs=OTHER)
+    assert run.exports["plain"] == "fp"
+    assert isinstance(run.exports["keys"], SecretOutput)
+    assert run.exports["keys"].value == {"noise": "privkey:n"}
+    assert repr(run.exports["keys"]) == "[secret]"
+    # Fed to the next run, the planned outputs read back as they were planned.
+    again = run_program(
+        project="p", stack="s", config={}, program=program, stack_outputs={"org/other/prod": run.exports}
+    )
+    assert again.outputs == run.outputs
+
+
+def test_an_unknown_stack_fails_the_run(tmp_path) -> None:
+    program = tmp_path / "__main__.py"
+    program.write_text(REFERENCING)
+    for given in (None, {}, {"org/other/staging": {"plain": "fp"}}):
+        with pytest.raises(UnknownStackError, match="unknown stack 'org/other/prod'"):
+            run_program(project="p", stack="s", config={}, program=program, stack_outputs=given)
+
+
+def test_require_output_of_a_missing_output_fails_the_run(tmp_path) -> None:
+    program = tmp_path / "__main__.py"
+    program.write_text(REFERENCING)
+    with pytest.raises(KeyError, match="keys"):
+        run_program(project="p", stack="s", config={}, program=program, stack_outputs={"org/other/prod": {"plain": 1}})
+
+
+def test_stack_outputs_are_checked_before_the_run(tmp_path) -> None:
+    program = tmp_path / "__main__.py"
+    program.write_text("raise RuntimeError('the program never runs')\n")
+    with pytest.raises(TypeError, match="pass secret"):
+        run_program(project="p", stack="s", config={}, program=program, stack_outputs={"o/p/s": {"k": SECRET}})
+    with pytest.raises(ValueError, match="org/project/stack"):
+        run_program(project="p", stack="s", config={}, program=program, stack_outputs={"p/s": {}})
+
+
+def test_reference_state_is_what_the_engine_reads() -> None:
+    state = stack_reference_state("o/p/s", {"o/p/s": {"a": 1, "b": secret([1]), "c": {"d": secret("x")}, "u": UNKNOWN}})
+    assert state["outputs"]["b"] == [1]
+    assert state["outputs"]["c"] == {"d": "x"}
+    assert state["secretOutputNames"] == ["b", "c"], "an output holding a secret is a secret output"
+    assert state["outputs"]["u"] != UNKNOWN  # the wire form of an unknown value

@@ -944,12 +944,12 @@ def test_cli_exit_zero_without_findings(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize("stack", ["hydra", "cosmos"])
-def test_real_plan_is_checkable(stack: str) -> None:
+def test_real_plan_is_checkable(stack: str, stack_outputs) -> None:
     """Integration smoke test: the check runs on the program's real output. It does NOT assert zero findings
     (declaring externals and optional references is the integration's job); it prints them for information."""
     from tools.plan import plan_stack
 
-    run = plan_stack(stack)
+    run = plan_stack(stack, stack_outputs=stack_outputs)
     findings = check_wiring(run.kubernetes_objects())
     assert isinstance(findings, list)
     assert all(isinstance(f, Finding) for f in findings)

@@ -1,0 +1,124 @@
+"""A standby checks the active it follows, through the active stack's outputs.
+
+A standby is only useful if it can take the active's place: at promotion it restores (SQLite) or promotes
+(PostgreSQL) the active's database and serves it with the tailnet's identity. So it must run the very Headscale
+release that wrote that database, be in a database stage that really follows the active's, and hold the same
+Noise key. Each site stack exports what is compared here (``CHECKED_OUTPUTS``); a standby reads them from the
+active site's stack and refuses to deploy when any differs, naming every difference with both values.
+
+Headscale versions must be equal, not merely share a minor: Headscale applies its database migrations when it
+starts and they only run forward, and patch releases have changed migrations too (0.24.1 and 0.24.3 fixed
+migration errors). A standby on another release would, at promotion, either run a binary older than the schema it
+restores or migrate the registry forward so that a failback to the old active's release no longer reads it. The
+release lives in Pulumi.yaml, shared by every stack, so the two only differ when a stack file overrides it or
+when an upgrade has been deployed to one stack and not yet to the other (upgrade the active first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+
+from components.settings import PROJECT, DatabaseStage
+
+#: The outputs every site stack exports, and which a standby requires of its active.
+HEADSCALE_VERSION = "headscaleVersion"
+DATABASE_STAGE = "databaseStage"
+IDENTITY_FINGERPRINT = "identityFingerprint"
+CHECKED_OUTPUTS = (HEADSCALE_VERSION, DATABASE_STAGE, IDENTITY_FINGERPRINT)
+
+
+class StandbyMismatch(pulumi.RunError):
+    """The standby disagrees with the active it follows; the message lists every difference."""
+
+    def __init__(self, active_stack: str, mismatches: list[str]) -> None:
+        self.active_stack = active_stack
+        self.mismatches = list(mismatches)
+        super().__init__(
+            f"{PROJECT}: this standby cannot take over from the active stack {active_stack} "
+            f"({len(self.mismatches)} mismatch{'es' if len(self.mismatches) != 1 else ''}):\n  "
+            + "\n  ".join(self.mismatches)
+        )
+
+
+def _stage_problem(own: str, active: str) -> str | None:
+    """Why a standby in stage ``own`` cannot follow an active in stage ``active``, or None when it can."""
+    if own == active:
+        return None
+    if active == DatabaseStage.MIGRATING and own == DatabaseStage.SQLITE:
+        # The active's Litestream replica is frozen as the rollback point while the Job runs: still a good source.
+        return None
+    if active == DatabaseStage.POSTGRES and own == DatabaseStage.SQLITE:
+        return (
+            "a SQLite standby of a PostgreSQL active would restore the active's Litestream replica, frozen since "
+            "its migration; move this stack to database.stage postgres (a CNPG replica cluster of the active)"
+        )
+    if own == DatabaseStage.POSTGRES and active == DatabaseStage.MIGRATING:
+        return (
+            "the active is still migrating, so its PostgreSQL database is not the registry yet; keep this stack at "
+            "database.stage sqlite until the active reaches postgres"
+        )
+    if own == DatabaseStage.POSTGRES and active == DatabaseStage.SQLITE:
+        return (
+            "a PostgreSQL standby has nothing to replicate from an active that runs SQLite; keep this stack at "
+            "database.stage sqlite until the active has migrated"
+        )
+    return "the stages are incompatible"
+
+
+def compare(own: Mapping[str, Any], active: Mapping[str, Any]) -> list[str]:
+    """Every way this standby (``own``) disagrees with its active (``active``), one line each, both values named.
+
+    Both mappings hold ``CHECKED_OUTPUTS``. Empty when the standby can take over.
+    """
+    mismatches = []
+    own_version, active_version = own[HEADSCALE_VERSION], active[HEADSCALE_VERSION]
+    if own_version != active_version:
+        mismatches.append(
+            f"{HEADSCALE_VERSION}: this standby runs {own_version}, the active runs {active_version}; a standby runs "
+            "the active's exact release (Headscale migrates its database at start, one way only): deploy the same "
+            "headscale.version to both (upgrade the active first)"
+        )
+    own_stage, active_stage = own[DATABASE_STAGE], active[DATABASE_STAGE]
+    problem = _stage_problem(str(own_stage), str(active_stage))
+    if problem is not None:
+        mismatches.append(
+            f"{DATABASE_STAGE}: this standby is in stage {own_stage}, the active in stage {active_stage}: {problem}"
+        )
+    own_print, active_print = own[IDENTITY_FINGERPRINT], active[IDENTITY_FINGERPRINT]
+    if own_print != active_print:
+        mismatches.append(
+            f"{IDENTITY_FINGERPRINT}: this standby's Noise key has fingerprint {own_print}, the active's "
+            f"{active_print}; a standby serving another key is another server to every client: take the identity "
+            "from the same identity stack (tailnet.identityStack) or import the same keys on both"
+        )
+    return mismatches
+
+
+def check(active_stack: str, own: Mapping[str, Any], active: Mapping[str, Any]) -> dict[str, Any]:
+    """What the standby verified (the active's stack and the agreed values); raises StandbyMismatch otherwise."""
+    mismatches = compare(own, active)
+    if mismatches:
+        raise StandbyMismatch(active_stack, mismatches)
+    return {"stack": active_stack, **{key: active[key] for key in CHECKED_OUTPUTS}}
+
+
+def follow_active(
+    name: str,
+    *,
+    active_stack: str,
+    own: Mapping[str, pulumi.Input[Any]],
+    opts: pulumi.ResourceOptions | None = None,
+) -> pulumi.Output[dict[str, Any]]:
+    """Reference the active site's stack and check it; the Output fails the run on a mismatch.
+
+    ``own`` holds this stack's values of ``CHECKED_OUTPUTS`` (Outputs allowed). A missing output of the active
+    stack fails the run as ``require_output`` does.
+    """
+    reference = pulumi.StackReference(f"{name}-active", stack_name=active_stack, opts=opts)
+    theirs = {key: reference.require_output(key) for key in CHECKED_OUTPUTS}
+    return pulumi.Output.all(pulumi.Output.all(**own), pulumi.Output.all(**theirs)).apply(
+        lambda both: check(active_stack, both[0], both[1])
+    )

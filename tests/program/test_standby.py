@@ -1,0 +1,168 @@
+"""The standby checks the active it follows: Headscale release, database stage and identity, through stack outputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from program.standby import CHECKED_OUTPUTS, StandbyMismatch, check, compare
+from tests.components.test_postgres import POSTGRES
+from tests.conftest import ACTIVE_STACK, IDENTITY_STACK
+from tests.program.test_failover import SQLITE_DB
+from tests.test_main import _validate
+from tools.plan import write_rendered
+
+SAME = {"headscaleVersion": "0.29.2", "databaseStage": "sqlite", "identityFingerprint": "ab" * 32}
+
+
+def _active(**changes: str) -> dict[str, str]:
+    return {**SAME, **changes}
+
+
+def test_a_standby_that_agrees_with_its_active_passes() -> None:
+    assert compare(SAME, dict(SAME)) == []
+    assert check("organization/headscale-ha/hydra", SAME, SAME) == {"stack": "organization/headscale-ha/hydra", **SAME}
+
+
+def test_another_release_is_refused_even_a_patch() -> None:
+    """Exact release: Headscale migrates at start, one way, and patch releases have changed migrations."""
+    (mismatch,) = compare(SAME, _active(headscaleVersion="0.29.1"))
+    assert mismatch.startswith("headscaleVersion: ")
+    assert "this standby runs 0.29.2, the active runs 0.29.1" in mismatch
+    (minor,) = compare(SAME, _active(headscaleVersion="0.28.0"))
+    assert "0.28.0" in minor
+
+
+@pytest.mark.parametrize(
+    ("own", "active", "accepted"),
+    [
+        ("sqlite", "sqlite", True),
+        ("postgres", "postgres", True),
+        ("sqlite", "migrating", True),  # the active's Litestream replica is the frozen rollback point
+        ("sqlite", "postgres", False),  # that replica is frozen: a promotion would restore a stale registry
+        ("postgres", "sqlite", False),  # nothing to replicate from
+        ("postgres", "migrating", False),  # the active's PostgreSQL is not the registry yet
+        ("migrating", "migrating", True),  # equal (the config itself refuses a migrating standby)
+    ],
+)
+def test_database_stages(own: str, active: str, accepted: bool) -> None:
+    mismatches = compare({**SAME, "databaseStage": own}, _active(databaseStage=active))
+    if accepted:
+        assert mismatches == []
+    else:
+        (mismatch,) = mismatches
+        assert mismatch.startswith("databaseStage: ")
+        assert f"this standby is in stage {own}, the active in stage {active}" in mismatch
+
+
+def test_a_sqlite_standby_of_a_postgres_active_says_why() -> None:
+    (mismatch,) = compare(SAME, _active(databaseStage="postgres"))
+    assert "Litestream replica, frozen" in mismatch
+    assert "database.stage postgres" in mismatch
+
+
+def test_another_identity_is_refused() -> None:
+    (mismatch,) = compare(SAME, _active(identityFingerprint="cd" * 32))
+    assert mismatch.startswith("identityFingerprint: ")
+    assert "ab" * 32 in mismatch
+    assert "cd" * 32 in mismatch
+
+
+def test_every_mismatch_is_reported_at_once() -> None:
+    other = {"headscaleVersion": "0.28.0", "databaseStage": "postgres", "identityFingerprint": "cd" * 32}
+    with pytest.raises(StandbyMismatch) as raised:
+        check("organization/headscale-ha/hydra", SAME, other)
+    error = raised.value
+    assert error.active_stack == "organization/headscale-ha/hydra"
+    assert [m.split(":")[0] for m in error.mismatches] == list(CHECKED_OUTPUTS)
+    assert "organization/headscale-ha/hydra (3 mismatches)" in str(error)
+
+
+# ------------------------------------------------------------------------------------- through stack outputs
+
+
+def test_the_standby_follows_the_active_site_stack(run_stack) -> None:
+    cosmos = run_stack("cosmos")
+    references = {r.inputs["name"] for r in cosmos.resources if r.type == "pulumi:pulumi:StackReference"}
+    assert references == {IDENTITY_STACK, ACTIVE_STACK}
+    assert cosmos.outputs["follows"] == {"stack": ACTIVE_STACK, **{key: cosmos.outputs[key] for key in CHECKED_OUTPUTS}}
+
+
+def test_the_active_checks_nobody_and_every_site_exports_what_is_checked(run_stack, stack_outputs) -> None:
+    hydra = run_stack("hydra", stack_outputs={IDENTITY_STACK: stack_outputs[IDENTITY_STACK]})
+    references = {r.inputs["name"] for r in hydra.resources if r.type == "pulumi:pulumi:StackReference"}
+    assert references == {IDENTITY_STACK}
+    assert "follows" not in hydra.outputs
+    for run in (hydra, run_stack("cosmos")):
+        assert {key: type(run.outputs[key]) for key in CHECKED_OUTPUTS} == dict.fromkeys(CHECKED_OUTPUTS, str)
+
+
+@pytest.mark.parametrize(
+    ("output", "theirs"),
+    [
+        ("headscaleVersion", "0.29.1"),
+        ("headscaleVersion", "0.28.0"),
+        ("databaseStage", "postgres"),
+        ("identityFingerprint", "cd" * 32),
+    ],
+)
+def test_each_mismatch_fails_the_standby_naming_it(output: str, theirs: str, run_stack, stack_outputs) -> None:
+    ours = run_stack("cosmos").outputs[output]
+    stack_outputs[ACTIVE_STACK][output] = theirs
+    with pytest.raises(StandbyMismatch) as raised:
+        run_stack("cosmos", stack_outputs=stack_outputs)
+    (mismatch,) = raised.value.mismatches
+    assert mismatch.startswith(f"{output}: ")
+    assert ours in mismatch
+    assert theirs in mismatch
+    assert ACTIVE_STACK in str(raised.value)
+
+
+def test_all_mismatches_are_reported_in_one_run(run_stack, stack_outputs) -> None:
+    stack_outputs[ACTIVE_STACK].update(
+        headscaleVersion="0.28.0", databaseStage="postgres", identityFingerprint="cd" * 32
+    )
+    with pytest.raises(StandbyMismatch) as raised:
+        run_stack("cosmos", stack_outputs=stack_outputs)
+    assert [m.split(":")[0] for m in raised.value.mismatches] == list(CHECKED_OUTPUTS)
+
+
+def test_an_active_without_the_checked_outputs_fails_the_standby(run_stack, stack_outputs) -> None:
+    """An active deployed by an older program lacks identityFingerprint: require_output fails, as in a real run."""
+    del stack_outputs[ACTIVE_STACK]["identityFingerprint"]
+    with pytest.raises(Exception, match="identityFingerprint"):
+        run_stack("cosmos", stack_outputs=stack_outputs)
+
+
+def test_a_standby_with_other_imported_keys_is_refused(run_stack, project_copy) -> None:
+    """Keys imported on the standby instead of the identity stack's: another server to every client."""
+    project = project_copy()
+    keys = "  headscale-ha:noisePrivateKey:\n    secure: v1:AAAA\n  headscale-ha:derpPrivateKey:\n    secure: v1:BBBB\n"
+    with (project / "Pulumi.cosmos.yaml").open("a") as stack_file:
+        stack_file.write(keys)
+    with pytest.raises(StandbyMismatch, match="identityFingerprint: this standby's Noise key has fingerprint"):
+        run_stack("cosmos", project_dir=project)
+
+
+def _postgres(project, stack: str) -> None:
+    instances = "3" if stack == "hydra" else "1"
+    path = project / f"Pulumi.{stack}.yaml"
+    text = path.read_text().replace(SQLITE_DB[stack], "")
+    path.write_text(text + POSTGRES.replace("instances: 3", f"instances: {instances}"))
+
+
+def test_the_real_stages_of_a_migrated_pair(run_stack, project_copy, stack_outputs, shared_dir, tmp_path) -> None:
+    """hydra planned on PostgreSQL: a SQLite cosmos is refused, a PostgreSQL cosmos follows and validates."""
+    project = project_copy()
+    _postgres(project, "hydra")
+    hydra = run_stack("hydra", project_dir=project, stack_outputs={IDENTITY_STACK: stack_outputs[IDENTITY_STACK]})
+    assert hydra.outputs["databaseStage"] == "postgres"
+    references = {IDENTITY_STACK: stack_outputs[IDENTITY_STACK], ACTIVE_STACK: hydra.exports}
+    with pytest.raises(
+        StandbyMismatch, match="databaseStage: this standby is in stage sqlite, the active in stage postgres"
+    ):
+        run_stack("cosmos", project_dir=project, stack_outputs=references)
+    _postgres(project, "cosmos")
+    cosmos = run_stack("cosmos", project_dir=project, stack_outputs=references)
+    assert cosmos.outputs["follows"]["databaseStage"] == "postgres"
+    files = [f for f in write_rendered(cosmos, tmp_path) if f.suffix == ".yaml"]
+    assert _validate(shared_dir, files).returncode == 0
