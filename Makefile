@@ -16,7 +16,7 @@ DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
 # apt-get runs as root: directly when we are root, else through sudo.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo,NO_SUDO))
 
-.PHONY: deps plan validate checkov test lint bench clean
+.PHONY: deps plan validate checkov test lint bench docs clean
 
 deps:
 	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
@@ -67,6 +67,11 @@ lint: $(DEV_STAMP)
 
 test: lint $(CHECKOV_STAMP)
 	$(PY) -m pytest
+
+# The README's generated blocks (configuration reference, recovery table); a test fails when they are stale.
+docs: $(RUNTIME_STAMP)
+	$(PY) -m tools.config_reference --write
+	$(PY) -m tools.recovery_table --write
 
 bench: $(DEV_STAMP)
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

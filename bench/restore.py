@@ -1,20 +1,32 @@
 """RPO and RTO of the Litestream backup, measured with the real binary and the real restore script.
 
 RPO: a writer commits ``--rate`` single-row transactions per second in WAL mode while ``litestream replicate``
-runs with ``--sync-interval``; litestream is killed with SIGKILL (no final sync) after a few seconds, the local
-database is deleted, and the restore script brings it back. Rows (and seconds of commits) missing are the loss.
-RTO: wall time of the restore script (no local database, backup present, identity checked) for databases of
-``--sizes`` MB, median of ``--runs`` runs, next to a bare ``litestream restore`` of the same replica.
+runs with ``--sync-interval``; litestream is killed with SIGKILL (no final sync: a node loss) or stopped with
+SIGTERM (a graceful stop), the local database is deleted, and the restore script brings it back. Rows (and
+seconds of commits) missing are the loss.
+Restore throughput: a bare ``litestream restore -integrity-check full`` (what the restore init container runs)
+of databases of ``--sizes`` MB, unthrottled and under the CPU limit the program renders for the restore container
+(a real CFS quota in a cgroup when this machine lets us create one, else CPU time / limit; the output says which),
+and under the sidecar's limit for comparison.
+RTO: wall time of the restore script, and the recovery model (program/recovery.py) on hydra's config for both
+storage modes, with every assumption.
 
-Usage: ``python bench/restore.py [--sync-interval 1s] [--rate 200] [--kills 5] [--sizes 10 100] [--runs 3]``.
+Usage: ``python bench/restore.py [--sync-interval 1s] [--rate 200] [--kills 5] [--sizes 10 100] [--runs 3]
+[--record]``; ``--record`` writes the figures the recovery model reads to bench/measured/restore.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
 import hashlib
+import json
 import os
+import platform
+import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -25,7 +37,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from collections.abc import Iterator
+
+from components.config_types import quantity_value
 from components.litestream_config import parse_go_duration
+from components.settings import PROJECT, Litestream, LocalStorage
+from program.config import StackConfig, parse_stack_config
+from program.recovery import MEASURED_FILE, ROOT, PodFacts, RestoreFigures, application_model
 from tests.support.litestream_lab import (
     App,
     Writer,
@@ -37,7 +55,9 @@ from tests.support.litestream_lab import (
     restore_to,
     run_restore_script,
     wait_until,
+    write_then_stop,
 )
+from tools.stack_files import read_stack_settings
 
 ROW_BYTES = 4000  # one row ~ one 4 KiB page, so a database grows by ~1 MB per 256 rows
 
@@ -76,6 +96,103 @@ def kill_once(binary: Path, root: Path, *, sync_interval: str, rate: float, writ
     lost = writer.committed[restored:]
     lost_seconds = killed_at - lost[0][1] if lost else 0.0
     return KillRun(len(writer.committed), restored, len(lost), lost_seconds)
+
+
+def term_once(binary: Path, root: Path, *, sync_interval: str, rate: float, write_for: float) -> KillRun:
+    """Write under replication, stop writing, SIGTERM litestream at once (a graceful pod stop), count the loss."""
+    app = App(root, sync_interval=sync_interval).create()
+    writer, stopped_at = write_then_stop(binary, app, stop=signal.SIGTERM, write_for=write_for, rate=rate)
+    app.remove_local_db()
+    result = run_restore_script(["sh"], binary, app)
+    if result.returncode != 0:
+        raise RuntimeError(f"restore script failed ({result.returncode}): {result.stderr}")
+    restored = len(read_rows(app.db_path))
+    lost = writer.committed[restored:]
+    return KillRun(len(writer.committed), restored, len(lost), stopped_at - lost[0][1] if lost else 0.0)
+
+
+@contextlib.contextmanager
+def cpu_quota(cores: float) -> Iterator[tuple[list[str], str]]:
+    """A command prefix that runs its command under a CFS quota of ``cores``, and the method's name.
+
+    A real cgroup (v2 `cpu.max`, or v1 `cpu.cfs_quota_us`) when this process may create one; else an empty prefix
+    and the method "cpu-time/limit" (the caller then divides CPU time by the limit)."""
+    period = 100_000
+    quota = max(1000, int(cores * period))
+    candidates = [
+        (Path("/sys/fs/cgroup"), "cpu.max", f"{quota} {period}", "cgroup v2 cpu.max"),
+        (Path("/sys/fs/cgroup/cpu"), "cpu.cfs_quota_us", str(quota), "cgroup v1 cpu.cfs_quota_us"),
+    ]
+    for base, knob, value, method in candidates:
+        if not (base / knob).exists() and not (base / "cgroup.controllers").exists():
+            continue
+        group = base / f"headscale-ha-bench-{os.getpid()}"
+        try:
+            group.mkdir()
+        except OSError:
+            continue
+        try:
+            if knob == "cpu.cfs_quota_us":
+                (group / "cpu.cfs_period_us").write_text(str(period))
+            (group / knob).write_text(value)
+        except OSError:
+            group.rmdir()
+            continue
+        try:
+            yield ["sh", "-c", f'echo $$ > "{group}/cgroup.procs" && exec "$@"', "sh"], method
+        finally:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+        return
+    yield [], "cpu-time/limit"
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One database size: unthrottled wall and CPU seconds, and wall seconds under each CPU limit."""
+
+    megabytes: float
+    wall: float
+    cpu: float
+    limited: dict[float, float]
+
+
+def _timed(argv: list[str]) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True, timeout=600)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure_throughput(
+    binary: Path, root: Path, size_mb: int, runs: int, limits: list[float]
+) -> tuple[Throughput, str]:
+    """Median restore times of one replica, unthrottled and under each of ``limits`` (cores)."""
+    app = build_backup(binary, root, size_mb)
+    megabytes = app.db_path.stat().st_size / 1e6
+    out = root / "throughput.sqlite"
+    restore = [str(binary), "restore", "-integrity-check", "full", "-config", str(app.config), "-o", str(out)]
+    restore.append(str(app.db_path))
+
+    def once(prefix: list[str]) -> tuple[float, float]:
+        for suffix in ("", "-wal", "-shm", ".tmp"):
+            Path(f"{out}{suffix}").unlink(missing_ok=True)
+        return _timed([*prefix, *restore])
+
+    free = [once([]) for _ in range(runs)]
+    wall, cpu = statistics.median(w for w, _ in free), statistics.median(c for _, c in free)
+    limited: dict[float, float] = {}
+    methods: set[str] = set()
+    for cores in limits:
+        with cpu_quota(cores) as (prefix, used):
+            methods.add(used)
+            if prefix:
+                limited[cores] = statistics.median(once(prefix)[0] for _ in range(runs))
+            else:
+                limited[cores] = max(wall, cpu / cores)
+    return Throughput(megabytes, wall, cpu, limited), ", ".join(sorted(methods))
 
 
 def build_backup(binary: Path, root: Path, size_mb: int) -> App:
@@ -128,6 +245,42 @@ def time_restores(binary: Path, root: Path, size_mb: int, runs: int) -> tuple[fl
     return size, statistics.median(script_times), statistics.median(bare_times)
 
 
+def hydra_config(storage: LocalStorage) -> StackConfig:
+    """The shipped hydra stack's config with ``storage`` for the SQLite volumes."""
+    settings = read_stack_settings(ROOT, "hydra")
+    raw = {k.removeprefix(f"{PROJECT}:"): v for k, v in settings.config.items() if k.startswith(f"{PROJECT}:")}
+    backup = json.loads(raw.get("backup", "{}"))
+    raw["backup"] = json.dumps({**backup, "local": {**backup.get("local", {}), "storage": storage.value}})
+    return parse_stack_config(raw, stack="hydra")
+
+
+def print_node_loss(figures: RestoreFigures) -> None:
+    """RTO and RPO of Headscale on a node loss, per storage mode, from the recovery model on hydra's config."""
+    for storage in LocalStorage:
+        config = hydra_config(storage)
+        facts = PodFacts(
+            app="headscale",
+            volume="emptyDir" if storage is LocalStorage.DISPOSABLE else "persistentVolumeClaim",
+            eviction_seconds=config.cluster.toleration_seconds,
+            restore_cpu_limit=quantity_value(config.backup.litestream.restore_resources.limits.cpu),
+            readiness_period_seconds=5,
+            restores=True,
+        )
+        sync = parse_go_duration(config.backup.litestream.sync_interval, argument="syncInterval") / 1e9
+        rows = {
+            row["failure"]: row for row in application_model(facts, config=config, figures=figures, sync_seconds=sync)
+        }
+        node = rows["nodeLoss"]
+        steps = ", ".join(f"{name} {value:g}s" for name, value in node["steps"].items())
+        print(f"  {storage.value:10s}: RTO {node['rtoSeconds']:6.1f}s  RPO {node['rpoSeconds']:4.1f}s   ({steps})")
+    stated = config.recovery
+    print(
+        f"  assumptions: {stated.headscale_database_size} database, image pull {stated.image_pull_seconds}s and "
+        f"start {stated.start_seconds}s (stated, config `recovery`), node-monitor grace "
+        f"{stated.node_monitor_grace_seconds}s, RWO force-detach 360s; restore at the rendered CPU limit, figures above"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sync-interval", default="1s", help="Go duration for the replica (default 1s)")
@@ -135,6 +288,7 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=5, help="kill -9 repetitions")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100], help="database sizes in MB for RTO")
     parser.add_argument("--runs", type=int, default=3, help="restore runs per size")
+    parser.add_argument("--record", action="store_true", help=f"write the figures to {MEASURED_FILE.relative_to(ROOT)}")
     args = parser.parse_args()
     sync_seconds = parse_go_duration(args.sync_interval, argument="--sync-interval") / 1e9
     if sync_seconds <= 0 or sync_seconds > 10:
@@ -146,7 +300,7 @@ def main() -> int:
 
     version = subprocess.run([str(binary), "version"], capture_output=True, text=True, timeout=10, check=False)
     print(f"litestream {version.stdout.strip()}  sync-interval={args.sync_interval}  rate={args.rate:g}/s")
-    print("\nRPO: kill -9 of litestream replicate under steady writes")
+    print("\nRPO: kill -9 of litestream replicate under steady writes (a node loss)")
     runs: list[KillRun] = []
     for index in range(args.kills):
         # Vary the kill moment so it lands at different phases of the sync tick.
@@ -164,12 +318,72 @@ def main() -> int:
         f"  rows lost: median {statistics.median(lost_rows):g}, max {max(lost_rows)}; "
         f"seconds lost: median {statistics.median(lost_secs):.2f}, max {max(lost_secs):.2f}"
     )
+    print("\nRPO: SIGTERM of litestream right after the last commit (a graceful stop)")
+    for index in range(3):
+        with tempfile.TemporaryDirectory(prefix="bench-term-") as tmp:
+            run = term_once(
+                binary, Path(tmp), sync_interval=args.sync_interval, rate=args.rate, write_for=2.0 + index * 0.3
+            )
+        print(f"  run {index + 1}: committed {run.committed:5d}  restored {run.restored:5d}  lost {run.lost} rows")
 
-    print(f"\nRTO: restore script wall time (median of {args.runs}), no local database, identity checked")
+    defaults = Litestream()
+    restore_limit = quantity_value(defaults.restore_resources.limits.cpu)
+    sidecar_limit = quantity_value(defaults.resources.limits.cpu)
+    print(
+        f"\nRestore throughput: litestream restore -integrity-check full, median of {args.runs}; "
+        f"restore container limit {restore_limit:g} CPU (rendered), sidecar limit {sidecar_limit:g} CPU"
+    )
+    results: list[Throughput] = []
+    method = "cpu-time/limit"
+    for size_mb in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
+            result, method = measure_throughput(binary, Path(tmp), size_mb, args.runs, [restore_limit, sidecar_limit])
+        results.append(result)
+        at_limit, at_sidecar = result.limited[restore_limit], result.limited[sidecar_limit]
+        print(
+            f"  {result.megabytes:7.1f} MB: unthrottled {result.megabytes / result.wall:6.1f} MB/s "
+            f"({result.wall:.2f}s, {result.cpu:.2f} CPU-s)  "
+            f"at {restore_limit:g} CPU {result.megabytes / at_limit:6.1f} MB/s "
+            f"(ratio {at_limit / result.wall:.2f})  at {sidecar_limit:g} CPU {result.megabytes / at_sidecar:6.1f} MB/s "
+            f"(ratio {at_sidecar / result.wall:.2f})"
+        )
+    print(f"  throttling: {method}")
+
+    print(f"\nRTO: restore script wall time (median of {args.runs}), no local database, identity checked, no CPU limit")
     for size_mb in args.sizes:
         with tempfile.TemporaryDirectory(prefix="bench-rto-") as tmp:
             size, script_s, bare_s = time_restores(binary, Path(tmp), size_mb, args.runs)
         print(f"  {size:7.1f} MB: script {script_s:6.2f}s   (bare litestream restore {bare_s:6.2f}s)")
+
+    largest = max(results, key=lambda r: r.megabytes)
+    figures = RestoreFigures(
+        litestream=version.stdout.strip(),
+        measured_on=datetime.date.today().isoformat(),
+        method=method,
+        cpu_seconds_per_mb=round(largest.cpu / largest.megabytes, 5),
+        wall_seconds_per_mb=round(largest.wall / largest.megabytes, 5),
+        kill_lost_seconds_max=round(max(lost_secs), 2),
+        sync_interval=args.sync_interval,
+    )
+    print("\nNode loss (recovery model, program/recovery.py, on hydra's config): Headscale")
+    print_node_loss(figures)
+    if args.record:
+        record = {
+            "litestream": figures.litestream,
+            "measuredOn": figures.measured_on,
+            "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
+            "method": figures.method,
+            "restore": {
+                "megabytes": round(largest.megabytes, 1),
+                "cpuSecondsPerMB": figures.cpu_seconds_per_mb,
+                "wallSecondsPerMB": figures.wall_seconds_per_mb,
+                "wallSecondsAtLimit": {f"{k:g}": round(v, 3) for k, v in largest.limited.items()},
+            },
+            "rpo": {"syncInterval": figures.sync_interval, "killLostSecondsMax": figures.kill_lost_seconds_max},
+        }
+        MEASURED_FILE.parent.mkdir(parents=True, exist_ok=True)
+        MEASURED_FILE.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"\nrecorded {MEASURED_FILE.relative_to(ROOT)}")
     return 0
 
 

@@ -15,8 +15,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from components.backed_up_volume import backed_up_volume
 from components.headplane_config import HeadplaneConfigInput, HeadplanePaths, headplane_config_yaml
-from components.litestream import LitestreamBackup, backed_up_volume
+from components.litestream import LitestreamBackup
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
 from components.settings import Backup, Cluster, ComputeResources, Oidc
 from components.workload import cluster_service, singleton_deployment
@@ -62,21 +63,24 @@ class Headplane(pulumi.ComponentResource):
     - ``serviceName`` / ``servicePort``: the in-cluster Service (HTTP) a route or a NetworkPolicy points at;
     - ``secretName``: the Secret with the cookie secret and, with OIDC, the API key and the OIDC client secret;
     - ``configMapName``: the ConfigMap with the rendered config.yaml;
-    - ``dataClaimName``: the claim of Headplane's own SQLite volume (backed up by Litestream).
+    - ``dataClaimName``: the claim of Headplane's own SQLite volume on persistent storage; None on disposable
+      storage (an emptyDir or ephemeral volume that the restore fills from the backup).
     """
 
     secrets: k8s.core.v1.Secret
     config_map: k8s.core.v1.ConfigMap
-    volume: k8s.core.v1.PersistentVolumeClaim
+    volume: k8s.core.v1.PersistentVolumeClaim | None
+    data_volume: dict[str, Any]
     backup: LitestreamBackup
     deployment: k8s.apps.v1.Deployment
+    pod_spec: dict[str, Any]
     service: k8s.core.v1.Service
     url: str
     service_name: str
     service_port: int
     secret_name: str
     config_map_name: str
-    data_claim_name: pulumi.Output[str]
+    data_claim_name: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: HeadplaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:headplane:Headplane", name, None, opts)
@@ -109,7 +113,7 @@ class Headplane(pulumi.ComponentResource):
             data={"config.yaml": config_text},
             opts=child,
         )
-        self.volume, self.backup = backed_up_volume(
+        backed_up = backed_up_volume(
             name,
             parent=self,
             meta=meta,
@@ -121,20 +125,22 @@ class Headplane(pulumi.ComponentResource):
             size=args.storage_size,
             data_dir=PATHS.data_dir,
             db_file="hp_persist.db",
+            cluster=args.cluster,
         )
+        self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume
         secret_files = {
             "cookie-secret": PATHS.cookie_secret,
             "headscale-api-key": PATHS.api_key,
             "oidc-client-secret": PATHS.oidc_client_secret,
         }
-        pod_spec = self._pod_spec(args, {k: v for k, v in secret_files.items() if k in items})
+        self.pod_spec = self._pod_spec(args, {k: v for k, v in secret_files.items() if k in items})
         self.deployment = singleton_deployment(
             f"{name}-deployment",
             meta=meta,
             app=APP,
             component="ui",
             replicas=args.replicas,
-            pod_spec=pod_spec,
+            pod_spec=self.pod_spec,
             annotations={"checksum/config": checksum(config_text, self.backup.config_checksum)},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.secrets]),
         )
@@ -145,7 +151,7 @@ class Headplane(pulumi.ComponentResource):
         self.service_name, self.service_port = APP, PORT
         self.secret_name = SECRET_NAME
         self.config_map_name = CONFIG_MAP_NAME
-        self.data_claim_name = self.volume.metadata.apply(lambda metadata: metadata.name)
+        self.data_claim_name = self.volume.metadata.apply(lambda metadata: metadata.name) if self.volume else None
         self.register_outputs(
             {
                 "url": self.url,
@@ -169,7 +175,7 @@ class Headplane(pulumi.ComponentResource):
                     "items": [{"key": key, "path": path.rsplit("/", 1)[1]} for key, path in secret_files.items()],
                 },
             },
-            {"name": "data", "persistentVolumeClaim": {"claimName": "headplane-data"}},
+            self.data_volume,
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
             *self.backup.volumes,
         ]

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from components.backed_up_volume import backed_up_volume
 from components.headscale_config import (
     PASSWORD_ENV,
     STUN_PORT,
@@ -26,10 +27,11 @@ from components.headscale_config import (
     headscale_config_yaml,
 )
 from components.identity import identity_fingerprint
-from components.litestream import LitestreamBackup, backed_up_volume
+from components.litestream import LitestreamBackup
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
 from components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, Prefixes
-from components.workload import cluster_service, singleton_deployment
+from components.version_gate import HeadscaleVersionGate
+from components.workload import DATA_VOLUME, cluster_service, singleton_deployment
 
 APP = "headscale"
 HTTP_PORT = 8080
@@ -179,9 +181,10 @@ IdentitySource = GeneratedIdentity | ImportedIdentity | IdentityFromStack
 
 @dataclass(frozen=True, kw_only=True)
 class SqliteStorage:
-    """SQLite on a claim (`headscale-data`), restored before Headscale serves and replicated by Litestream."""
+    """SQLite on disposable or persistent local storage (`backup.local`), restored before Headscale serves and
+    replicated by Litestream."""
 
-    size: str  # capacity of the claim, a Kubernetes quantity
+    size: str  # capacity of the volume (the emptyDir's limit, or the claim's size), a Kubernetes quantity
     storage_class: str | None = None  # StorageClass of the claim; None: the cluster's default
     backup: Backup  # the NFS target (required), Litestream and optional VolSync settings
     require_backup: bool = False  # refuse to start without a backup (a standby must restore, never start empty)
@@ -236,6 +239,9 @@ class HeadscaleServerArgs:
     namespace: str  # where every object goes
     image: str  # the Headscale image, pinned; its tag must be ``version``
     version: str  # Headscale release (0.28.x or 0.29.x): selects the config keys
+    #: The one downgrade the version gate lets through: from this recorded release to ``version`` (after the
+    #: README's restore-from-snapshot procedure); None: every downgrade is refused.
+    allow_downgrade_from: str | None = None
     replicas: int = 1  # 1 serves, 0 stops (a standby, a migration); never more: Headscale is a strict singleton
     resources: ComputeResources  # requests and limits of the server container
     cluster: Cluster  # placement: worker nodes or not, excluded nodes, eviction delay from a failed node
@@ -302,7 +308,7 @@ class HeadscaleServer(pulumi.ComponentResource):
     - ``identitySecret`` [identity_secret_name]: the Secret with the Noise and DERP keys (retained on destroy);
     - ``oidcSecret`` [oidc_secret_name]: the Secret the OIDC client secret is read from, or None without OIDC;
     - ``configMap`` [config_map_name]: the ConfigMap with config.yaml;
-    - ``dataClaim`` [data_claim_name]: the SQLite claim, or None on PostgreSQL;
+    - ``dataClaim`` [data_claim_name]: the SQLite claim on persistent storage, or None (disposable, PostgreSQL);
     - ``replicas``: 1 serving, 0 stopped.
     The keys themselves are the secret Outputs ``noise_key`` and ``derp_key`` (not registered);
     ``identity_fingerprint`` is the plain fingerprint of the Noise key (components/identity.py), as the identity
@@ -313,7 +319,9 @@ class HeadscaleServer(pulumi.ComponentResource):
     config_map: k8s.core.v1.ConfigMap
     volume: k8s.core.v1.PersistentVolumeClaim | None
     backup: LitestreamBackup | None
+    version_gate: HeadscaleVersionGate
     deployment: k8s.apps.v1.Deployment
+    pod_spec: dict[str, Any]
     service: k8s.core.v1.Service
     stun_service: k8s.core.v1.Service | None = None
     api_url: str
@@ -365,8 +373,9 @@ class HeadscaleServer(pulumi.ComponentResource):
 
         self.volume = None
         self.backup = None
+        self.data_volume: dict[str, Any] = {"name": DATA_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}}
         if sqlite is not None:
-            self.volume, self.backup = backed_up_volume(
+            backed_up = backed_up_volume(
                 name,
                 parent=self,
                 meta=meta,
@@ -379,25 +388,36 @@ class HeadscaleServer(pulumi.ComponentResource):
                 data_dir=PATHS.data_dir,
                 db_file=DB_FILE,
                 identity_file=PATHS.noise_key,
+                upgrade_version=args.version,
+                cluster=args.cluster,
             )
+            self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume
 
         pod_annotations = {
             "checksum/config": checksum(config_text, self.backup.config_checksum if self.backup else ""),
         }
         if args.policy_file is not None:
             pod_annotations["checksum/policy"] = args.policy_file.sha256
+        # Headscale's migrations are one-way: `pulumi preview` refuses a lower version than the one deployed (the
+        # engine hands the gate its previous inputs), and the Deployment only rolls after the gate passed.
+        self.version_gate = HeadscaleVersionGate(
+            f"{name}-version-gate", args.version, child, allow_downgrade_from=args.allow_downgrade_from
+        )
+        # Kept: the recovery model (program/recovery.py) reads tolerations, the restore's limits and probes from it.
+        self.pod_spec = self._pod_spec(args)
         self.deployment = singleton_deployment(
             f"{name}-deployment",
             meta=meta,
             app=APP,
             component="control-plane",
             replicas=args.replicas,
-            pod_spec=self._pod_spec(args),
+            pod_spec=self.pod_spec,
             annotations=pod_annotations,
             skip_reasons={"CKV_K8S_35": PASSWORD_ENV_REASON} if isinstance(args.database, PostgresStorage) else None,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[
+                    self.version_gate,
                     self.config_map,
                     self.identity,
                     *secrets.values(),
@@ -430,7 +450,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         self.identity_secret_name = IDENTITY_SECRET
         self.oidc_secret_name = OIDC_SECRET if args.oidc is not None else None
         self.config_map_name = CONFIG_MAP
-        self.data_claim_name = DATA_CLAIM if sqlite is not None else None
+        self.data_claim_name = DATA_CLAIM if self.volume is not None else None
         self.register_outputs(
             {
                 "apiUrl": self.api_url,
@@ -471,14 +491,12 @@ class HeadscaleServer(pulumi.ComponentResource):
         ]
         mounts += [{"name": "run", "mountPath": PATHS.run_dir}, {"name": "tmp", "mountPath": "/tmp"}]
         init_containers: list[dict[str, Any]] = []
+        # SQLite: the disposable or persistent volume the backup restores into; PostgreSQL: a scratch directory.
+        volumes.append(self.data_volume)
+        mounts.append({"name": DATA_VOLUME, "mountPath": PATHS.data_dir})
         if self.backup is not None:
-            volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}})
-            mounts.append({"name": "data", "mountPath": PATHS.data_dir})
             volumes.extend(self.backup.volumes)
             init_containers = self.backup.init_containers
-        else:
-            volumes.append({"name": "data", "emptyDir": {"sizeLimit": "64Mi"}})
-            mounts.append({"name": "data", "mountPath": PATHS.data_dir})
         http_probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 3}
         env: list[dict[str, Any]] = []
         if isinstance(args.database, PostgresStorage):

@@ -22,11 +22,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.backup_volume import claim_name as backup_claim_name
 from components.litestream_config import render_litestream_config, restore_script
 from components.pod import checksum, container_security, labels, pod_security, resources
 from components.settings import Backup
-from components.workload import data_claim
+from components.upgrade import SCRIPT_KEY as UPGRADE_SCRIPT_KEY
+from components.upgrade import pre_upgrade_container, pre_upgrade_script
 
 BACKUP_MOUNT = "/backup"
 CONFIG_MOUNT = "/etc/litestream"
@@ -36,6 +36,8 @@ BACKUP_VOLUME = "backup"
 CONFIG_VOLUME = "litestream-config"
 TMP_VOLUME = "litestream-tmp"
 SERVED_VOLUME = "served-witness"
+UPGRADE_SCRATCH_VOLUME = "upgrade-scratch"
+UPGRADE_SCRATCH_MOUNT = "/scratch"
 #: Not under CONFIG_MOUNT: a mount point cannot be created inside the read-only ConfigMap volume mounted there.
 SERVED_MOUNT = "/etc/litestream-served"
 SERVED_KEY = "served"
@@ -70,7 +72,7 @@ class LitestreamBackupArgs:
     db_path: str  # the SQLite database file inside data_mount
     data_volume: str  # pod volume that holds db_path
     data_mount: str  # where that volume is mounted
-    pvc_name: str  # the claim behind data_volume (for VolSync)
+    pvc_name: str | None  # the claim behind data_volume (for VolSync); None: disposable storage, no claim
     backup_claim: str  # the claim of the NFS export; this app mounts its sub-directory `<app>` of it
     identity_volume: str | None = None  # pod volume with the Noise key; None: no identity contract
     identity_file: str | None = None  # the Noise key file whose fingerprint must match the backup's
@@ -78,6 +80,11 @@ class LitestreamBackupArgs:
     #: The override after a real loss of both volumes: today's UTC date (YYYY-MM-DD) lets a site that has served
     #: start empty on that date only; None: an empty start of a site that has served is refused (exit 24).
     allow_empty_start: str | None = None
+    #: Headscale's release: a pre-upgrade init container snapshots the database to `<backup>/pre-upgrade/<from>-<to>/`
+    #: before a new release first starts (and refuses a downgrade); None: no version contract (Headplane).
+    upgrade_version: str | None = None
+    #: Room for that snapshot's scratch copies (about three times the database): a Kubernetes quantity.
+    upgrade_scratch_size: str = "1Gi"
 
     @property
     def reads_witness(self) -> bool:
@@ -115,7 +122,10 @@ class LitestreamBackup(pulumi.ComponentResource):
             retention=litestream.retention,
         )
         script = restore_script()
-        self.config_checksum = checksum(config_text, script)
+        scripts = {"restore.sh": script}
+        if args.upgrade_version is not None:
+            scripts[UPGRADE_SCRIPT_KEY] = pre_upgrade_script()
+        self.config_checksum = checksum(config_text, *scripts.values())
         child = pulumi.ResourceOptions(parent=self)
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
@@ -124,7 +134,7 @@ class LitestreamBackup(pulumi.ComponentResource):
                 "namespace": args.namespace,
                 "labels": labels(args.app, "backup"),
             },
-            data={"litestream.yml": config_text, "restore.sh": script},
+            data={"litestream.yml": config_text, **scripts},
             opts=child,
         )
         self.volumes = [
@@ -141,7 +151,14 @@ class LitestreamBackup(pulumi.ComponentResource):
                 "items": [{"key": SERVED_KEY, "path": SERVED_KEY}],
             }
             self.volumes.append({"name": SERVED_VOLUME, "configMap": witness})
-        self.init_containers = [self._restore(args), self._replicate(args)]
+        if args.upgrade_version is not None:
+            self.volumes.append({"name": UPGRADE_SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.upgrade_scratch_size}})
+        # In order: restore, then (Headscale) the pre-upgrade snapshot while nothing writes, then the sidecar.
+        self.init_containers = [
+            self._restore(args),
+            *([self._pre_upgrade(args)] if args.upgrade_version is not None else []),
+            self._replicate(args),
+        ]
         self.replication_source = self._volsync(name, args, child)
         self.register_outputs(
             {"configMap": self.config_map.metadata.apply(lambda m: m.name), "backupDir": self.backup_dir}
@@ -178,9 +195,25 @@ class LitestreamBackup(pulumi.ComponentResource):
             "command": ["/bin/sh", SCRIPT_FILE],
             "env": env,
             "volumeMounts": mounts,
-            "resources": resources(args.settings.litestream.resources),
+            # Sized for the restore, which uses more than one core: an init container's request does not add to
+            # the pod's steady-state request, and under the sidecar's limit the restore takes five times longer.
+            "resources": resources(args.settings.litestream.restore_resources),
             "securityContext": container_security(),
         }
+
+    def _pre_upgrade(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+        assert args.upgrade_version is not None
+        return pre_upgrade_container(
+            image=args.settings.litestream.image,
+            to_version=args.upgrade_version,
+            db_path=args.db_path,
+            backup_dir=self.backup_dir,
+            script_file=f"{CONFIG_MOUNT}/{UPGRADE_SCRIPT_KEY}",
+            mounts=self._mounts(args),
+            scratch_mount={"name": UPGRADE_SCRATCH_VOLUME, "mountPath": UPGRADE_SCRATCH_MOUNT},
+            resources=resources(args.settings.litestream.restore_resources),
+            security=container_security(),
+        )
 
     def record_served(self, deployment: pulumi.Resource, *, replicas: int) -> k8s.core.v1.ConfigMapPatch | None:
         """Write the served witness once ``deployment`` (the application's) has rolled out ready.
@@ -225,6 +258,8 @@ class LitestreamBackup(pulumi.ComponentResource):
         volsync = args.settings.volsync
         if volsync is None:
             return None
+        if args.pvc_name is None:
+            raise ValueError(f"{args.app}: backup.volsync needs a claim to snapshot (backup.local.storage persistent)")
         restic: dict[str, Any] = {
             "repository": volsync.repository,
             "copyMethod": "Snapshot",
@@ -243,56 +278,3 @@ class LitestreamBackup(pulumi.ComponentResource):
             spec={"sourcePVC": args.pvc_name, "trigger": {"schedule": volsync.schedule}, "restic": restic},
             opts=opts,
         )
-
-
-def backed_up_volume(
-    name: str,
-    *,
-    parent: pulumi.Resource,
-    meta: dict[str, Any],
-    backup: Backup,
-    storage_class: str | None,
-    require_backup: bool,
-    app: str,
-    size: str,
-    data_dir: str,
-    db_file: str,
-    identity_file: str | None = None,
-    allow_empty_start: str | None = None,
-) -> tuple[k8s.core.v1.PersistentVolumeClaim, LitestreamBackup]:
-    """An application's SQLite volume and its Litestream backup: the pod mounts the claim as the volume `data`.
-
-    `backup` must name an NFS target; `storage_class` is the data claim's class (None: the cluster default);
-    `require_backup` makes the restore refuse an empty start (a standby must restore, never start empty);
-    `allow_empty_start` (today's UTC date) lets a site that has served start empty after a real loss of both volumes.
-    """
-    if backup.nfs is None:
-        raise ValueError(f"{app}: backup.nfs is required for a Litestream backup (checked by the config)")
-    claim_name = f"{app}-data"
-    claim = data_claim(
-        f"{name}-data",
-        meta=meta,
-        name=claim_name,
-        size=size,
-        storage_class=storage_class,
-        parent=parent,
-    )
-    litestream = LitestreamBackup(
-        f"{name}-backup",
-        LitestreamBackupArgs(
-            app=app,
-            namespace=meta["namespace"],
-            settings=backup,
-            db_path=f"{data_dir}/{db_file}",
-            data_volume="data",
-            data_mount=data_dir,
-            pvc_name=claim_name,
-            backup_claim=backup_claim_name(backup.nfs),
-            identity_volume="identity" if identity_file else None,
-            identity_file=identity_file,
-            require_backup=require_backup,
-            allow_empty_start=allow_empty_start,
-        ),
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
-    return claim, litestream

@@ -19,7 +19,7 @@ import posixpath
 import re
 from importlib import resources
 
-__all__ = ["RESTORE_SCRIPT_NAME", "parse_go_duration", "render_litestream_config", "restore_script"]
+__all__ = ["RESTORE_SCRIPT_NAME", "packaged_script", "parse_go_duration", "render_litestream_config", "restore_script"]
 
 RESTORE_SCRIPT_NAME = "litestream-restore.sh"
 
@@ -95,11 +95,12 @@ def render_litestream_config(*, db_path: str, replica_path: str, sync_interval: 
     )
 
 
+def packaged_script(name: str) -> str:
+    """Text of one of the shell scripts shipped as package data in components/scripts/ (they reach the pods
+    through ConfigMaps)."""
+    return resources.files(__package__ or "components").joinpath("scripts").joinpath(name).read_text("utf-8")
+
+
 def restore_script() -> str:
-    """Text of the restore-before-serve init container script, shipped as package data next to this module."""
-    return (
-        resources.files(__package__ or "components")
-        .joinpath("scripts")
-        .joinpath(RESTORE_SCRIPT_NAME)
-        .read_text("utf-8")
-    )
+    """Text of the restore-before-serve init container script."""
+    return packaged_script(RESTORE_SCRIPT_NAME)

@@ -441,6 +441,13 @@ class Headscale(SettingsModel):
         "once the pod has started.",
     )
 
+    allow_downgrade_from: str | None = Field(
+        default=None,
+        pattern=r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$",
+        description="The one downgrade `pulumi up` lets through: from this deployed release to `version`, after "
+        "restoring the pre-upgrade snapshot (README, Upgrading Headscale). Remove it afterwards.",
+    )
+
     @field_validator("allow_empty_start", mode="before")
     @classmethod
     def _utc_date(cls, value: object) -> object:
@@ -484,6 +491,19 @@ class Headscale(SettingsModel):
         tag = ImageRef.parse(self.image).tag
         if tag.removeprefix("v").split("-")[0] != self.version:
             raise ValueError(f"image tag {tag} does not match version {self.version}")
+        return self
+
+    @model_validator(mode="after")
+    def _downgrade_goes_down(self) -> Headscale:
+        if self.allow_downgrade_from is not None:
+            def key(text: str) -> tuple[int, ...]:
+                return tuple(int(part) for part in text.split("."))
+
+            if key(self.allow_downgrade_from) <= key(self.version):
+                raise ValueError(
+                    f"allowDowngradeFrom {self.allow_downgrade_from} must be newer than version {self.version}: it "
+                    "names the deployed release a downgrade leaves"
+                )
         return self
 
     @property
@@ -545,6 +565,12 @@ class Litestream(SettingsModel):
     resources: ComputeResources = Field(
         default_factory=_resources("10m", "32Mi", "200m", "128Mi"), description="Sidecar resources."
     )
+    restore_resources: ComputeResources = Field(
+        default_factory=_resources("100m", "64Mi", "2", "256Mi"),
+        description="Resources of the restore (init container, and the rehearsal Job). Restoring costs about 1 "
+        "CPU-second per 100 MB and uses more than one core: under the sidecar's 200m limit it takes 5.6 times "
+        "longer (`make bench`). An init container's request does not add to the pod's steady-state request.",
+    )
 
     @field_validator("sync_interval", "retention")
     @classmethod
@@ -564,12 +590,113 @@ class VolSync(SettingsModel):
     volume_snapshot_class: str | None = Field(default=None, description="VolumeSnapshotClass; default: the cluster's.")
 
 
+class LocalStorage(StrEnum):
+    """Where a SQLite database lives while its application runs (the NFS replica is the durable copy)."""
+
+    DISPOSABLE = "disposable"
+    PERSISTENT = "persistent"
+
+
+class LocalVolume(SettingsModel):
+    """The application's own copy of its database: Headscale's in the sqlite stage, Headplane's always."""
+
+    storage: LocalStorage = Field(
+        default=LocalStorage.DISPOSABLE,
+        description="`disposable`: an emptyDir (or a generic ephemeral volume of `ephemeralStorageClass`) per pod; a "
+        "replacement pod starts on any eligible node and restores from the backup with no volume to detach; a node "
+        "loss loses at most the unreplicated tail (about `syncInterval` + 1s), a graceful stop nothing. "
+        "`persistent`: a retained PVC of `cluster.storageClass`; a node loss loses nothing, but an RWO volume stays "
+        "attached to the dead node for about 6 minutes before the pod can start elsewhere. See `recovery`.",
+    )
+    ephemeral_storage_class: str | None = Field(
+        default=None,
+        min_length=1,
+        description="`disposable` only: StorageClass (node-local, e.g. local-path) of a generic ephemeral volume per "
+        "pod, deleted with the pod; default: an emptyDir on the node's disk, capped at the storage size.",
+    )
+
+    @model_validator(mode="after")
+    def _ephemeral_class_is_disposable(self) -> LocalVolume:
+        if self.ephemeral_storage_class is not None and self.storage is LocalStorage.PERSISTENT:
+            raise ValueError(
+                "ephemeralStorageClass applies to disposable storage only; "
+                "a persistent volume uses cluster.storageClass"
+            )
+        return self
+
+
+class Rehearsal(SettingsModel):
+    """A CronJob per application that restores the latest replica into scratch and checks it, read-only."""
+
+    enabled: bool = Field(default=True, description="Run the restore rehearsal CronJobs.")
+    schedule: str = Field(
+        default="17 4 * * *",
+        pattern=r"^\S+( \S+){4}$",
+        description="Cron schedule (five fields, the cluster's time zone).",
+    )
+    max_age: Duration = Field(
+        default="168h",
+        description="The rehearsal fails when the replica's newest transaction is older: replication stopped, or the "
+        "database was idle that long (a quiet tailnet writes rarely; raise it rather than ignore failures).",
+    )
+
+    @field_validator("max_age")
+    @classmethod
+    def _positive_age(cls, duration: str) -> str:
+        return _go_duration_in_range(duration, above="0s", reason="a zero age fails every rehearsal")
+
+
 class Backup(SettingsModel):
     nfs: Nfs | None = Field(
         default=None, description="NFS target of the Litestream replicas; required in the sqlite and migrating stages."
     )
     litestream: Litestream = Field(default_factory=Litestream, description="Litestream settings.")
+    local: LocalVolume = Field(default_factory=LocalVolume, description="Where each SQLite database lives locally.")
+    rehearsal: Rehearsal = Field(default_factory=Rehearsal, description="Scheduled restore rehearsals.")
     volsync: VolSync | None = Field(default=None, description="Optional VolSync ReplicationSource per SQLite volume.")
+
+    @model_validator(mode="after")
+    def _volsync_needs_a_claim(self) -> Backup:
+        if self.volsync is not None and self.local.storage is LocalStorage.DISPOSABLE:
+            raise ValueError(
+                "volsync snapshots a PersistentVolumeClaim: set local.storage to persistent, or remove volsync "
+                "(disposable storage keeps no claim; Litestream's replica is the copy)"
+            )
+        return self
+
+
+class Recovery(SettingsModel):
+    """What the recovery model (output `recovery`) cannot read from the rendered objects: state your own figures."""
+
+    image_pull_seconds: int = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="Seconds to pull the images on a node that has none (stated: measure it on your cluster).",
+    )
+    start_seconds: int = Field(
+        default=5, ge=0, le=3600, description="Seconds from the application's start to its first healthy answer."
+    )
+    headscale_database_size: Quantity = Field(
+        default="64Mi", description="Expected size of Headscale's SQLite database (restore time scales with it)."
+    )
+    headplane_database_size: Quantity = Field(
+        default="16Mi", description="Expected size of Headplane's SQLite database."
+    )
+    node_monitor_grace_seconds: int = Field(
+        default=40,
+        ge=0,
+        le=3600,
+        description="The cluster's kube-controller-manager `--node-monitor-grace-period` (40s by default): how long "
+        "a silent node stays Ready before it is marked unreachable.",
+    )
+    promotion_seconds: int = Field(
+        default=900,
+        ge=0,
+        le=86400,
+        description="Seconds your operators need to notice a lost site and run the standby's promotion (the "
+        "`failover` output's steps) before `pulumi up` starts.",
+    )
 
 
 class ObjectStore(SettingsModel):

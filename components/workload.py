@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.pod import labels, selector, static_check_skips
+from components.settings import LocalStorage, LocalVolume
 
 
 def data_claim(
@@ -34,6 +35,44 @@ def data_claim(
         },
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=True),
     )
+
+
+#: The pod volume that holds an application's SQLite database, whatever backs it.
+DATA_VOLUME = "data"
+
+
+def sqlite_volume(
+    resource_name: str,
+    *,
+    meta: dict[str, Any],
+    claim_name: str,
+    size: str,
+    local: LocalVolume,
+    storage_class: str | None,
+    parent: pulumi.Resource,
+) -> tuple[dict[str, Any], k8s.core.v1.PersistentVolumeClaim | None]:
+    """The pod volume `data` for a SQLite database, and the claim behind it when the storage is persistent.
+
+    Disposable storage has no object of its own: the emptyDir (or generic ephemeral volume, whose claim the
+    ephemeral-volume controller creates and deletes with the pod) lives and dies with the pod, so a replacement pod
+    is never bound to a node or to a volume attached elsewhere; the restore init container fills it.
+    """
+    if local.storage is LocalStorage.PERSISTENT:
+        claim = data_claim(
+            resource_name, meta=meta, name=claim_name, size=size, storage_class=storage_class, parent=parent
+        )
+        return {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": claim_name}}, claim
+    if local.ephemeral_storage_class is None:
+        return {"name": DATA_VOLUME, "emptyDir": {"sizeLimit": size}}, None
+    template = {
+        "metadata": {"labels": dict(meta.get("labels", {}))},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": local.ephemeral_storage_class,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+    return {"name": DATA_VOLUME, "ephemeral": {"volumeClaimTemplate": template}}, None
 
 
 def singleton_deployment(

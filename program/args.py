@@ -140,6 +140,7 @@ def headscale_server_args(
         namespace=config.namespace,
         image=headscale.image,
         version=headscale.version,
+        allow_downgrade_from=headscale.allow_downgrade_from,
         replicas=headscale_replicas(config),
         resources=headscale.resources,
         cluster=config.cluster,

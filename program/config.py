@@ -31,6 +31,7 @@ from components.settings import (
     Headplane,
     Headscale,
     NetworkPolicy,
+    Recovery,
     ReplicaSource,
     Role,
     SettingsModel,
@@ -79,6 +80,7 @@ class StackConfig(SettingsModel):
     endpoint: Endpoint = Field(default_factory=Endpoint, description="Public endpoint and DNS failover.")
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies.")
     policy: TailnetPolicySettings = Field(default_factory=TailnetPolicySettings, description="The tailnet ACL policy.")
+    recovery: Recovery = Field(default_factory=Recovery, description="Stated inputs of the recovery model.")
     kubeconfig: SecretStr | None = Field(
         default=None, description="Secret. Admin kubeconfig; default: the ambient kubeconfig."
     )

@@ -10,12 +10,31 @@ from typing import Any
 from components.backup_volume import claim_name
 from components.headplane import SECRET_NAME as HEADPLANE_SECRET
 from components.headscale import IDENTITY_SECRET
-from components.settings import DatabaseStage
+from components.settings import DatabaseStage, LocalStorage
 from program.config import StackConfig
 
 
 def _item(name: str, kind: str, owner: str, loss: str, required: bool, how: str) -> dict[str, Any]:
     return {"name": name, "kind": kind, "owner": owner, "lossMeans": loss, "backupRequired": required, "how": how}
+
+
+def _local_volume(config: StackConfig, *, app: str, holds: str, backed_up_by: str) -> dict[str, Any]:
+    """The application's local copy: a claim worth keeping on persistent storage, a scratch copy on disposable."""
+    if config.backup.local.storage is LocalStorage.PERSISTENT:
+        return _item(f"{config.namespace}/{app}-data", "PersistentVolumeClaim", app, holds, True, backed_up_by)
+    kind = (
+        f"generic ephemeral volume ({config.backup.local.ephemeral_storage_class})"
+        if config.backup.local.ephemeral_storage_class
+        else "emptyDir"
+    )
+    return _item(
+        f"{config.namespace}/{app} pod volume `data`",
+        f"{kind}, disposable",
+        app,
+        f"Nothing the replica does not hold, except the unreplicated tail on a node loss. {holds}",
+        False,
+        f"recreated with every pod and filled by the restore init container from the {backed_up_by.split(' (')[0]}",
+    )
 
 
 def must_back_up(config: StackConfig) -> list[dict[str, Any]]:
@@ -55,14 +74,13 @@ def must_back_up(config: StackConfig) -> list[dict[str, Any]]:
     ]
     if config.database.stage in (DatabaseStage.SQLITE, DatabaseStage.MIGRATING):
         rows += [
-            _item(
-                f"{namespace}/headscale-data",
-                "PersistentVolumeClaim",
-                "headscale",
-                "The node registry (users, nodes, keys, routes, policy): without a backup every node re-registers.",
-                True,
-                f"continuous Litestream replica at {replica_root}/headscale (RPO about "
-                f"{config.backup.litestream.sync_interval}){volsync}; restored by the restore init container",
+            _local_volume(
+                config,
+                app="headscale",
+                holds="The node registry (users, nodes, keys, routes, policy): "
+                "without a backup every node re-registers.",
+                backed_up_by=f"continuous Litestream replica at {replica_root}/headscale (RPO about "
+                f"{config.backup.litestream.sync_interval} + 1s){volsync}; restored by the restore init container",
             ),
             _item(
                 f"{replica_root}/headscale",
@@ -105,13 +123,11 @@ def must_back_up(config: StackConfig) -> list[dict[str, Any]]:
         ]
     if config.headplane.enabled:
         rows += [
-            _item(
-                f"{namespace}/headplane-data",
-                "PersistentVolumeClaim",
-                "headplane",
-                "Headplane's own users, roles and OIDC links (not Headscale's data).",
-                True,
-                f"continuous Litestream replica at {replica_root}/headplane{volsync}",
+            _local_volume(
+                config,
+                app="headplane",
+                holds="Headplane's own users, roles and OIDC links (not Headscale's data).",
+                backed_up_by=f"continuous Litestream replica at {replica_root}/headplane{volsync}",
             ),
             _item(
                 f"{replica_root}/headplane",

@@ -41,6 +41,7 @@ from program.args import (
 from program.config import StackConfig
 from program.failover import promotion_steps
 from program.inventory import must_back_up
+from program.recovery import recovery_model
 from program.standby import CHECKED_OUTPUTS, follow_active
 
 
@@ -223,6 +224,14 @@ class TailnetSite(pulumi.ComponentResource):
             # The tailnet identity this site serves with (the identity stack's, or of the keys imported here).
             "identityFingerprint": self.headscale.identity_fingerprint,
             "mustBackUp": must_back_up(config),
+            # RTO and RPO per failure, from the pods rendered here, bench/measured and the `recovery` config.
+            "recovery": recovery_model(
+                config,
+                {
+                    "headscale": self.headscale.pod_spec,
+                    **({"headplane": self.headplane.pod_spec} if self.headplane is not None else {}),
+                },
+            ),
             "failover": promotion_steps(config),
             "gateway": {
                 "ip": config.site.gateway_ip,

@@ -151,6 +151,7 @@ def test_optional_features_render_manifests_that_validate(
     document = yaml.safe_load((project / "Pulumi.yaml").read_text())
     config = document["config"]
     config["backup"]["value"]["volsync"] = {"repository": "restic-config", "volumeSnapshotClass": "ceph"}
+    config["backup"]["value"]["local"] = {"storage": "persistent"}
     config["headscale"]["value"]["oidc"] = {
         "issuer": "https://id.example.com",
         "clientId": "headscale",
@@ -219,8 +220,19 @@ OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     ),
     "sqlite-api-key-storage-class-volsync": (
         LAB_ACTIVE,
-        {"backup": {"nfs": {"storageClass": "nfs-csi"}, "volsync": {"repository": "restic-config"}}},
+        {
+            "backup": {
+                "nfs": {"storageClass": "nfs-csi"},
+                "local": {"storage": "persistent"},
+                "volsync": {"repository": "restic-config"},
+            }
+        },
         ("bootstrapApiKey",),
+    ),
+    "sqlite-ephemeral-volume-no-rehearsal": (
+        LAB_ACTIVE,
+        {"backup": {"local": {"ephemeralStorageClass": "local-path"}, "rehearsal": {"enabled": False}}},
+        (),
     ),
     "migrating-oidc": (
         LAB_ACTIVE + POSTGRES_STAGE.format(stage="migrating") + OIDC_SECRETS,

@@ -804,6 +804,14 @@ class _Wiring:
                 f"'{holder.namespace}': the Service would have no endpoints (connections refused)",
             )
             return
+        workloads = sorted({t.holder.workload for t in selected})
+        if len(workloads) > 1:
+            self.report(
+                holder,
+                "spec.selector",
+                f"selector {_selector_text({'matchLabels': selector})} matches the pods of {', '.join(workloads)}: "
+                "the Service would send its traffic to all of them (give each workload labels of its own)",
+            )
         if any(t.spec is None for t in selected):
             return  # an operator's pods: their ports are not known offline
         owners = ", ".join(t.holder.workload for t in selected)

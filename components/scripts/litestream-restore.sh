@@ -414,7 +414,7 @@ to start empty."
     RESTORE_TMP="$DB_PATH.restoring"
     remove_restore_tmp
     info "restoring '$DB_PATH' from the Litestream replica in '$BACKUP_DIR' ($REPLICA_FILES LTX files)."
-    if ! "$LITESTREAM_BIN" restore -config "$LITESTREAM_CONFIG" -if-replica-exists -integrity-check quick \
+    if ! "$LITESTREAM_BIN" restore -config "$LITESTREAM_CONFIG" -if-replica-exists -integrity-check full \
         -o "$RESTORE_TMP" "$DB_PATH" >&2; then
         remove_restore_tmp
         die "$EX_RESTORE_FAILED" "litestream restore from '$BACKUP_DIR' failed (see its output above). The local \

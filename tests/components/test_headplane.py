@@ -58,7 +58,8 @@ def test_own_database_and_backup_directory_without_identity_contract(run_stack) 
     assert env["BACKUP_DIR"] == "/backup/headplane"
     assert "IDENTITY_FILE" not in env
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
-    assert claims == ["headplane-data", BACKUP_CLAIM]
+    assert claims == [BACKUP_CLAIM], "disposable storage: the database lives in the pod, the replica on NFS"
+    assert {"name": "data", "emptyDir": {"sizeLimit": "256Mi"}} in pod["volumes"]
     (backup,) = [m for m in pod["initContainers"][0]["volumeMounts"] if m["name"] == "backup"]
     assert (backup["mountPath"], backup["subPath"]) == ("/backup/headplane", "headplane"), "its own directory only"
 

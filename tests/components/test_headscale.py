@@ -50,7 +50,7 @@ def test_active_runs_exactly_one_replica_recreated(run_stack) -> None:
 def test_standby_keeps_everything_but_runs_nothing(run_stack) -> None:
     run = run_stack("cosmos")
     assert _object(run, "Deployment", "headscale")["spec"]["replicas"] == 0
-    assert _object(run, "PersistentVolumeClaim", "headscale-data")["spec"]["storageClassName"] == "local-path"
+    assert {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}} in _pod(run)["volumes"], "disposable by default"
     env = {e["name"]: e["value"] for e in _pod(run)["initContainers"][0]["env"]}
     assert env["REQUIRE_BACKUP"] == "true", "a standby that scales up must restore, never start empty"
 
@@ -95,9 +95,20 @@ def test_probes_use_the_unauthenticated_health_endpoint(run_stack) -> None:
 
 def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
     pod = _pod(run_stack("hydra"))
-    restore, sidecar = pod["initContainers"]
+    restore, pre_upgrade, sidecar = pod["initContainers"]
     assert restore["name"] == "restore"
     assert "restartPolicy" not in restore, "the restore must finish before anything else starts"
+    # Between the restore and the sidecar: the snapshot is taken while nothing writes the database.
+    assert pre_upgrade["name"] == "pre-upgrade"
+    assert "restartPolicy" not in pre_upgrade
+    upgrade_env = {e["name"]: e["value"] for e in pre_upgrade["env"]}
+    assert upgrade_env["TO_VERSION"] == "0.29.2"
+    assert upgrade_env["DB_PATH"] == "/var/lib/headscale/db.sqlite"
+    assert upgrade_env["BACKUP_DIR"] == "/backup/headscale"
+    assert pre_upgrade["command"] == ["/bin/sh", "/etc/litestream/pre-upgrade.sh"]
+    (scratch_mount,) = [m for m in pre_upgrade["volumeMounts"] if m["mountPath"] == upgrade_env["SCRATCH_DIR"]]
+    scratch = next(v for v in pod["volumes"] if v["name"] == scratch_mount["name"])
+    assert scratch["emptyDir"]["sizeLimit"] == str(3 * 1024**3), "three times the 1Gi database"
     assert sidecar["restartPolicy"] == "Always"
     assert sidecar["args"] == ["replicate", "-config", "/etc/litestream/litestream.yml"]
     env = {e["name"]: e["value"] for e in restore["env"]}
@@ -107,13 +118,17 @@ def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
     assert env["REQUIRE_BACKUP"] == "false"
     backup = next(v for v in pod["volumes"] if v["name"] == "backup")
     assert backup == {"name": "backup", "persistentVolumeClaim": {"claimName": BACKUP_CLAIM}}
-    for container in (restore, sidecar):
+    for container in (restore, pre_upgrade, sidecar):
         (mount,) = [m for m in container["volumeMounts"] if m["name"] == "backup"]
         assert mount == {"name": "backup", "mountPath": "/backup/headscale", "subPath": "headscale"}
 
 
-def test_volume_is_rwo_and_survives_a_destroy(run_stack) -> None:
-    run = run_stack("hydra")
+def test_volume_is_rwo_and_survives_a_destroy(run_stack, project_copy) -> None:
+    project = project_copy()
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    document["config"]["backup"]["value"]["local"] = {"storage": "persistent"}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    run = run_stack("hydra", project_dir=project)
     claim = _object(run, "PersistentVolumeClaim", "headscale-data")
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert claim["spec"]["storageClassName"] == "ceph-block"

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from components.backup_volume import claim_name
 from components.litestream import SERVED_FILE, SERVED_KEY, SERVED_MOUNT, SERVED_VOLUME, served_config_map
 from components.litestream_config import restore_script
-from components.settings import Headscale, Nfs
+from components.settings import Backup, Headscale, Nfs
 from program.config import StackConfig, parse_stack_config
 from program.externals import optional_references
 from tests.test_main import _validate
@@ -30,6 +30,10 @@ def _objects(run: ProgramRun, kind: str) -> list[dict]:
     return [o for o in run.kubernetes_objects() if o["kind"] == kind]
 
 
+def _deployment_pod(run: ProgramRun, app: str) -> dict:
+    return next(o for o in _objects(run, "Deployment") if o["metadata"]["name"] == app)["spec"]["template"]["spec"]
+
+
 def test_each_application_gets_its_own_replica_directory(run_stack) -> None:
     run = run_stack("hydra")
     maps = {
@@ -43,16 +47,66 @@ def test_each_application_gets_its_own_replica_directory(run_stack) -> None:
         assert config_map["data"]["restore.sh"] == restore_script()
 
 
-def test_volumes_that_hold_the_registry_are_retained_on_destroy(run_stack) -> None:
-    run = run_stack("hydra")
+def _persistent(project: Path) -> Path:
+    """The project with `backup.local.storage: persistent` (the shipped default is disposable)."""
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    document["config"]["backup"]["value"]["local"] = {"storage": "persistent"}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return project
+
+
+def test_volumes_that_hold_the_registry_are_retained_on_destroy(run_stack, project_copy) -> None:
+    run = run_stack("hydra", project_dir=_persistent(project_copy()))
     claims = [r for r in run.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
     assert {r.inputs["metadata"]["name"] for r in claims} == {"headscale-data", "headplane-data", BACKUP_CLAIM}
     assert all(r.retain_on_delete for r in claims)
 
 
+def test_disposable_storage_keeps_no_claim_and_restores_into_the_pod_volume(run_stack) -> None:
+    run = run_stack("hydra")
+    claims = [r for r in run.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    assert {r.inputs["metadata"]["name"] for r in claims} == {BACKUP_CLAIM}, "only the NFS claim is kept"
+    for app, size in (("headscale", "1Gi"), ("headplane", "256Mi")):
+        pod = _deployment_pod(run, app)
+        (data,) = [v for v in pod["volumes"] if v["name"] == "data"]
+        assert data == {"name": "data", "emptyDir": {"sizeLimit": size}}
+        restore = pod["initContainers"][0]
+        assert restore["name"] == "restore"
+        assert any(mount["name"] == "data" for mount in restore["volumeMounts"]), "it restores into that volume"
+        # Sized for the restore (more than a core), not the sidecar's 200m.
+        assert restore["resources"]["limits"]["cpu"] == "2"
+        sidecar = next(c for c in pod["initContainers"] if c["name"] == "litestream")
+        assert sidecar["resources"]["limits"]["cpu"] == "200m"
+
+
+def test_an_ephemeral_storage_class_gives_each_pod_its_own_claim(run_stack, project_copy) -> None:
+    project = project_copy()
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    document["config"]["backup"]["value"]["local"] = {"ephemeralStorageClass": "local-path"}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    run = run_stack("hydra", project_dir=project)
+    pod = _deployment_pod(run, "headscale")
+    (data,) = [v for v in pod["volumes"] if v["name"] == "data"]
+    spec = data["ephemeral"]["volumeClaimTemplate"]["spec"]
+    assert spec == {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "local-path",
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    claims = [o["metadata"]["name"] for o in run.kubernetes_objects() if o["kind"] == "PersistentVolumeClaim"]
+    assert claims == [BACKUP_CLAIM], "the ephemeral-volume controller creates the pod's claim, not Pulumi"
+
+
+def test_volsync_needs_persistent_storage() -> None:
+    with pytest.raises(ValidationError, match="volsync snapshots a PersistentVolumeClaim"):
+        Backup.model_validate({"volsync": {"repository": "restic-config"}})
+    with pytest.raises(ValidationError, match="ephemeralStorageClass applies to disposable storage only"):
+        Backup.model_validate({"local": {"storage": "persistent", "ephemeralStorageClass": "local-path"}})
+
+
 def test_volsync_snapshots_are_optional_and_per_volume(run_stack, project_copy) -> None:
     assert _objects(run_stack("hydra"), "ReplicationSource") == []
-    project = project_copy()
+    project = _persistent(project_copy())
     text = (
         (project / "Pulumi.yaml")
         .read_text()
@@ -113,7 +167,7 @@ def _mover_pod_files(tmp_path: Path, pod_security: dict) -> list[Path]:
 
 
 def test_volsync_mover_pods_are_admitted_under_restricted(run_stack, project_copy, shared_dir, tmp_path) -> None:
-    project = project_copy()
+    project = _persistent(project_copy())
     document = yaml.safe_load((project / "Pulumi.yaml").read_text())
     document["config"]["backup"]["value"]["volsync"] = {"repository": "restic-config"}
     (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))

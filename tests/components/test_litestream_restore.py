@@ -12,6 +12,7 @@ import hashlib
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -28,16 +29,20 @@ from tests.support.litestream_lab import (
     App,
     ScriptResult,
     Writer,
+    break_index,
     connect_wal,
     insert_rows,
     kill9,
     litestream_bin,
     read_rows,
     replica_row_count,
+    replicate_once,
     replicating,
     run_restore_script,
     wait_until,
+    write_then_stop,
 )
+from tests.support.script_checks import SYNTAX_CHECKERS
 
 LITESTREAM = litestream_bin()
 # Real tools (tests/real_tools.py): every script run needs its shell and Litestream; a missing one skips the test,
@@ -156,16 +161,6 @@ def _record_fingerprint(app: App, value: str) -> None:
 
 
 # --- static checks -------------------------------------------------------------------------------------------
-
-
-SYNTAX_CHECKERS = [
-    *(
-        pytest.param([*argv, "-n"], id="-".join(argv), marks=[pytest.mark.real_tool(tool)] if tool else [])
-        for argv, tool in POSIX_SHELLS
-    ),
-    # shellcheck --shell=sh also reports what is not POSIX sh (its SC3xxx checks: what checkbashisms looks for).
-    pytest.param(["shellcheck", "--shell=sh"], id="shellcheck", marks=pytest.mark.real_tool("shellcheck")),
-]
 
 
 @pytest.mark.parametrize("checker", SYNTAX_CHECKERS)
@@ -534,6 +529,22 @@ def test_corrupt_replica_fails_restore_and_leaves_no_database(shell, new_app, id
     assert not Path(f"{app.db_path}.restoring").exists()
 
 
+@needs_litestream
+def test_a_replica_whose_index_does_not_match_its_table_is_refused(tmp_path: Path) -> None:
+    """`PRAGMA quick_check` passes such a database, the full integrity check does not: the restore runs the full
+    one, so Headscale never serves a registry whose index lookups disagree with its rows."""
+    assert LITESTREAM is not None
+    source = App(tmp_path / "source").create()
+    insert_rows(source.db_path, 40, pad=200)
+    break_index(source.db_path)
+    replicate_once(LITESTREAM, source.db_path, source.replica_dir)
+    source.remove_local_db()
+    result = _run(["sh"], source)
+    assert result.returncode == EXIT["restore_failed"], result.stdout + result.stderr
+    assert not source.db_path.exists()
+    assert not Path(f"{source.db_path}.restoring").exists()
+
+
 @pytest.mark.parametrize(
     ("env", "phrase"),
     [
@@ -749,3 +760,40 @@ def test_g_a_broken_witness_or_override_is_a_usage_error(shell, new_app, backup_
     result = _run(shell, app, extra_env=env, **kwargs)
     _assert_exit(result, "usage", phrase)
     assert "privkey" not in result.stderr, "the content of a malformed witness is never shown"
+
+
+@needs_litestream
+def test_disposable_storage_restores_every_pod_generation_and_loses_only_a_killed_tail(tmp_path: Path) -> None:
+    """backup.local.storage disposable: each pod starts on an empty volume, restores, replicates on into the same
+    replica; a graceful stop (SIGTERM) loses nothing, a node loss (SIGKILL) at most the unshipped tail."""
+    assert LITESTREAM is not None
+    app = App(tmp_path).create()
+    key = tmp_path / "noise.key"
+    key.write_text("privkey:" + "cd" * 32 + "\n")
+    expected: list[tuple[int, float]] = []
+    for generation, stop in enumerate((signal.SIGTERM, signal.SIGKILL, signal.SIGTERM)):
+        shutil.rmtree(app.data_dir)
+        app.data_dir.mkdir()  # a new emptyDir
+        result = run_restore_script(["sh"], LITESTREAM, app, identity_file=key, served=generation > 0)
+        assert result.returncode == 0, result.stderr
+        restored = read_rows(app.db_path) if app.db_path.exists() else []
+        if stop is signal.SIGTERM or generation == 0:
+            assert restored == expected, f"generation {generation}: the previous graceful stop lost commits"
+        _, stopped_at = write_then_stop(
+            LITESTREAM, app, stop=stop, write_for=1.5, log=tmp_path / f"replicate-{generation}.log"
+        )
+        local = read_rows(app.db_path)
+        if stop is signal.SIGKILL:
+            shutil.rmtree(app.data_dir)
+            app.data_dir.mkdir()
+            assert run_restore_script(["sh"], LITESTREAM, app, identity_file=key, served=True).returncode == 0
+            survived = read_rows(app.db_path)
+            lost = local[len(survived) :]
+            assert survived == local[: len(survived)], "a restore is a prefix of what was committed"
+            assert not lost or stopped_at - lost[0][1] <= 2 * MONITOR_INTERVAL_S + 0.5, "more than the tail was lost"
+            local = survived
+        expected = local
+    shutil.rmtree(app.data_dir)
+    app.data_dir.mkdir()
+    assert run_restore_script(["sh"], LITESTREAM, app, identity_file=key, served=True).returncode == 0
+    assert read_rows(app.db_path) == expected

@@ -44,8 +44,9 @@ def test_headscale_is_stopped_and_its_sqlite_kept(migrating_run) -> None:
     objects = migrating_run.kubernetes_objects()
     deployment = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "headscale")
     assert deployment["spec"]["replicas"] == 0
+    # The rollback point is the Litestream replica, which the Job only reads (disposable storage keeps no claim).
     claims = {o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim"}
-    assert "headscale-data" in claims, "the SQLite volume stays as the rollback point"
+    assert claims == {BACKUP_CLAIM}
     assert [o["kind"] for o in objects].count("Cluster") == 1
 
 

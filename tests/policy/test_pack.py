@@ -65,7 +65,7 @@ def test_rolling_update_of_headscale_fires(run_stack) -> None:
     assert "Recreate" in found["headscale-singleton"][0]
 
 
-@pytest.mark.parametrize(("drop", "expected"), [(0, "no restore init container"), (1, "no Litestream `replicate`")])
+@pytest.mark.parametrize(("drop", "expected"), [(0, "no restore init container"), (2, "no Litestream `replicate`")])
 def test_missing_backup_container_fires(drop: int, expected: str, run_stack) -> None:
     found = _broken(run_stack, "Deployment", "headscale", lambda p: _pod(p)["initContainers"].pop(drop))
     assert list(found) == ["sqlite-backed-up"]
@@ -74,7 +74,7 @@ def test_missing_backup_container_fires(drop: int, expected: str, run_stack) -> 
 
 def test_replicate_as_a_plain_init_container_does_not_count(run_stack) -> None:
     """An init container without restartPolicy Always would block the pod forever, not replicate alongside it."""
-    found = _broken(run_stack, "Deployment", "headscale", lambda p: _pod(p)["initContainers"][1].pop("restartPolicy"))
+    found = _broken(run_stack, "Deployment", "headscale", lambda p: _pod(p)["initContainers"][2].pop("restartPolicy"))
     assert list(found) == ["sqlite-backed-up"]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from program.inventory import must_back_up
-from tests.program.test_config import parse
+from tests.program.test_config import parse, section
 
 
 def test_every_stateful_object_is_listed_with_its_backup() -> None:
@@ -11,9 +11,9 @@ def test_every_stateful_object_is_listed_with_its_backup() -> None:
     assert set(rows) == {
         "headscale/headscale-identity",
         "pulumi-state",
-        "headscale/headscale-data",
+        "headscale/headscale pod volume `data`",
         "nfs://nfs.internal.example.com/export/headscale-backup/headscale",
-        "headscale/headplane-data",
+        "headscale/headplane pod volume `data`",
         "nfs://nfs.internal.example.com/export/headscale-backup/headplane",
         "headscale/headplane-secrets",
         "tailnet-gateway/subnet-router-[0-1]",
@@ -21,9 +21,20 @@ def test_every_stateful_object_is_listed_with_its_backup() -> None:
     assert rows["headscale/headscale-identity"]["backupRequired"] is True
     assert "Pulumi state" in rows["headscale/headscale-identity"]["how"]
     assert rows["headscale/headplane-secrets"]["backupRequired"] is False
-    assert "RPO about 1s" in rows["headscale/headscale-data"]["how"]
+    disposable = rows["headscale/headscale pod volume `data`"]
+    assert disposable["backupRequired"] is False, "the replica is the copy; the pod volume is refilled from it"
+    assert disposable["kind"] == "emptyDir, disposable"
     for row in rows.values():
         assert set(row) == {"name", "kind", "owner", "lossMeans", "backupRequired", "how"}
+
+
+def test_persistent_storage_lists_the_claims_as_state() -> None:
+    persistent = {**section("hydra", "backup"), "local": {"storage": "persistent"}}
+    rows = {row["name"]: row for row in must_back_up(parse("hydra", backup=persistent))}
+    for app in ("headscale", "headplane"):
+        assert rows[f"headscale/{app}-data"]["kind"] == "PersistentVolumeClaim"
+        assert rows[f"headscale/{app}-data"]["backupRequired"] is True
+    assert "RPO about 1s + 1s" in rows["headscale/headscale-data"]["how"]
 
 
 def test_imported_identity_and_oidc_change_the_advice() -> None:

@@ -6,6 +6,7 @@ Every process started here is bounded (timeouts) and killed on exit from its con
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -311,3 +312,211 @@ def run_restore_script(
         [*shell, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     return ScriptResult(result.returncode, result.stdout, result.stderr, time.perf_counter() - started)
+
+
+# --- restore rehearsal (components/scripts/litestream-rehearse.sh) ---------------------------------------------------
+
+REHEARSE_SCRIPT = ROOT / "components" / "scripts" / "litestream-rehearse.sh"
+
+
+def busybox_bin_dir(directory: Path) -> Path:
+    """A PATH directory of busybox applets only (links to busybox): the tools the alpine Litestream image has."""
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        raise FileNotFoundError("busybox is not installed")
+    directory.mkdir(parents=True, exist_ok=True)
+    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True, timeout=10, check=True).stdout
+    for applet in applets.split():
+        link = directory / applet
+        if not link.is_symlink():
+            link.symlink_to(busybox)
+    return directory
+
+
+def ltx_listing(binary: Path, replica: Path) -> list[dict[str, object]]:
+    """``litestream ltx -json -level all file://<replica>``: one dict per LTX file of a file replica."""
+    import json  # here, not at the top: only the rehearsal helpers parse JSON
+
+    result = subprocess.run(
+        [str(binary), "ltx", "-json", "-level", "all", f"file://{replica}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+def restore_plan(binary: Path, replica: Path) -> list[Path]:
+    """The LTX files a restore of ``replica`` reads, in order (``litestream restore -dry-run``, 0.5.17's table)."""
+    result = subprocess.run(
+        [str(binary), "restore", "-dry-run", "-o", str(replica.parent / "dry-run.sqlite"), f"file://{replica}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    lines = (result.stdout + result.stderr).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["level", "file"])
+    files = []
+    for line in lines[header + 1 :]:
+        words = line.split()
+        if len(words) < 2 or not words[1].endswith(".ltx"):
+            break
+        files.append(replica / "ltx" / words[0] / words[1])
+    return files
+
+
+def tree_state(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: a file's sha256, 'dir', or the target of a link; to prove nothing changed."""
+    state: dict[str, str] = {}
+    if not root.exists():
+        return state
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            state[key] = f"link -> {os.readlink(path)}"
+        elif path.is_dir():
+            state[key] = "dir"
+        else:
+            state[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+def run_rehearsal_script(
+    shell: list[str],
+    binary: Path | str,
+    *,
+    replica_dir: Path | str,
+    scratch_dir: Path | str,
+    max_age_seconds: int | str,
+    app: str = "headscale",
+    path: str | None = None,
+    user: int | None = None,
+    extra_env: dict[str, str | None] | None = None,
+    timeout: float = 60,
+) -> ScriptResult:
+    """Run components/scripts/litestream-rehearse.sh under ``shell`` with the CronJob's environment.
+
+    ``path``: PATH for the script (default: this process's); ``user``: run as this uid and gid (no supplementary
+    groups), like the pod's 65532 (needs root); ``extra_env``: overrides, None removes a variable.
+    """
+    env: dict[str, str] = {
+        "PATH": path if path is not None else os.environ.get("PATH", "/usr/bin:/bin"),
+        "APP": app,
+        "REPLICA_DIR": str(replica_dir),
+        "SCRATCH_DIR": str(scratch_dir),
+        "MAX_AGE_SECONDS": str(max_age_seconds),
+        "LITESTREAM_BIN": str(binary),
+    }
+    env = with_overrides(env, extra_env)
+    identity = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
+    started = time.perf_counter()
+    result = subprocess.run(
+        [*shell, str(REHEARSE_SCRIPT)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd="/",
+        **identity,
+    )
+    return ScriptResult(result.returncode, result.stdout, result.stderr, time.perf_counter() - started)
+
+
+# --- pre-upgrade snapshot (components/scripts/litestream-pre-upgrade.sh) --------------------------------------------
+
+PRE_UPGRADE_SCRIPT = ROOT / "components" / "scripts" / "litestream-pre-upgrade.sh"
+
+
+def replicate_once(binary: Path | str, db: Path, replica: Path, timeout: float = 30) -> None:
+    """``litestream replicate -once <db> file://<replica>``: one sync of ``db`` to a file replica, then exit.
+
+    Litestream writes into the database it replicates (its bookkeeping tables, a WAL frame): run it on a copy
+    unless that is the point.
+    """
+    subprocess.run(
+        [str(binary), "replicate", "-once", str(db), f"file://{replica}"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+
+
+def run_pre_upgrade_script(
+    shell: list[str],
+    binary: Path | str,
+    app: App,
+    *,
+    to_version: str,
+    scratch_dir: Path,
+    path: str | None = None,
+    extra_env: dict[str, str | None] | None = None,
+    timeout: float = 60,
+) -> ScriptResult:
+    """Run components/scripts/litestream-pre-upgrade.sh under ``shell`` with the init container's environment.
+
+    ``path``: PATH for the script (default: this process's); ``extra_env``: overrides, None removes a variable.
+    """
+    env: dict[str, str] = {
+        "PATH": path if path is not None else os.environ.get("PATH", "/usr/bin:/bin"),
+        "DB_PATH": str(app.db_path),
+        "BACKUP_DIR": str(app.backup_dir),
+        "TO_VERSION": to_version,
+        "SCRATCH_DIR": str(scratch_dir),
+        "LITESTREAM_BIN": str(binary),
+    }
+    env = with_overrides(env, extra_env)
+    started = time.perf_counter()
+    result = subprocess.run(
+        [*shell, str(PRE_UPGRADE_SCRIPT)], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return ScriptResult(result.returncode, result.stdout, result.stderr, time.perf_counter() - started)
+
+
+def with_overrides(env: dict[str, str], extra_env: dict[str, str | None] | None) -> dict[str, str]:
+    """``env`` with ``extra_env`` applied: a value replaces, None removes the variable."""
+    result = dict(env)
+    for name, value in (extra_env or {}).items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = value
+    return result
+
+
+def break_index(db: Path) -> None:
+    """Give the table `rows` an index whose declared column differs from the one it was built on: every page and
+    LTX file stays intact and `PRAGMA quick_check` passes, but `PRAGMA integrity_check` finds rows missing from it."""
+    conn = connect_wal(db)
+    try:
+        conn.execute("CREATE INDEX rows_pad ON rows(pad)")
+        conn.execute("PRAGMA writable_schema=ON")
+        conn.execute("UPDATE sqlite_master SET sql='CREATE INDEX rows_pad ON rows(inserted_at)' WHERE name='rows_pad'")
+        conn.execute("PRAGMA writable_schema=OFF")
+    finally:
+        conn.close()
+
+
+def write_then_stop(
+    binary: Path, app: App, *, stop: signal.Signals, write_for: float, rate: float = 200, log: Path | None = None
+) -> tuple[Writer, float]:
+    """Replicate ``app`` while a Writer commits for ``write_for`` seconds, stop writing, then send ``stop`` to
+    litestream at once (SIGTERM: a graceful pod stop; SIGKILL: a node loss). Returns the writer and the time the
+    writes stopped."""
+    connect_wal(app.db_path).close()
+    writer = Writer(app.db_path, rate=rate)
+    with replicating(binary, app, log or app.root / "replicate.log") as proc:
+        if not wait_until(app.replica_dir.exists, timeout=10):
+            raise RuntimeError("litestream replicate never created the replica directory")
+        writer.start()
+        time.sleep(write_for)
+        writer.stop()
+        stopped_at = time.time()
+        proc.send_signal(stop)
+        proc.wait(timeout=30)
+    if writer.error is not None:
+        raise RuntimeError(f"writer failed: {writer.error}")
+    return writer, stopped_at

@@ -10,7 +10,7 @@ from tools.harness import PROJECT_DIR
 def test_readme_holds_the_generated_reference() -> None:
     readme = (PROJECT_DIR / "README.md").read_text()
     assert config_reference.block() in readme, (
-        "README.md's configuration reference is stale: paste the output of `python -m tools.config_reference`"
+        "README.md's configuration reference is stale: run `make docs`"
     )
 
 

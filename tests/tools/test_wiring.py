@@ -421,6 +421,19 @@ def test_service_selector_must_match_a_pod_template() -> None:
     assert check(web(), service()) == []
 
 
+def test_service_selector_must_not_reach_another_workloads_pods() -> None:
+    """A Job's pod labelled like the server (a rehearsal, a backup) would become an endpoint of the server's
+    Service: traffic would reach a pod that does not serve."""
+    ports = [{"name": "http", "containerPort": 8080}]
+    twin = deployment(pod_spec(container(ports=ports)), name="rehearsal")
+    finding = only(check(web(), twin, service()))
+    assert finding.path == "spec.selector"
+    assert "matches the pods of" in finding.message
+    assert "rehearsal" in finding.message
+    own = deployment(pod_spec(container(ports=ports)), name="rehearsal", labels={"app": "web-rehearsal"})
+    assert check(web(), own, service()) == []
+
+
 def test_service_selector_looks_only_in_its_namespace() -> None:
     assert len(check(web(), service(ns="other"))) == 1
 

@@ -1,0 +1,105 @@
+"""An application's SQLite volume, its Litestream backup and its restore rehearsal: what Headscale and Headplane
+(and any other single-writer SQLite application) take as one piece."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.backup_volume import claim_name as backup_claim_name
+from components.config_types import quantity_value
+from components.litestream import LitestreamBackup, LitestreamBackupArgs
+from components.litestream_config import parse_go_duration
+from components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
+from components.settings import Backup, Cluster
+from components.workload import DATA_VOLUME, sqlite_volume
+
+
+@dataclass(frozen=True)
+class BackedUpVolume:
+    """An application's SQLite volume and its Litestream backup, as the application's pod takes them."""
+
+    volume: dict[str, Any]  # the pod volume `data` (emptyDir, generic ephemeral volume or the claim)
+    claim: k8s.core.v1.PersistentVolumeClaim | None  # the retained claim of persistent storage; None: disposable
+    backup: LitestreamBackup
+    rehearsal: RestoreRehearsal | None  # the scheduled restore rehearsal; None when backup.rehearsal is off
+
+
+def backed_up_volume(
+    name: str,
+    *,
+    parent: pulumi.Resource,
+    meta: dict[str, Any],
+    backup: Backup,
+    storage_class: str | None,
+    require_backup: bool,
+    app: str,
+    size: str,
+    data_dir: str,
+    db_file: str,
+    identity_file: str | None = None,
+    allow_empty_start: str | None = None,
+    upgrade_version: str | None = None,
+    cluster: Cluster,
+) -> BackedUpVolume:
+    """An application's SQLite volume and its Litestream backup: the pod mounts `volume` as the volume `data`.
+
+    `backup.local` chooses disposable or persistent storage; `storage_class` is the persistent claim's class (None:
+    the cluster default); `require_backup` makes the restore refuse an empty start (a standby must restore, never
+    start empty); `allow_empty_start` (today's UTC date) lets a site that has served start empty after a real loss
+    of both volumes; `upgrade_version` (Headscale's release) adds the pre-upgrade snapshot; `cluster` places the
+    rehearsal's pods like the application's.
+    """
+    if backup.nfs is None:
+        raise ValueError(f"{app}: backup.nfs is required for a Litestream backup (checked by the config)")
+    claim_name = f"{app}-data"
+    volume, claim = sqlite_volume(
+        f"{name}-data",
+        meta=meta,
+        claim_name=claim_name,
+        size=size,
+        local=backup.local,
+        storage_class=storage_class,
+        parent=parent,
+    )
+    litestream = LitestreamBackup(
+        f"{name}-backup",
+        LitestreamBackupArgs(
+            app=app,
+            namespace=meta["namespace"],
+            settings=backup,
+            db_path=f"{data_dir}/{db_file}",
+            data_volume=DATA_VOLUME,
+            data_mount=data_dir,
+            pvc_name=claim_name if claim is not None else None,
+            backup_claim=backup_claim_name(backup.nfs),
+            identity_volume="identity" if identity_file else None,
+            identity_file=identity_file,
+            require_backup=require_backup,
+            allow_empty_start=allow_empty_start,
+            upgrade_version=upgrade_version,
+            upgrade_scratch_size=str(int(3 * quantity_value(size))),
+        ),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    rehearsal = None
+    if backup.rehearsal.enabled:
+        rehearsal = RestoreRehearsal(
+            f"{name}-rehearsal",
+            RestoreRehearsalArgs(
+                app=app,
+                namespace=meta["namespace"],
+                image=backup.litestream.image,
+                backup_claim=backup_claim_name(backup.nfs),
+                schedule=backup.rehearsal.schedule,
+                max_age_seconds=int(parse_go_duration(backup.rehearsal.max_age, argument="maxAge") // 1_000_000_000),
+                resources=backup.litestream.restore_resources,
+                cluster=cluster,
+                scratch_size=size,
+            ),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+    return BackedUpVolume(volume=volume, claim=claim, backup=litestream, rehearsal=rehearsal)

@@ -1,0 +1,209 @@
+"""RestoreRehearsal: a CronJob that proves, on a schedule, that an application's Litestream backup restores.
+
+Replication that silently stopped, or a replica that no longer restores, is only noticed on the day it is needed.
+The CronJob mounts the NFS backup read-only, restores the newest replica into a scratch emptyDir with SQLite's full
+integrity check (components/scripts/litestream-rehearse.sh), and fails the Job when the replica is missing, empty,
+older than ``max_age_seconds`` or broken; failed Jobs are kept so an alert on failed Jobs sees them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config_types import quantity_value
+from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, backup_mount
+from components.litestream_config import packaged_script
+from components.pod import (
+    checksum,
+    container_security,
+    labels,
+    pod_security,
+    resources,
+    scheduling,
+    static_check_skips,
+)
+from components.settings import Cluster, ComputeResources
+
+REHEARSE_SCRIPT_NAME = "litestream-rehearse.sh"
+SCRIPT_KEY = "rehearse.sh"
+SCRIPT_VOLUME = "rehearsal-script"
+SCRIPT_MOUNT = "/etc/litestream-rehearsal"
+SCRIPT_FILE = f"{SCRIPT_MOUNT}/{SCRIPT_KEY}"
+SCRATCH_VOLUME = "scratch"
+SCRATCH_MOUNT = "/scratch"
+TMP_VOLUME = "tmp"
+COMPONENT = "rehearsal"
+#: How late a missed run may still start (a controller outage); later, the run is skipped and the next one counts.
+STARTING_DEADLINE_SECONDS = 3600
+SCRIPT_CHECKSUM_ANNOTATION = "headscale-ha/rehearse-script-sha256"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_CRON_FIELD = re.compile(r"^[A-Za-z0-9*/,?-]+$")
+#: The CronJob's name is `<app>-restore-rehearsal` and a Job's pod adds suffixes: Kubernetes caps CronJob names at
+#: 52 characters so the Jobs it creates fit in 63.
+_MAX_APP = 52 - len("-restore-rehearsal")
+
+
+def rehearse_script() -> str:
+    """Text of the rehearsal script, shipped as package data next to this module."""
+    return packaged_script(REHEARSE_SCRIPT_NAME)
+
+
+def cron_job_name(app: str) -> str:
+    """The CronJob (and its script ConfigMap) of one application, in its namespace."""
+    return f"{app}-restore-rehearsal"
+
+
+def replica_dir(app: str) -> str:
+    """Where the pod sees the application's replica: its backup sub-directory (`backup_mount`) + `/replica`."""
+    return f"{BACKUP_MOUNT}/{app}/replica"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RestoreRehearsalArgs:
+    """Which application's backup to rehearse, how often, and what counts as too old."""
+
+    app: str  # the application; its replica is `<app>/replica` on the backup claim (as LitestreamBackup writes it)
+    namespace: str  # the application's namespace, where its backup claim is
+    image: str  # the Litestream image (the same as the replicating sidecar's)
+    backup_claim: str  # the claim of the NFS export, mounted read-only
+    schedule: str  # five-field cron, in the controller's time zone
+    max_age_seconds: int  # the newest transaction in the replica must be younger than this
+    resources: ComputeResources  # requests and limits of the rehearsal container
+    cluster: Cluster  # placement of the Job's pod
+    scratch_size: str  # Kubernetes quantity: the scratch emptyDir's limit; must hold a restored copy of the database
+    deadline_seconds: int = 900  # a run that takes longer fails (a hung NFS mount must not block the next ones)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not _DNS_LABEL.match(self.app) or len(self.app) > _MAX_APP:
+            problems.append(f"app {self.app!r}: must be a DNS label of at most {_MAX_APP} characters")
+        if not _DNS_LABEL.match(self.namespace) or len(self.namespace) > 63:
+            problems.append(f"namespace {self.namespace!r}: must be a DNS label")
+        if not self.image:
+            problems.append("image '': must name the Litestream image")
+        if not self.backup_claim:
+            problems.append("backup_claim '': must name the claim of the NFS backup export")
+        fields = self.schedule.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.match(field) for field in fields):
+            problems.append(f"schedule {self.schedule!r}: must be a five-field cron expression such as '17 4 * * *'")
+        if isinstance(self.max_age_seconds, bool) or not isinstance(self.max_age_seconds, int):
+            problems.append(f"max_age_seconds {self.max_age_seconds!r}: must be a whole number of seconds")
+        elif not 0 < self.max_age_seconds < 10**10:
+            problems.append(f"max_age_seconds {self.max_age_seconds!r}: must be positive (and below 10^10)")
+        if isinstance(self.deadline_seconds, bool) or not isinstance(self.deadline_seconds, int):
+            problems.append(f"deadline_seconds {self.deadline_seconds!r}: must be a whole number of seconds")
+        elif self.deadline_seconds <= 0:
+            problems.append(f"deadline_seconds {self.deadline_seconds!r}: must be positive")
+        try:
+            if quantity_value(self.scratch_size) <= 0:
+                problems.append(f"scratch_size {self.scratch_size!r}: must be more than zero")
+        except ValueError:
+            problems.append(f"scratch_size {self.scratch_size!r}: must be a Kubernetes quantity such as 1Gi")
+        if problems:
+            raise ValueError("RestoreRehearsalArgs: " + "; ".join(problems))
+
+
+class RestoreRehearsal(pulumi.ComponentResource):
+    """The restore rehearsal of one application; see the module docstring.
+
+    Outputs (registered): ``cronJob`` [attribute cron_job]: the CronJob's name; ``schedule``: its schedule.
+    The script's ConfigMap is the attribute ``config_map``.
+    """
+
+    config_map: k8s.core.v1.ConfigMap
+    cron_job: k8s.batch.v1.CronJob
+
+    def __init__(self, name: str, args: RestoreRehearsalArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("headscale-ha:litestream:RestoreRehearsal", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        object_name = cron_job_name(args.app)
+        # Its own name label: with the application's, its pods would match the application's Service selector and
+        # receive the application's traffic while a rehearsal runs.
+        object_labels = labels(object_name, COMPONENT)
+        script = rehearse_script()
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-script",
+            metadata={"name": object_name, "namespace": args.namespace, "labels": object_labels},
+            data={SCRIPT_KEY: script},
+            opts=child,
+        )
+        pod_spec = self._pod_spec(args, object_name)
+        self.cron_job = k8s.batch.v1.CronJob(
+            f"{name}-cronjob",
+            metadata={
+                "name": object_name,
+                "namespace": args.namespace,
+                "labels": object_labels,
+                # checkov's image rules, skipped with the reasons every workload of this program gives.
+                "annotations": static_check_skips(pod_spec),
+            },
+            spec={
+                "schedule": args.schedule,
+                # Never two restores at once: a slow NFS would otherwise pile up runs.
+                "concurrencyPolicy": "Forbid",
+                "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS,
+                "successfulJobsHistoryLimit": 1,
+                # A failed run stays visible (kube_job_failed, `kubectl get jobs`) until three newer ones failed.
+                "failedJobsHistoryLimit": 3,
+                "jobTemplate": {
+                    "metadata": {"labels": object_labels},
+                    "spec": {
+                        # A failed rehearsal is a finding, not a flake to retry away.
+                        "backoffLimit": 0,
+                        "activeDeadlineSeconds": args.deadline_seconds,
+                        "template": {
+                            "metadata": {
+                                "labels": object_labels,
+                                "annotations": {SCRIPT_CHECKSUM_ANNOTATION: checksum(script)},
+                            },
+                            "spec": pod_spec,
+                        },
+                    },
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map]),
+        )
+        self.register_outputs({"cronJob": object_name, "schedule": args.schedule})
+
+    @staticmethod
+    def _pod_spec(args: RestoreRehearsalArgs, config_map: str) -> dict[str, Any]:
+        container = {
+            "name": COMPONENT,
+            "image": args.image,
+            "command": ["/bin/sh", SCRIPT_FILE],
+            "env": [
+                {"name": "APP", "value": args.app},
+                {"name": "REPLICA_DIR", "value": replica_dir(args.app)},
+                {"name": "SCRATCH_DIR", "value": SCRATCH_MOUNT},
+                {"name": "MAX_AGE_SECONDS", "value": str(args.max_age_seconds)},
+            ],
+            "volumeMounts": [
+                # Read-only twice over: the mount and the claim volume, so the rehearsal can never harm the backup.
+                backup_mount(args.app, read_only=True),
+                {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_MOUNT, "readOnly": True},
+                {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
+                {"name": TMP_VOLUME, "mountPath": "/tmp"},
+            ],
+            "resources": resources(args.resources),
+            "securityContext": container_security(),
+        }
+        return {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": pod_security(),
+            **scheduling(args.cluster),
+            "containers": [container],
+            "volumes": [
+                {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
+                {"name": SCRIPT_VOLUME, "configMap": {"name": config_map, "defaultMode": 0o444}},
+                {"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.scratch_size}},
+                {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}},  # the root filesystem is read-only
+            ],
+        }

@@ -1,0 +1,319 @@
+"""The recovery model: RTO and RPO per failure, from the rendered pod specs, measured figures and stated inputs.
+
+Every number has one of three sources, and the output says which:
+- read from what the stack renders: the tolerations (how long a pod stays on a silent node), the kind of the
+  `data` volume (disposable or a claim that must be detached first), the restore init container's CPU limit, the
+  readiness probe, Litestream's sync interval, the endpoint's DNS TTL, the number of nodes;
+- measured by `python bench/restore.py --record` with the real Litestream binary and committed as
+  `bench/measured/restore.json` (restore CPU cost and wall time per MB, and the data lost on a kill -9);
+- stated by the user in the `recovery` config section (image pull, start time, database sizes, the
+  controller-manager's node grace period, how long a promotion takes), because nothing offline can know them.
+Kubernetes' fixed behaviours used here are facts with their source named: the attach-detach controller force-
+detaches a volume from an unreachable node after 6 minutes; the kubelet's first crash back-off is 10 s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.config_types import quantity_value
+from components.litestream_config import parse_go_duration
+from components.settings import Recovery, Role
+from program.config import StackConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+MEASURED_FILE = ROOT / "bench" / "measured" / "restore.json"
+#: kube-controller-manager's attach-detach controller: maxWaitForUnmountDuration, 6 minutes, not configurable. An RWO
+#: volume of an unreachable node stays attached that long unless the node is tainted out-of-service.
+FORCE_DETACH_SECONDS = 360
+#: The kubelet's crash-loop back-off starts at 10 s (then 20 s, 40 s, ... up to 5 minutes).
+FIRST_RESTART_BACKOFF_SECONDS = 10
+#: Litestream 0.5 turns new WAL frames into an LTX file on each 1 s monitor tick, then ships on its sync tick.
+LITESTREAM_MONITOR_SECONDS = 1.0
+APPS = ("headscale", "headplane")
+MIB = 1024 * 1024
+
+
+class MeasurementError(Exception):
+    """The measured figures are missing or malformed: run `python bench/restore.py --record`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RestoreFigures:
+    """What `bench/restore.py --record` measured with the real Litestream binary."""
+
+    litestream: str
+    measured_on: str
+    method: str  # how the throttled time was obtained: a real cgroup quota, or CPU time / limit
+    cpu_seconds_per_mb: float  # CPU time of a restore with the full integrity check, per MB of database
+    wall_seconds_per_mb: float  # wall time of the same restore without a CPU limit, per MB
+    kill_lost_seconds_max: float  # commits lost when litestream is SIGKILLed, worst run, at ``sync_interval``
+    sync_interval: str  # the sync interval of that measurement
+
+    def restore_seconds(self, megabytes: float, cpu_limit: float | None) -> float:
+        """A restore of ``megabytes`` under a CPU limit of ``cpu_limit`` cores (None: unlimited)."""
+        per_mb = self.wall_seconds_per_mb
+        if cpu_limit is not None and cpu_limit > 0:
+            per_mb = max(per_mb, self.cpu_seconds_per_mb / cpu_limit)
+        return megabytes * per_mb
+
+    def as_output(self) -> dict[str, Any]:
+        return {
+            "source": str(MEASURED_FILE.relative_to(ROOT)),
+            "litestream": self.litestream,
+            "measuredOn": self.measured_on,
+            "method": self.method,
+            "restoreCpuSecondsPerMB": self.cpu_seconds_per_mb,
+            "restoreWallSecondsPerMB": self.wall_seconds_per_mb,
+            "killLostSecondsMax": self.kill_lost_seconds_max,
+            "killSyncInterval": self.sync_interval,
+        }
+
+
+def load_restore_figures(path: Path = MEASURED_FILE) -> RestoreFigures:
+    """The committed measurement; a clear error naming the file and the command when it is missing or malformed."""
+    try:
+        data = json.loads(path.read_text())
+        return RestoreFigures(
+            litestream=str(data["litestream"]),
+            measured_on=str(data["measuredOn"]),
+            method=str(data["method"]),
+            cpu_seconds_per_mb=float(data["restore"]["cpuSecondsPerMB"]),
+            wall_seconds_per_mb=float(data["restore"]["wallSecondsPerMB"]),
+            kill_lost_seconds_max=float(data["rpo"]["killLostSecondsMax"]),
+            sync_interval=str(data["rpo"]["syncInterval"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MeasurementError(
+            f"{path}: the measured restore figures are missing or malformed ({exc!r}); "
+            "run `python bench/restore.py --record` to measure them with the real Litestream binary"
+        ) from exc
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodFacts:
+    """What one application's rendered pod spec says about its recovery."""
+
+    app: str
+    volume: str  # emptyDir | ephemeral | persistentVolumeClaim
+    eviction_seconds: int  # tolerationSeconds for an unreachable node
+    restore_cpu_limit: float | None  # cores; None: no restore container (not SQLite) or no limit
+    readiness_period_seconds: int
+    restores: bool  # the pod has the restore init container
+
+    @classmethod
+    def read(cls, app: str, pod_spec: dict[str, Any]) -> PodFacts:
+        (data,) = [volume for volume in pod_spec["volumes"] if volume["name"] == "data"]
+        kind = next(key for key in ("emptyDir", "ephemeral", "persistentVolumeClaim") if key in data)
+        unreachable = [t for t in pod_spec.get("tolerations", []) if t["key"] == "node.kubernetes.io/unreachable"]
+        # Without its own toleration a pod gets the admission default: 300 s.
+        eviction = int(unreachable[0].get("tolerationSeconds", 300)) if unreachable else 300
+        restore = next((c for c in pod_spec.get("initContainers", []) if c["name"] == "restore"), None)
+        limit = None
+        if restore is not None and "cpu" in restore.get("resources", {}).get("limits", {}):
+            limit = quantity_value(restore["resources"]["limits"]["cpu"])
+        (container,) = [c for c in pod_spec["containers"] if c["name"] == app]
+        period = int(container.get("readinessProbe", {}).get("periodSeconds", 10))
+        return cls(
+            app=app,
+            volume=kind,
+            eviction_seconds=eviction,
+            restore_cpu_limit=limit,
+            readiness_period_seconds=period,
+            restores=restore is not None,
+        )
+
+
+def _round(seconds: float) -> float:
+    return math.ceil(seconds * 10) / 10
+
+
+def _row(
+    failure: str, steps: dict[str, float], rpo: float | str, how: str, *, until: str | None = None
+) -> dict[str, Any]:
+    """One failure: RTO is the sum of its steps, or None ``until`` something comes back; an RPO that is not a
+    number of seconds says what is lost."""
+    return {
+        "failure": failure,
+        "rtoSeconds": None if until else _round(sum(steps.values())),
+        "until": until,
+        "rpoSeconds": _round(rpo) if isinstance(rpo, int | float) else None,
+        "rpoLost": rpo if isinstance(rpo, str) else None,
+        "steps": {name: _round(value) for name, value in steps.items()},
+        "how": how,
+    }
+
+
+def _size_mb(recovery: Recovery, app: str) -> float:
+    size = recovery.headscale_database_size if app == "headscale" else recovery.headplane_database_size
+    return quantity_value(size) / 1e6
+
+
+def application_model(
+    facts: PodFacts, *, config: StackConfig, figures: RestoreFigures, sync_seconds: float
+) -> list[dict[str, Any]]:
+    """RTO and RPO of one SQLite application per failure, from its pod facts."""
+    recovery = config.recovery
+    pull, start = float(recovery.image_pull_seconds), float(recovery.start_seconds + facts.readiness_period_seconds)
+    restore = figures.restore_seconds(_size_mb(recovery, facts.app), facts.restore_cpu_limit)
+    disposable = facts.volume != "persistentVolumeClaim"
+    tail = sync_seconds + LITESTREAM_MONITOR_SECONDS
+    rows = [
+        _row(
+            "containerCrash",
+            {"restartBackoff": FIRST_RESTART_BACKOFF_SECONDS, "start": start},
+            0,
+            "The kubelet restarts the container in the same pod; the local volume and the sidecar stay.",
+        ),
+        _row(
+            "podReplaced",
+            {"imagePull": pull, "restore": restore if disposable else 0.0, "start": start},
+            0,
+            "A graceful stop (drain, eviction, rollout; Recreate stops the old pod first): the sidecar stops last "
+            "and ships the tail, so nothing is lost; "
+            + ("the new pod restores from the replica." if disposable else "the claim moves with the pod."),
+        ),
+    ]
+    detect = {"detection": float(recovery.node_monitor_grace_seconds + facts.eviction_seconds)}
+    if config.cluster.nodes == 1:
+        rows.append(
+            _row(
+                "nodeLoss",
+                detect,
+                tail,
+                "The only node: losing it is losing the site (see clusterLoss).",
+                until="the node returns",
+            )
+        )
+    elif disposable:
+        rows.append(
+            _row(
+                "nodeLoss",
+                {**detect, "volumeDetach": 0.0, "imagePull": pull, "restore": restore, "start": start},
+                tail,
+                "The replacement starts on another node with a new disposable volume and restores; commits not yet "
+                "replicated (at most the sync interval plus Litestream's 1 s monitor tick) are lost.",
+            )
+        )
+    else:
+        rows.append(
+            _row(
+                "nodeLoss",
+                {**detect, "volumeDetach": float(FORCE_DETACH_SECONDS), "imagePull": pull, "start": start},
+                0,
+                "The claim stays attached to the dead node until the attach-detach controller forces it off "
+                "(6 minutes; sooner if you taint the node out-of-service); network storage only: a node-local "
+                "class never moves.",
+            )
+        )
+    rows.append(
+        _row(
+            "nfsLoss",
+            {},
+            0,
+            "The application keeps serving from its local copy; replication stops (the rehearsal and the "
+            "sidecar fail), so the replica falls behind until the export is back.",
+        )
+    )
+    if disposable:
+        rows.append(
+            _row(
+                "nfsLossThenPodReplaced",
+                {},
+                "writes since the export was lost",
+                "A disposable pod replaced during the outage has nothing to restore from: the restore refuses to "
+                "start empty (exit 20) and the application stays down; the stopped pod's final sync failed too.",
+                until="the NFS export is back",
+            )
+        )
+    else:
+        rows.append(
+            _row(
+                "nfsLossThenPodReplaced",
+                {"imagePull": pull, "start": start},
+                0,
+                "The claim still holds the database: the restore serves it as it is (and warns).",
+            )
+        )
+    promotion = {
+        "promotion": float(recovery.promotion_seconds),
+        "imagePull": pull,
+        "restore": restore,
+        "start": start,
+        "dnsTtl": float(config.endpoint.ttl),
+    }
+    rows.append(
+        _row(
+            "clusterLoss",
+            promotion,
+            tail,
+            "The standby is promoted (the `failover` output's steps) and restores the replica from the NFS export "
+            "outside both clusters; clients follow the public name after its TTL.",
+        )
+    )
+    return rows
+
+
+def recovery_model(
+    config: StackConfig, pods: dict[str, dict[str, Any]], figures: RestoreFigures | None = None
+) -> dict[str, Any]:
+    """The `recovery` output: per application, RTO and RPO per failure, with every input and its source."""
+    figures = figures or load_restore_figures()
+    litestream = config.backup.litestream
+    sync_seconds = parse_go_duration(litestream.sync_interval, argument="backup.litestream.syncInterval") / 1e9
+    applications: dict[str, Any] = {}
+    read: dict[str, Any] = {}
+    for app in APPS:
+        pod = pods.get(app)
+        if pod is None:
+            continue
+        facts = PodFacts.read(app, pod)
+        if not facts.restores:
+            applications[app] = {
+                "modelled": False,
+                "why": "Headscale runs on PostgreSQL: recovery is CloudNativePG's failover between instances, "
+                "not a restore.",
+            }
+            continue
+        failures = application_model(facts, config=config, figures=figures, sync_seconds=sync_seconds)
+        applications[app] = {"modelled": True, "failures": failures}
+        read[app] = {
+            "dataVolume": facts.volume,
+            "evictionSeconds": facts.eviction_seconds,
+            "restoreCpuLimit": facts.restore_cpu_limit,
+            "readinessPeriodSeconds": facts.readiness_period_seconds,
+            "databaseMB": round(_size_mb(config.recovery, app), 1),
+        }
+    recovery = config.recovery
+    return {
+        "serving": config.role is Role.ACTIVE,
+        "storage": config.backup.local.storage.value,
+        "stage": config.database.stage.value,
+        "applications": applications,
+        "inputs": {
+            "rendered": {
+                **read,
+                "syncIntervalSeconds": sync_seconds,
+                "nodes": config.cluster.nodes,
+                "dnsTtlSeconds": config.endpoint.ttl,
+            },
+            "measured": figures.as_output(),
+            "stated": {
+                "imagePullSeconds": recovery.image_pull_seconds,
+                "startSeconds": recovery.start_seconds,
+                "headscaleDatabaseSize": recovery.headscale_database_size,
+                "headplaneDatabaseSize": recovery.headplane_database_size,
+                "nodeMonitorGraceSeconds": recovery.node_monitor_grace_seconds,
+                "promotionSeconds": recovery.promotion_seconds,
+            },
+            "facts": {
+                "forceDetachSeconds": FORCE_DETACH_SECONDS,
+                "firstRestartBackoffSeconds": FIRST_RESTART_BACKOFF_SECONDS,
+                "litestreamMonitorSeconds": LITESTREAM_MONITOR_SECONDS,
+            },
+        },
+    }
