@@ -68,10 +68,13 @@ lint: $(DEV_STAMP)
 test: lint $(CHECKOV_STAMP)
 	$(PY) -m pytest
 
-# The README's generated blocks (configuration reference, recovery table); a test fails when they are stale.
+# Generated docs: the README's blocks (configuration reference, recovery and alerts tables) and
+# docs/availability/<stack>.md; a test fails when any is stale.
 docs: $(RUNTIME_STAMP)
 	$(PY) -m tools.config_reference --write
 	$(PY) -m tools.recovery_table --write
+	$(PY) -m tools.alerts_table --write
+	$(PY) -m tools.availability_docs --write
 
 bench: $(DEV_STAMP)
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from components.backup_volume import claim_name as backup_claim_name
 from components.config_types import quantity_value
-from components.litestream import LitestreamBackup, LitestreamBackupArgs
+from components.litestream import METRICS_PORT, LitestreamBackup, LitestreamBackupArgs
 from components.litestream_config import parse_go_duration
 from components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
 from components.settings import Backup, Cluster
@@ -43,6 +43,7 @@ def backed_up_volume(
     identity_file: str | None = None,
     allow_empty_start: str | None = None,
     upgrade_version: str | None = None,
+    metrics: bool = False,
     cluster: Cluster,
 ) -> BackedUpVolume:
     """An application's SQLite volume and its Litestream backup: the pod mounts `volume` as the volume `data`.
@@ -50,8 +51,8 @@ def backed_up_volume(
     `backup.local` chooses disposable or persistent storage; `storage_class` is the persistent claim's class (None:
     the cluster default); `require_backup` makes the restore refuse an empty start (a standby must restore, never
     start empty); `allow_empty_start` (today's UTC date) lets a site that has served start empty after a real loss
-    of both volumes; `upgrade_version` (Headscale's release) adds the pre-upgrade snapshot; `cluster` places the
-    rehearsal's pods like the application's.
+    of both volumes; `upgrade_version` (Headscale's release) adds the pre-upgrade snapshot; `metrics` serves the
+    sidecar's metrics; `cluster` places the rehearsal's pods like the application's.
     """
     if backup.nfs is None:
         raise ValueError(f"{app}: backup.nfs is required for a Litestream backup (checked by the config)")
@@ -82,6 +83,7 @@ def backed_up_volume(
             allow_empty_start=allow_empty_start,
             upgrade_version=upgrade_version,
             upgrade_scratch_size=str(int(3 * quantity_value(size))),
+            metrics_port=METRICS_PORT if metrics else None,
         ),
         opts=pulumi.ResourceOptions(parent=parent),
     )

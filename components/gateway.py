@@ -40,6 +40,8 @@ AUTHKEY_SECRET = "subnet-router-authkey"
 AUTHKEY_DIR = "/etc/tailscale-authkey"  # the key Secret, mounted whole: kubelet refreshes it after each `pulumi up`
 SKIP_AWAIT = "pulumi.com/skipAwait"
 KEY_SOURCE_ANNOTATION = "headscale-ha/auth-key-source"
+#: CoreDNS's `prometheus` plugin, for the PodMonitor (monitoring on).
+DNS_METRICS_PORT = 9153
 HEALTH_PORT = 9002  # containerboot's /healthz (TS_ENABLE_HEALTH_CHECK)
 POOL_LABEL = "io.cilium/lb-pool"
 ROOT_ANNOTATION = "headscale-ha/runs-as-root"
@@ -166,6 +168,7 @@ class GatewayServicesArgs:
     namespace: str  # where the Deployment, its ConfigMaps and the LoadBalancer Service live
     replicas: int  # CoreDNS/socat pods; more than one spreads them one per node and adds a PodDisruptionBudget
     coredns_image: str  # CoreDNS image
+    metrics: bool = False  # CoreDNS serves Prometheus metrics on DNS_METRICS_PORT (port `metrics`)
     socat_image: str  # socat image, one container per proxy
     proxies: tuple[Proxy, ...]  # TCP ports on the gateway IP and where each forwards to
     dns_zone: str  # the split-DNS zone CoreDNS answers for
@@ -394,7 +397,12 @@ class GatewayServices(pulumi.ComponentResource):
         namespace = args.namespace
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(SERVICES, "gateway")}
-        corefile = render_corefile(zone=args.dns_zone, hosts_path=f"{HOSTS_DIR}/hosts", port=DNS_PORT)
+        corefile = render_corefile(
+            zone=args.dns_zone,
+            hosts_path=f"{HOSTS_DIR}/hosts",
+            port=DNS_PORT,
+            metrics_port=DNS_METRICS_PORT if args.metrics else None,
+        )
         hosts = render_hosts(dns_records(args.dns_zone, args.gateway_ip, args.dns_hosts))
         k8s.core.v1.ConfigMap(
             f"{name}-corefile",
@@ -495,6 +503,7 @@ class GatewayServices(pulumi.ComponentResource):
             "ports": [
                 {"name": "dns-udp", "containerPort": DNS_PORT, "protocol": "UDP"},
                 {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
+                *([{"name": "metrics", "containerPort": DNS_METRICS_PORT, "protocol": "TCP"}] if args.metrics else []),
             ],
             "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 15},
             "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 10},

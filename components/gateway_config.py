@@ -142,6 +142,7 @@ def render_corefile(
     port: int = 53,
     log_queries: bool = False,
     nxdomain_port: int = NXDOMAIN_PORT,
+    metrics_port: int | None = None,
 ) -> str:
     """Render a CoreDNS 1.12 Corefile serving ``zone`` authoritatively from the hosts file at ``hosts_path``.
 
@@ -181,6 +182,7 @@ def render_corefile(
         "        lameduck 5s",
         "    }",
         f"    ready :{READY_PORT}",
+        *([f"    prometheus :{metrics_port}"] if metrics_port is not None else []),
         f"    cache {ttl}",
         "    loop",
         f"    hosts {hosts_path} {zone} {{",

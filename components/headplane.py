@@ -49,6 +49,7 @@ class HeadplaneArgs:
     #: ``oidc`` (Headplane 0.6 reads it for nothing else); None: not mounted.
     api_key: pulumi.Input[str] | None = None
     backup: Backup  # Litestream settings and the NFS target (`backup.nfs` must be set)
+    metrics: bool = False  # serve the Litestream sidecar's metrics (scraped with monitoring on)
     require_backup: bool = False  # the restore refuses to start empty (a standby must restore, never start empty)
     #: After a real loss of both Headplane's volume and its backup on a site that has served: today's UTC date lets
     #: the restore start empty on that date only; None: refused (exit 24).
@@ -125,6 +126,7 @@ class Headplane(pulumi.ComponentResource):
             size=args.storage_size,
             data_dir=PATHS.data_dir,
             db_file="hp_persist.db",
+            metrics=args.metrics,
             cluster=args.cluster,
         )
         self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume

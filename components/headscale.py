@@ -242,6 +242,7 @@ class HeadscaleServerArgs:
     #: The one downgrade the version gate lets through: from this recorded release to ``version`` (after the
     #: README's restore-from-snapshot procedure); None: every downgrade is refused.
     allow_downgrade_from: str | None = None
+    metrics: bool = False  # serve the Litestream sidecar's metrics (scraped with monitoring on)
     replicas: int = 1  # 1 serves, 0 stops (a standby, a migration); never more: Headscale is a strict singleton
     resources: ComputeResources  # requests and limits of the server container
     cluster: Cluster  # placement: worker nodes or not, excluded nodes, eviction delay from a failed node
@@ -389,6 +390,7 @@ class HeadscaleServer(pulumi.ComponentResource):
                 db_file=DB_FILE,
                 identity_file=PATHS.noise_key,
                 upgrade_version=args.version,
+                metrics=args.metrics,
                 cluster=args.cluster,
             )
             self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume

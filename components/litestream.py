@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.litestream_config import render_litestream_config, restore_script
-from components.pod import checksum, container_security, labels, pod_security, resources
+from components.pod import checksum, container_security, labels, pod_security, resources, selector
 from components.settings import Backup
 from components.upgrade import SCRIPT_KEY as UPGRADE_SCRIPT_KEY
 from components.upgrade import pre_upgrade_container, pre_upgrade_script
@@ -36,6 +36,10 @@ BACKUP_VOLUME = "backup"
 CONFIG_VOLUME = "litestream-config"
 TMP_VOLUME = "litestream-tmp"
 SERVED_VOLUME = "served-witness"
+#: The sidecar's metrics port, its name in the pod and on the `<app>-litestream` Service, and that Service's component.
+METRICS_PORT = 9091
+METRICS_PORT_NAME = "ls-metrics"
+METRICS_COMPONENT = "backup-metrics"
 UPGRADE_SCRATCH_VOLUME = "upgrade-scratch"
 UPGRADE_SCRATCH_MOUNT = "/scratch"
 #: Not under CONFIG_MOUNT: a mount point cannot be created inside the read-only ConfigMap volume mounted there.
@@ -49,6 +53,11 @@ SERVED_VALUE = "true"
 def served_config_map(app: str) -> str:
     """The name of an application's served witness ConfigMap, in its namespace."""
     return f"{app}-served"
+
+
+def metrics_service_name(app: str) -> str:
+    """The headless Service in front of an application's Litestream metrics."""
+    return f"{app}-litestream"
 
 
 def backup_mount(app: str, *, read_only: bool = False) -> dict[str, Any]:
@@ -85,6 +94,8 @@ class LitestreamBackupArgs:
     upgrade_version: str | None = None
     #: Room for that snapshot's scratch copies (about three times the database): a Kubernetes quantity.
     upgrade_scratch_size: str = "1Gi"
+    #: Serve the sidecar's Prometheus metrics on this port, behind the headless Service `<app>-litestream`; None: off.
+    metrics_port: int | None = None
 
     @property
     def reads_witness(self) -> bool:
@@ -109,6 +120,7 @@ class LitestreamBackup(pulumi.ComponentResource):
     config_checksum: str
     backup_dir: str
     served: k8s.core.v1.ConfigMapPatch | None = None
+    metrics_service: k8s.core.v1.Service | None
 
     def __init__(self, name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:litestream:LitestreamBackup", name, None, opts)
@@ -120,6 +132,7 @@ class LitestreamBackup(pulumi.ComponentResource):
             replica_path=f"{self.backup_dir}/replica",
             sync_interval=litestream.sync_interval,
             retention=litestream.retention,
+            metrics_addr=f":{args.metrics_port}" if args.metrics_port is not None else None,
         )
         script = restore_script()
         scripts = {"restore.sh": script}
@@ -160,6 +173,31 @@ class LitestreamBackup(pulumi.ComponentResource):
             self._replicate(args),
         ]
         self.replication_source = self._volsync(name, args, child)
+        self.metrics_service = None
+        if args.metrics_port is not None:
+            # Headless, numeric target port: scraped through its endpoints, which need no container port lookup
+            # (the port is a native sidecar's, an init container).
+            self.metrics_service = k8s.core.v1.Service(
+                f"{name}-metrics",
+                metadata={
+                    "name": metrics_service_name(args.app),
+                    "namespace": args.namespace,
+                    "labels": labels(args.app, METRICS_COMPONENT),
+                },
+                spec={
+                    "clusterIP": "None",
+                    "selector": selector(args.app),
+                    "ports": [
+                        {
+                            "name": METRICS_PORT_NAME,
+                            "port": args.metrics_port,
+                            "targetPort": args.metrics_port,
+                            "protocol": "TCP",
+                        }
+                    ],
+                },
+                opts=child,
+            )
         self.register_outputs(
             {"configMap": self.config_map.metadata.apply(lambda m: m.name), "backupDir": self.backup_dir}
         )
@@ -246,6 +284,11 @@ class LitestreamBackup(pulumi.ComponentResource):
             "image": args.settings.litestream.image,
             "args": ["replicate", "-config", CONFIG_FILE],
             "restartPolicy": "Always",  # native sidecar: starts after the restore, stops after the app
+            **(
+                {"ports": [{"name": METRICS_PORT_NAME, "containerPort": args.metrics_port, "protocol": "TCP"}]}
+                if args.metrics_port is not None
+                else {}
+            ),
             "volumeMounts": self._mounts(args),
             "resources": resources(args.settings.litestream.resources),
             "securityContext": container_security(),

@@ -70,7 +70,9 @@ def _yaml_str(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def render_litestream_config(*, db_path: str, replica_path: str, sync_interval: str, retention: str) -> str:
+def render_litestream_config(
+    *, db_path: str, replica_path: str, sync_interval: str, retention: str, metrics_addr: str | None = None
+) -> str:
     """Render litestream.yml (0.5.17) replicating ``db_path`` to a file replica at ``replica_path``.
 
     Deterministic: the same arguments always give byte-identical text, so the ConfigMap only changes (and the pod
@@ -82,8 +84,11 @@ def render_litestream_config(*, db_path: str, replica_path: str, sync_interval: 
         raise ValueError(f"replica_path: {replica_path!r} must be separate from db_path {db_path!r}")
     sync_interval = _positive_duration(sync_interval, argument="sync_interval")
     retention = _positive_duration(retention, argument="retention")
+    # Litestream serves Prometheus metrics at http://<addr>/metrics when the top-level `addr` is set.
+    metrics = f"addr: {_yaml_str(_listen_addr(metrics_addr))}\n" if metrics_addr is not None else ""
     return (
         "# Rendered by headscale-ha (components/litestream_config.py) for Litestream 0.5.17. Do not edit.\n"
+        f"{metrics}"
         "snapshot:\n"
         f"  retention: {retention}\n"
         "dbs:\n"
@@ -93,6 +98,14 @@ def render_litestream_config(*, db_path: str, replica_path: str, sync_interval: 
         f"      path: {_yaml_str(replica_path)}\n"
         f"      sync-interval: {sync_interval}\n"
     )
+
+
+def _listen_addr(addr: str) -> str:
+    """A host:port Go's net.Listen takes (the host may be empty or an IPv4 address), port 1-65535."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not re.fullmatch(r"[0-9.]*", host):
+        raise ValueError(f"metrics_addr: {addr!r} must be <IPv4 or empty>:<port 1-65535>, e.g. ':9091'")
+    return addr
 
 
 def packaged_script(name: str) -> str:

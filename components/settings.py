@@ -901,6 +901,34 @@ class TailnetPolicySettings(SettingsModel):
     )
 
 
+class Monitoring(SettingsModel):
+    """Scrape targets, alerts and the state exporter, as prometheus-operator objects."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Render ServiceMonitors, PodMonitors, a PrometheusRule and the state exporter (needs the "
+        "prometheus-operator CRDs and, for most alerts, kube-state-metrics).",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels on every monitoring object, for your Prometheus's selectors (e.g. `release: "
+        "kube-prometheus-stack`).",
+    )
+    runbook_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s#\"'{}]+$",
+        description="This README's URL on your Git host (no fragment); each alert links "
+        "`<runbookUrl>#runbook-<alert>`. Required with `enabled`.",
+    )
+    exporter_image: Image = Field(
+        default="docker.io/library/busybox:1.37.0",
+        description="Image of the state exporter's web server (busybox httpd).",
+    )
+    exporter_interval_seconds: int = Field(
+        default=30, ge=5, le=3600, description="How often the state exporter lists the replicas."
+    )
+
+
 class NetworkPolicy(SettingsModel):
     """Who may reach the pods; Headplane always reaches Headscale."""
 

@@ -45,6 +45,15 @@ class TailnetObjectsArgs:
     mint_headplane_api_key: bool = False  # mint an API key for Headplane (only the stack that owns the tailnet)
 
 
+@dataclass(frozen=True)
+class KeyExpiry:
+    """A provider-managed key's expiry, for the monitoring's key metrics: it only moves when `pulumi up` rotates."""
+
+    kind: str  # "api" or "preauth"
+    name: str  # what the key is for: "headplane", or the routers' Secret key "authkey-<ordinal>"
+    expiration: pulumi.Output[str]  # RFC 3339, as the provider reads it back from Headscale
+
+
 class TailnetObjects(pulumi.ComponentResource):
     """Users, the routers' pre-auth keys and Headplane's API key, as far as this stack owns them.
 
@@ -56,6 +65,7 @@ class TailnetObjects(pulumi.ComponentResource):
     router_key_secret: k8s.core.v1.Secret
     router_key_secret_ref: str
     headplane_api_key: pulumi.Output[str] | None
+    key_expiries: list[KeyExpiry]
 
     def __init__(self, name: str, args: TailnetObjectsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:tailnet:TailnetObjects", name, None, opts)
@@ -91,6 +101,7 @@ class TailnetObjects(pulumi.ComponentResource):
             opts=child,
         )
         self.headplane_api_key = None
+        self.key_expiries = [KeyExpiry("preauth", data_key, key.expiration) for data_key, key in router_keys.items()]
         for user in args.users:
             HeadscaleUser(
                 f"{name}-user-{user.name}",
@@ -110,5 +121,6 @@ class TailnetObjects(pulumi.ComponentResource):
                 opts=child,
             )
             self.headplane_api_key = pulumi.Output.secret(key.key)
+            self.key_expiries.append(KeyExpiry("api", "headplane", key.expiration))
         self.router_key_secret_ref = f"{args.routers_namespace}/{args.router_key_secret}"
         self.register_outputs({"routerKeySecret": self.router_key_secret_ref})

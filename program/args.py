@@ -9,6 +9,7 @@ policy rendered from the base file with every site's routes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pulumi
@@ -17,7 +18,9 @@ from components import gateway as gateway_module
 from components import headplane as headplane_module
 from components import headscale as headscale_module
 from components import migration as migration_module
+from components.alerts import AlertScope, replication_lag_bound
 from components.backup_volume import BackupVolumeArgs, claim_name
+from components.endpoint import NAME as CERTIFICATE
 from components.endpoint import Backend, PublicEndpointArgs
 from components.gateway import (
     GatewayServicesArgs,
@@ -37,7 +40,10 @@ from components.headscale import (
     SqliteStorage,
 )
 from components.headscale_config import STUN_PORT, PostgresConnection
+from components.litestream import METRICS_PORT as LITESTREAM_METRICS_PORT
+from components.litestream_config import parse_go_duration
 from components.migration import SqliteToPostgresArgs
+from components.monitoring import EXPORTER, EXPORTER_PORT, SCRAPE_INTERVAL_SECONDS, MonitoringArgs
 from components.network_policy import (
     Allow,
     NamespacePolicies,
@@ -54,7 +60,7 @@ from components.postgres import CLUSTER as DATABASE_CLUSTER
 from components.postgres import DATABASE, OWNER, PostgresDatabaseArgs, ReplicaOf, app_secret, read_write_host
 from components.postgres import ca_secret as postgres_ca_secret
 from components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
-from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjectsArgs
+from components.tailnet_objects import ROUTER_KEY_SECRET, KeyExpiry, TailnetObjectsArgs
 from components.tailnet_policy import CONFIG_MAP as POLICY_CONFIG_MAP
 from components.tailnet_policy import POLICY_KEY, LiveApi, TailnetPolicyArgs
 from policy.model import PolicyError
@@ -141,6 +147,7 @@ def headscale_server_args(
         image=headscale.image,
         version=headscale.version,
         allow_downgrade_from=headscale.allow_downgrade_from,
+        metrics=config.monitoring.enabled,
         replicas=headscale_replicas(config),
         resources=headscale.resources,
         cluster=config.cluster,
@@ -216,6 +223,7 @@ def headplane_args(
         oidc_client_secret=oidc_client_secret,
         api_key=key,
         backup=config.backup,
+        metrics=config.monitoring.enabled,
         require_backup=config.role is Role.STANDBY,
         allow_empty_start=config.headscale.allow_empty_start,  # one override for both applications' restores
     )
@@ -388,6 +396,7 @@ def gateway_services_args(config: StackConfig) -> GatewayServicesArgs:
         namespace=config.gateway.namespace,
         replicas=services.replicas,
         coredns_image=services.coredns_image,
+        metrics=config.monitoring.enabled,
         socat_image=services.socat_image,
         proxies=tuple(gateway_proxies(config)),
         dns_zone=config.dns_zone,
@@ -488,6 +497,12 @@ def network_policies_args(config: StackConfig) -> NetworkPoliciesArgs:
         ),
         Allow(ports=(Port(headscale_module.METRICS_PORT),), sources=monitoring, why="metrics, scraped by monitoring"),
     ]
+    scraped = config.monitoring.enabled
+    litestream_metrics = Allow(
+        ports=(Port(LITESTREAM_METRICS_PORT),), sources=monitoring, why="the Litestream sidecar's metrics"
+    )
+    if scraped and headscale_module.APP in litestream_apps(config):
+        headscale_allows.append(litestream_metrics)
     if config.headscale.derp.embedded:
         headscale_allows.append(
             Allow(ports=(Port(STUN_PORT, "UDP"),), sources=None, why="the embedded DERP's STUN, from the internet")
@@ -504,7 +519,16 @@ def network_policies_args(config: StackConfig) -> NetworkPoliciesArgs:
                         sources=tuple(public) or None,
                         why="/admin through the ingress data plane (any source when none is named)",
                     ),
+                    *([litestream_metrics] if scraped else []),
                 ),
+            )
+        )
+    if scraped:
+        protected.append(
+            Protected(
+                name=EXPORTER,
+                pods=selector(EXPORTER),
+                allows=(Allow(ports=(Port(EXPORTER_PORT),), sources=monitoring, why="the state exporter's metrics"),),
             )
         )
     if config.database.stage is not DatabaseStage.SQLITE:
@@ -555,7 +579,14 @@ def network_policies_args(config: StackConfig) -> NetworkPoliciesArgs:
     gateway = Protected(
         name=gateway_module.SERVICES,
         pods=selector(gateway_module.SERVICES),
-        allows=(Allow(ports=gateway_ports, sources=tuple(router_sources), why="tailnet clients, via the routers"),),
+        allows=(
+            Allow(ports=gateway_ports, sources=tuple(router_sources), why="tailnet clients, via the routers"),
+            *(
+                [Allow(ports=(Port(gateway_module.DNS_METRICS_PORT),), sources=monitoring, why="CoreDNS's metrics")]
+                if scraped
+                else []
+            ),
+        ),
     )
     # The routers themselves admit nothing: tunnels are set up outbound (replies pass) or relayed by DERP, and
     # their health port is probed by the kubelet.
@@ -566,3 +597,50 @@ def network_policies_args(config: StackConfig) -> NetworkPoliciesArgs:
     if kernel:
         namespaces.append(NamespacePolicies(namespace=routers_ns))
     return NetworkPoliciesArgs(namespaces=tuple(namespaces))
+
+
+def litestream_apps(config: StackConfig) -> tuple[str, ...]:
+    """The applications whose pods run a Litestream sidecar: Headscale until the postgres stage, Headplane when on."""
+    apps = [] if config.database.stage is DatabaseStage.POSTGRES else [headscale_module.APP]
+    return (*apps, *([headplane_module.APP] if config.headplane.enabled else []))
+
+
+def monitoring_args(config: StackConfig, *, key_expiries: Sequence[KeyExpiry] = ()) -> MonitoringArgs:
+    """What the stack scrapes and which alerts it renders, from the same config as the objects they watch."""
+    settings = config.monitoring
+    apps = litestream_apps(config)
+    with_database = config.database.stage is not DatabaseStage.SQLITE
+    return MonitoringArgs(
+        namespace=config.namespace,
+        settings=settings,
+        scope=AlertScope(
+            namespace=config.namespace,
+            apps=apps,
+            serving=config.role is Role.ACTIVE,
+            routers_namespace=routers_namespace(config),
+            routers_statefulset=gateway_module.ROUTERS,
+            cnpg_cluster=DATABASE_CLUSTER if with_database else None,
+            certificate=CERTIFICATE,
+            rehearsal=config.backup.rehearsal.enabled and bool(apps),
+            runbook_url=settings.runbook_url or "",
+            replication_lag_seconds=max(
+                300,
+                replication_lag_bound(
+                    scrape_interval_seconds=SCRAPE_INTERVAL_SECONDS,
+                    exporter_interval_seconds=settings.exporter_interval_seconds,
+                    sync_interval_seconds=parse_go_duration(
+                        config.backup.litestream.sync_interval, argument="backup.litestream.syncInterval"
+                    )
+                    / 1e9,
+                    evaluation_interval_seconds=SCRAPE_INTERVAL_SECONDS,
+                ),
+            ),
+        ),
+        litestream_apps=apps,
+        litestream_image=config.backup.litestream.image,
+        backup_claim=claim_name(config.backup.nfs) if config.backup.nfs is not None and apps else None,
+        cnpg_cluster=DATABASE_CLUSTER if with_database else None,
+        gateway_namespace=config.gateway.namespace,
+        cluster=config.cluster,
+        key_expiries=tuple(key_expiries),
+    )

@@ -30,6 +30,7 @@ from components.settings import (
     Gateway,
     Headplane,
     Headscale,
+    Monitoring,
     NetworkPolicy,
     Recovery,
     ReplicaSource,
@@ -79,6 +80,7 @@ class StackConfig(SettingsModel):
     gateway: Gateway = Field(default_factory=Gateway, description="Subnet routers and gateway services.")
     endpoint: Endpoint = Field(default_factory=Endpoint, description="Public endpoint and DNS failover.")
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies.")
+    monitoring: Monitoring = Field(default_factory=Monitoring, description="Metrics, alerts and the state exporter.")
     policy: TailnetPolicySettings = Field(default_factory=TailnetPolicySettings, description="The tailnet ACL policy.")
     recovery: Recovery = Field(default_factory=Recovery, description="Stated inputs of the recovery model.")
     kubeconfig: SecretStr | None = Field(
@@ -341,6 +343,15 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                 "migrating",
             )
         )
+    if have("monitoring") and sections["monitoring"].enabled and sections["monitoring"].runbook_url is None:
+        problems.append(
+            _problem(
+                "monitoring.runbookUrl",
+                "is required with monitoring.enabled: the URL of this project's README on your Git host, which every "
+                "alert links to (<url>#runbook-<alert>)",
+                _GONE,
+            )
+        )
     if have("database", "backup"):
         stage = sections["database"].stage
         if stage in (DatabaseStage.SQLITE, DatabaseStage.MIGRATING) and sections["backup"].nfs is None:
@@ -348,6 +359,15 @@ def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
                 _problem(
                     "backup.nfs",
                     f"is required in the {stage} stage: Litestream is the only backup of the SQLite database",
+                    _GONE,
+                )
+            )
+        elif sections["backup"].nfs is None and have("headplane") and sections["headplane"].enabled:
+            problems.append(
+                _problem(
+                    "backup.nfs",
+                    "is required while headplane.enabled: Litestream is the only backup of Headplane's own SQLite "
+                    "database (set it, or headplane.enabled: false)",
                     _GONE,
                 )
             )

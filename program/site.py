@@ -15,6 +15,7 @@ from components.gateway_config import rewrite_kubeconfig
 from components.headplane import Headplane
 from components.headscale import HeadscaleServer
 from components.migration import SqliteToPostgres
+from components.monitoring import StackMonitoring
 from components.network_policy import NetworkPolicies
 from components.pod import labels
 from components.postgres import PostgresDatabase
@@ -28,6 +29,7 @@ from program.args import (
     gateway_services_args,
     headplane_args,
     headscale_server_args,
+    monitoring_args,
     network_policies_args,
     next_steps,
     postgres_database_args,
@@ -38,6 +40,7 @@ from program.args import (
     tailnet_objects_args,
     tailnet_policy_args,
 )
+from program.availability import availability_report
 from program.config import StackConfig
 from program.failover import promotion_steps
 from program.inventory import must_back_up
@@ -212,10 +215,23 @@ class TailnetSite(pulumi.ComponentResource):
                 opts=in_namespace,
             )
         PublicEndpoint(f"{name}-endpoint", public_endpoint_args(config), opts=in_namespace)
+        if config.monitoring.enabled:
+            StackMonitoring(
+                f"{name}-monitoring",
+                monitoring_args(config, key_expiries=self.objects.key_expiries if self.objects else ()),
+                opts=pulumi.ResourceOptions.merge(in_namespace, in_gateway),
+            )
         if config.network_policy.enabled:
             # Default-deny and the allows of every namespace the stack owns (the kernel routers' one included).
             in_all = pulumi.ResourceOptions.merge(pulumi.ResourceOptions.merge(in_namespace, in_gateway), in_routers)
             NetworkPolicies(f"{name}-network", network_policies_args(config), opts=in_all)
+        recovery = recovery_model(
+            config,
+            {
+                "headscale": self.headscale.pod_spec,
+                **({"headplane": self.headplane.pod_spec} if self.headplane is not None else {}),
+            },
+        )
         self.outputs = {
             "namespace": self.namespace.metadata.apply(lambda metadata: metadata.name),
             "endpoints": endpoints(config),
@@ -225,13 +241,9 @@ class TailnetSite(pulumi.ComponentResource):
             "identityFingerprint": self.headscale.identity_fingerprint,
             "mustBackUp": must_back_up(config),
             # RTO and RPO per failure, from the pods rendered here, bench/measured and the `recovery` config.
-            "recovery": recovery_model(
-                config,
-                {
-                    "headscale": self.headscale.pod_spec,
-                    **({"headplane": self.headplane.pod_spec} if self.headplane is not None else {}),
-                },
-            ),
+            "recovery": recovery,
+            # What the configuration promises, and what it does not (also docs/availability/<stack>.md).
+            "availability": availability_report(config, recovery),
             "failover": promotion_steps(config),
             "gateway": {
                 "ip": config.site.gateway_ip,

@@ -94,6 +94,13 @@ TOOLS: dict[str, Tool] = {
         Tool("pgloader", "pgloader", "apt", _which("pgloader"), "pgloader, the SQLite -> PostgreSQL loader"),
         Tool("openssl", "openssl", "apt", _which("openssl"), "openssl, makes the TLS tests' CA and server certificate"),
         Tool("checkov", "checkov", "toolenv", _tool_env("checkov"), "checkov, static checks of the rendered objects"),
+        Tool(
+            "prometheus",
+            "prometheus",
+            "apt",
+            lambda: shutil.which("prometheus") and shutil.which("promtool"),
+            "Prometheus and promtool: check, unit-test and run the rendered alerting rules",
+        ),
     )
 }
 

@@ -36,7 +36,6 @@ from components.rehearsal import (
 )
 from components.settings import Cluster, ComputeResources, ResourceAmounts
 from tests.support.litestream_lab import (
-    POSIX_SHELLS,
     REHEARSE_SCRIPT,
     App,
     ScriptResult,
@@ -53,6 +52,7 @@ from tests.support.litestream_lab import (
     tree_state,
     wait_until,
 )
+from tests.support.script_checks import SHELLS, SHELLS_ONLY, Shell, shell_for
 from tests.test_main import _validate
 from tools.harness import ProgramRun, run_program
 from tools.plan import write_rendered
@@ -70,26 +70,6 @@ SUMMARY = re.compile(
     r"restore rehearsal ok: app=(?P<app>[a-z0-9-]+) bytes=(?P<bytes>\d+) seconds=(?P<seconds>\d+(?:\.\d{3})?) "
     r"last_transaction_age_seconds=(?P<age>\d+) max_age_seconds=(?P<max_age>\d+) ltx_files=(?P<ltx_files>\d+)"
 )
-
-
-def _shell_param(argv: list[str], tool: str | None, *, litestream: bool = True) -> Any:
-    tools = (["litestream"] if litestream else []) + ([tool] if tool else [])
-    marks = [pytest.mark.real_tool(*tools)] if tools else []
-    return pytest.param(argv, id="-".join(argv), marks=marks)
-
-
-#: Every POSIX shell, with the real Litestream (a missing tool skips the test, naming the package).
-SHELLS = [_shell_param(argv, tool) for argv, tool in POSIX_SHELLS]
-#: Every POSIX shell, for runs that never reach litestream (bad invocations).
-SHELLS_ONLY = [_shell_param(argv, tool, litestream=False) for argv, tool in POSIX_SHELLS]
-
-
-@dataclass(frozen=True)
-class Shell:
-    """A shell to run the script with, and the PATH it gets (busybox: its applets only, like the image)."""
-
-    argv: list[str]
-    path: str | None
 
 
 @dataclass(frozen=True)
@@ -138,23 +118,14 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> Templates:
     return Templates(templates["good"], templates["bad_index"])
 
 
-def _shell(argv: list[str], bin_dir: Path) -> Shell:
-    """busybox runs by its full path, with only its applets on PATH; the other shells with this process's PATH."""
-    if argv[0] == "busybox":
-        busybox = shutil.which("busybox")
-        assert busybox is not None
-        return Shell([busybox, *argv[1:]], str(busybox_bin_dir(bin_dir)))
-    return Shell(argv, None)
-
-
 @pytest.fixture(params=SHELLS)
 def shell(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Shell:
-    return _shell(request.param, tmp_path_factory.getbasetemp() / "busybox-bin")
+    return shell_for(request.param, tmp_path_factory.getbasetemp() / "busybox-bin")
 
 
 @pytest.fixture(params=SHELLS_ONLY)
 def any_shell(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Shell:
-    return _shell(request.param, tmp_path_factory.getbasetemp() / "busybox-bin")
+    return shell_for(request.param, tmp_path_factory.getbasetemp() / "busybox-bin")
 
 
 @dataclass

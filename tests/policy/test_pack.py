@@ -28,7 +28,13 @@ def test_every_rule_passes_on_the_shipped_stacks(stack: str, run_stack) -> None:
     found = {r.name: violations(_subject(r)) for r in run.resources}
     assert {name: v for name, v in found.items() if v} == {}
     workloads = {r.inputs["metadata"]["name"] for r in run.resources if r.type.startswith("kubernetes:apps/v1:")}
-    assert workloads == {"headscale", "headplane", "tailnet-gateway", "subnet-router"}, "the rules saw every workload"
+    assert workloads == {
+        "headscale",
+        "headplane",
+        "tailnet-gateway",
+        "subnet-router",
+        "headscale-ha-exporter",
+    }, "the rules saw every workload"
 
 
 def _broken(run_stack, kind: str, name: str, mutate) -> dict[str, list[str]]:

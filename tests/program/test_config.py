@@ -220,6 +220,16 @@ def test_sqlite_stage_needs_the_litestream_target() -> None:
     assert message.startswith(f"{PROJECT}:backup.nfs: is required in the sqlite stage")
 
 
+def test_headplane_needs_the_litestream_target_in_the_postgres_stage_too() -> None:
+    database = {"stage": "postgres", "postgres": {"instances": 3, "objectStore": STORE}}
+    message = only_problem("hydra", backup={}, database=database, secret_keys=STORE_SECRETS, **STORE_KEYS)
+    assert message.startswith(f"{PROJECT}:backup.nfs: is required while headplane.enabled")
+    without_ui = parse(
+        "hydra", backup={}, database=database, headplane={"enabled": False}, secret_keys=STORE_SECRETS, **STORE_KEYS
+    )
+    assert without_ui.backup.nfs is None
+
+
 def test_postgres_stage_needs_wal_archiving() -> None:
     found = problems(database={"stage": "postgres", "postgres": {"instances": 3}})
     assert found[0].startswith(f"{PROJECT}:database.postgres.objectStore: is required in the postgres stage")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from components.litestream_config import render_litestream_config
 
@@ -263,6 +264,13 @@ class Writer:
             conn.close()
 
 
+def run_script(argv: list[str], **run: Any) -> ScriptResult:
+    """``subprocess.run(argv, capture_output, text, check=False, **run)`` (env, timeout, cwd, user ...), timed."""
+    started = time.perf_counter()
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, **run)
+    return ScriptResult(result.returncode, result.stdout, result.stderr, time.perf_counter() - started)
+
+
 @dataclass(frozen=True)
 class ScriptResult:
     """Exit code and output of one restore-script run, plus its wall time."""
@@ -307,11 +315,7 @@ def run_restore_script(
     if allow_empty_start is not None:
         env["ALLOW_EMPTY_START"] = allow_empty_start
     env.update(extra_env or {})
-    started = time.perf_counter()
-    result = subprocess.run(
-        [*shell, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    return ScriptResult(result.returncode, result.stdout, result.stderr, time.perf_counter() - started)
+    return run_script([*shell, str(SCRIPT)], env=env, timeout=timeout)
 
 
 # --- restore rehearsal (components/scripts/litestream-rehearse.sh) ---------------------------------------------------
@@ -411,18 +415,7 @@ def run_rehearsal_script(
     }
     env = with_overrides(env, extra_env)
     identity = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
-    started = time.perf_counter()
-    result = subprocess.run(
-        [*shell, str(REHEARSE_SCRIPT)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd="/",
-        **identity,
-    )
-    return ScriptResult(result.returncode, result.stdout, result.stderr, time.perf_counter() - started)
+    return run_script([*shell, str(REHEARSE_SCRIPT)], env=env, timeout=timeout, cwd="/", **identity)
 
 
 # --- pre-upgrade snapshot (components/scripts/litestream-pre-upgrade.sh) --------------------------------------------
@@ -469,11 +462,7 @@ def run_pre_upgrade_script(
         "LITESTREAM_BIN": str(binary),
     }
     env = with_overrides(env, extra_env)
-    started = time.perf_counter()
-    result = subprocess.run(
-        [*shell, str(PRE_UPGRADE_SCRIPT)], env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    return ScriptResult(result.returncode, result.stdout, result.stderr, time.perf_counter() - started)
+    return run_script([*shell, str(PRE_UPGRADE_SCRIPT)], env=env, timeout=timeout)
 
 
 def with_overrides(env: dict[str, str], extra_env: dict[str, str | None] | None) -> dict[str, str]:
@@ -520,3 +509,116 @@ def write_then_stop(
     if writer.error is not None:
         raise RuntimeError(f"writer failed: {writer.error}")
     return writer, stopped_at
+
+
+# --- state exporter (components/scripts/state-exporter.sh) and replica breakage, for tests/components/test_alerts.py
+
+STATE_EXPORTER_SCRIPT = ROOT / "components" / "scripts" / "state-exporter.sh"
+
+
+def write_metrics_config(app: App, *, replica_dir: Path, metrics_addr: str, sync_interval: str = "1s") -> App:
+    """Write ``app``'s litestream.yml as the program renders it with metrics on (``addr``), replicating to
+    ``replica_dir`` (anywhere, e.g. ``<backup root>/<app name>/replica`` as the exporter expects), and create the
+    data directory. ``replicating(binary, app, log)`` then runs it."""
+    app.data_dir.mkdir(parents=True, exist_ok=True)
+    replica_dir.parent.mkdir(parents=True, exist_ok=True)
+    app.config.write_text(
+        render_litestream_config(
+            db_path=str(app.db_path),
+            replica_path=str(replica_dir),
+            sync_interval=sync_interval,
+            retention="24h",
+            metrics_addr=metrics_addr,
+        )
+    )
+    return app
+
+
+def state_exporter_env(
+    binary: Path | str,
+    *,
+    apps: str,
+    backup_root: Path | str,
+    out_file: Path | str,
+    keys_file: Path | str | None = None,
+    interval: int | str | None = None,
+    path: str | None = None,
+    extra_env: dict[str, str | None] | None = None,
+) -> dict[str, str]:
+    """The exporter container's environment; ``extra_env`` overrides (None removes a variable)."""
+    env = {
+        "PATH": path if path is not None else os.environ.get("PATH", "/usr/bin:/bin"),
+        "APPS": apps,
+        "BACKUP_ROOT": str(backup_root),
+        "OUT_FILE": str(out_file),
+        "LITESTREAM_BIN": str(binary),
+    }
+    if keys_file is not None:
+        env["KEYS_FILE"] = str(keys_file)
+    if interval is not None:
+        env["INTERVAL_SECONDS"] = str(interval)
+    return with_overrides(env, extra_env)
+
+
+def run_state_exporter(shell: list[str], env: dict[str, str], *args: str, timeout: float = 60) -> ScriptResult:
+    """Run the exporter script under ``shell`` with ``env`` (``state_exporter_env``); ``args`` e.g. ("once",)."""
+    return run_script([*shell, str(STATE_EXPORTER_SCRIPT), *args], env=env, timeout=timeout, cwd="/")
+
+
+@contextmanager
+def state_exporter_running(shell: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The exporter's loop under ``shell``; always stopped (TERM, then KILL) on exit."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [*shell, str(STATE_EXPORTER_SCRIPT)], env=env, stdout=out, stderr=subprocess.STDOUT, cwd="/"
+        )
+    try:
+        yield proc
+    finally:
+        _stop(proc)
+
+
+def newest_txid(binary: Path, replica: Path) -> int:
+    """The highest ``max_txid`` a replica lists (0 when it lists nothing)."""
+    return max((int(str(entry["max_txid"]), 16) for entry in ltx_listing(binary, replica)), default=0)
+
+
+def read_only_tree(root: Path) -> Callable[[], None]:
+    """``chmod a-w`` ``root`` and every directory under it, and return the undo: a replica that a non-root Litestream
+    can no longer write but anyone can still list (root ignores modes: run Litestream with ``replicating_as``)."""
+    dirs = [root, *(path for path in sorted(root.rglob("*")) if path.is_dir() and not path.is_symlink())]
+    modes = {path: path.stat().st_mode & 0o7777 for path in dirs}
+    for path in dirs:
+        path.chmod(modes[path] & ~0o222)
+
+    def undo() -> None:
+        for path, mode in modes.items():
+            with suppress(OSError):
+                path.chmod(mode)
+
+    return undo
+
+
+def hand_over(user: int, *paths: Path) -> None:
+    """chown ``paths`` (not recursively) to ``user``:``user``, as the pod's volumes belong to its user; as root only."""
+    for path in paths:
+        os.chown(path, user, user)
+
+
+@contextmanager
+def replicating_as(binary: Path, app: App, log: Path, *, user: int | None) -> Iterator[subprocess.Popen[bytes]]:
+    """``replicating`` as ``user`` (uid and gid, no supplementary groups; None: this process's user), like the
+    pod's 65532; always stopped (TERM, then KILL) on exit."""
+    identity: dict[str, object] = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(binary), "replicate", "-config", str(app.config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd="/",
+            **identity,
+        )
+    try:
+        yield proc
+    finally:
+        _stop(proc)

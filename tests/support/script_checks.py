@@ -1,10 +1,16 @@
-"""The static checks every shell script of the project passes: each POSIX shell's `-n` and shellcheck."""
+"""Running the project's shell scripts in tests: the static checks every one passes (each POSIX shell's `-n` and
+shellcheck), and the shells they run under, busybox with only its applets on PATH as in the Litestream image."""
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from tests.support.litestream_lab import POSIX_SHELLS
+from tests.support.litestream_lab import POSIX_SHELLS, busybox_bin_dir
 
 SYNTAX_CHECKERS = [
     *(
@@ -14,3 +20,32 @@ SYNTAX_CHECKERS = [
     # shellcheck --shell=sh also reports what is not POSIX sh (its SC3xxx checks: what checkbashisms looks for).
     pytest.param(["shellcheck", "--shell=sh"], id="shellcheck", marks=pytest.mark.real_tool("shellcheck")),
 ]
+
+
+def _shell_param(argv: list[str], tool: str | None, *, litestream: bool = True) -> Any:
+    tools = (["litestream"] if litestream else []) + ([tool] if tool else [])
+    marks = [pytest.mark.real_tool(*tools)] if tools else []
+    return pytest.param(argv, id="-".join(argv), marks=marks)
+
+
+#: Every POSIX shell, with the real Litestream (a missing tool skips the test, naming the package).
+SHELLS = [_shell_param(argv, tool) for argv, tool in POSIX_SHELLS]
+#: Every POSIX shell, for runs that never reach litestream (bad invocations).
+SHELLS_ONLY = [_shell_param(argv, tool, litestream=False) for argv, tool in POSIX_SHELLS]
+
+
+@dataclass(frozen=True)
+class Shell:
+    """A shell to run the script with, and the PATH it gets (busybox: its applets only, like the image)."""
+
+    argv: list[str]
+    path: str | None
+
+
+def shell_for(argv: list[str], bin_dir: Path) -> Shell:
+    """busybox runs by its full path, with only its applets on PATH; the other shells with this process's PATH."""
+    if argv[0] == "busybox":
+        busybox = shutil.which("busybox")
+        assert busybox is not None
+        return Shell([busybox, *argv[1:]], str(busybox_bin_dir(bin_dir)))
+    return Shell(argv, None)

@@ -1,0 +1,337 @@
+"""Monitoring: scrape targets, the alert rules, and the state exporter that shows what Litestream's metrics cannot.
+
+Litestream 0.5's own metrics keep counting while its file replica is broken (measured: a replica directory replaced
+by a file leaves every counter as healthy as before), so replication health is read from the replica itself: the
+state exporter lists each application's replica on the NFS backup (read-only) and publishes its newest transaction,
+which the alert compares with the sidecar's local one. The same exporter publishes the expiry of every key the
+Headscale provider manages, from a ConfigMap `pulumi up` rewrites: rotation only happens at `pulumi up`, so expiries
+that stop moving mean nobody ran it. Scraped through prometheus-operator objects:
+- ServiceMonitor `headscale`: Headscale's own metrics (Service `headscale`, port `metrics`);
+- ServiceMonitor `headscale-ha-litestream`: every `<app>-litestream` headless Service (the sidecars' port 9091);
+- ServiceMonitor `headscale-ha-exporter`: the state exporter;
+- PodMonitor `headscale-db` (PostgreSQL stages): the CloudNativePG instances' exporter;
+- PodMonitor `tailnet-gateway` (gateway namespace): CoreDNS's `prometheus` plugin;
+- PrometheusRule `headscale-ha`: components/alerts.py, each alert linking its runbook in the README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.alerts import (
+    EXPORTER_HTTPD_CONF,
+    EXPORTER_JOB,
+    EXPORTER_METRICS_PATH,
+    EXPORTER_SCRIPT_NAME,
+    HEADSCALE_JOB,
+    LITESTREAM_CONTAINER,
+    AlertScope,
+    alert_groups,
+    state_exporter_script,
+)
+from components.gateway import SERVICES as GATEWAY_APP
+from components.headscale import APP as HEADSCALE_APP
+from components.litestream import METRICS_COMPONENT, METRICS_PORT_NAME
+from components.pod import (
+    checksum,
+    container_security,
+    labels,
+    pod_security,
+    resources,
+    scheduling,
+    selector,
+    static_check_skips,
+)
+from components.settings import Cluster, ComputeResources, Monitoring, ResourceAmounts
+from components.tailnet_objects import KeyExpiry
+
+#: The exporter's Service is its scrape job's name, which the alerts select on.
+EXPORTER = EXPORTER_JOB
+EXPORTER_PORT = 8080
+#: busybox httpd answers with the MIME type its config gives the extension (none for a file without one); Prometheus
+#: 3 refuses a scrape whose Content-Type it does not know, so the file is served as `.prom`, typed as text format.
+EXPORTER_PATH = EXPORTER_METRICS_PATH
+KEYS_FILE = "keys.prom"
+#: The scrape interval of every monitor here; the replication alert's allowed lag is derived from it.
+SCRAPE_INTERVAL_SECONDS = 30
+INTERVAL = f"{SCRAPE_INTERVAL_SECONDS}s"
+RULE = "headscale-ha"
+API_VERSION = "monitoring.coreos.com/v1"
+_SMALL = ComputeResources(
+    requests=ResourceAmounts(cpu="10m", memory="16Mi"), limits=ResourceAmounts(cpu="200m", memory="64Mi")
+)
+#: Relabelings that give every scraped series the `app` label the alerts join on (the Kubernetes app name).
+_APP_FROM_SERVICE = {"sourceLabels": ["__meta_kubernetes_service_label_app_kubernetes_io_name"], "targetLabel": "app"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitoringArgs:
+    """What one stack scrapes and alerts on."""
+
+    namespace: str  # the control plane's namespace: every object here except the gateway's PodMonitor
+    settings: Monitoring  # labels for the Prometheus selectors, runbook URL, exporter image and interval
+    scope: AlertScope  # what the alert rules cover (components/alerts.py)
+    litestream_apps: tuple[str, ...]  # applications whose Litestream sidecar serves metrics (and whose replica to list)
+    litestream_image: str  # the exporter's collector runs `litestream ltx` from this image
+    backup_claim: str | None  # the NFS backup claim the exporter lists read-only; None: no replica to watch
+    cnpg_cluster: str | None  # the CloudNativePG cluster to scrape (PostgreSQL stages)
+    gateway_namespace: str  # where CoreDNS runs (its PodMonitor lives there)
+    cluster: Cluster  # placement of the exporter
+    key_expiries: Sequence[KeyExpiry] = field(default_factory=tuple)  # provider-managed keys (bootstrapApiKey set)
+
+
+def key_metrics(expiries: Sequence[tuple[str, str, str]]) -> str:
+    """The keys file: `headscale_ha_key_expiry_timestamp_seconds{kind,name}` per (kind, name, RFC 3339 expiry).
+
+    A key whose expiry is not known yet (offline plan, or a first preview) is listed as a comment, never as 0 (which
+    would read as "expired")."""
+    lines = [
+        "# HELP headscale_ha_key_expiry_timestamp_seconds Expiry of a key the Headscale provider manages; it moves "
+        "only when `pulumi up` rotates the key.",
+        "# TYPE headscale_ha_key_expiry_timestamp_seconds gauge",
+    ]
+    for kind, name, expiration in sorted(expiries):
+        if not expiration:
+            lines.append(f"# {kind} key {name}: expiry not known yet")
+            continue
+        stamp = datetime.fromisoformat(expiration.replace("Z", "+00:00")).timestamp()
+        lines.append(f'headscale_ha_key_expiry_timestamp_seconds{{kind="{kind}",name="{name}"}} {stamp:.0f}')
+    return "\n".join(lines) + "\n"
+
+
+class StackMonitoring(pulumi.ComponentResource):
+    """The monitoring objects of one stack; see the module docstring."""
+
+    rule: k8s.apiextensions.CustomResource
+    exporter: k8s.apps.v1.Deployment
+
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("headscale-ha:monitoring:StackMonitoring", name, None, opts)
+        self._name, self._args = name, args
+        child = pulumi.ResourceOptions(parent=self)
+        extra = dict(args.settings.labels)
+        ns = args.namespace
+        self._monitor(
+            "servicemonitor-headscale",
+            "ServiceMonitor",
+            HEADSCALE_JOB,
+            ns,
+            {
+                "selector": {"matchLabels": selector(HEADSCALE_APP)},
+                "namespaceSelector": {"matchNames": [ns]},
+                "endpoints": [{"port": "metrics", "path": "/metrics", "interval": INTERVAL}],
+            },
+        )
+        if args.litestream_apps:
+            self._monitor(
+                "servicemonitor-litestream",
+                "ServiceMonitor",
+                f"{RULE}-litestream",
+                ns,
+                {
+                    "selector": {
+                        "matchLabels": {"app.kubernetes.io/component": METRICS_COMPONENT},
+                        "matchExpressions": [
+                            {"key": "app.kubernetes.io/name", "operator": "In", "values": list(args.litestream_apps)}
+                        ],
+                    },
+                    "namespaceSelector": {"matchNames": [ns]},
+                    "endpoints": [
+                        {
+                            "port": METRICS_PORT_NAME,
+                            "path": "/metrics",
+                            "interval": INTERVAL,
+                            # Endpoints discovery knows no container for a native sidecar's port: name it here,
+                            # as the alerts select `container="litestream"`.
+                            "relabelings": [
+                                _APP_FROM_SERVICE,
+                                {"targetLabel": "container", "replacement": LITESTREAM_CONTAINER},
+                            ],
+                        }
+                    ],
+                },
+            )
+        if args.cnpg_cluster is not None:
+            self._monitor(
+                "podmonitor-database",
+                "PodMonitor",
+                args.cnpg_cluster,
+                ns,
+                {
+                    "selector": {"matchLabels": {"cnpg.io/cluster": args.cnpg_cluster}},
+                    "namespaceSelector": {"matchNames": [ns]},
+                    "podMetricsEndpoints": [{"port": "metrics", "interval": INTERVAL}],
+                },
+            )
+        self._monitor(
+            "podmonitor-gateway",
+            "PodMonitor",
+            GATEWAY_APP,
+            args.gateway_namespace,
+            {
+                "selector": {"matchLabels": selector(GATEWAY_APP)},
+                "namespaceSelector": {"matchNames": [args.gateway_namespace]},
+                "podMetricsEndpoints": [{"port": "metrics", "interval": INTERVAL}],
+            },
+        )
+        # Always: the alerts expect its series (an absent exporter is an alert), and it also serves the key expiries.
+        self.exporter = self._exporter(name, args, child)
+        self.rule = k8s.apiextensions.CustomResource(
+            f"{name}-rule",
+            api_version=API_VERSION,
+            kind="PrometheusRule",
+            metadata={"name": RULE, "namespace": ns, "labels": {**labels(RULE, "alerts"), **extra}},
+            spec={"groups": alert_groups(args.scope)},
+            opts=child,
+        )
+        self.register_outputs({"rule": f"{ns}/{RULE}", "exporter": f"{ns}/{EXPORTER}"})
+
+    def _monitor(self, suffix: str, kind: str, object_name: str, namespace: str, spec: dict[str, Any]) -> None:
+        k8s.apiextensions.CustomResource(
+            f"{self._name}-{suffix}",
+            api_version=API_VERSION,
+            kind=kind,
+            metadata={
+                "name": object_name,
+                "namespace": namespace,
+                "labels": {**labels(object_name, "monitoring"), **self._args.settings.labels},
+            },
+            spec=spec,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _exporter(self, name: str, args: MonitoringArgs, child: pulumi.ResourceOptions) -> k8s.apps.v1.Deployment:
+        ns = args.namespace
+        meta = {"namespace": ns, "labels": labels(EXPORTER, "monitoring")}
+        script = state_exporter_script()
+        config = k8s.core.v1.ConfigMap(
+            f"{name}-exporter-config",
+            metadata={**meta, "name": EXPORTER},
+            data={EXPORTER_SCRIPT_NAME: script, "httpd.conf": EXPORTER_HTTPD_CONF},
+            opts=child,
+        )
+        expiries = [
+            pulumi.Output.all(key.kind, key.name, key.expiration).apply(tuple) for key in args.key_expiries
+        ]
+        keys_text = pulumi.Output.all(*expiries).apply(lambda rows: key_metrics([tuple(r) for r in rows]))
+        keys = k8s.core.v1.ConfigMap(
+            f"{name}-exporter-keys",
+            metadata={**meta, "name": f"{EXPORTER}-keys"},
+            data={KEYS_FILE: keys_text},
+            opts=child,
+        )
+        pod = self._exporter_pod(args)
+        deployment = k8s.apps.v1.Deployment(
+            f"{name}-exporter",
+            metadata={**meta, "name": EXPORTER, "annotations": static_check_skips(pod)},
+            spec={
+                "replicas": 1,
+                "strategy": {"type": "Recreate"},
+                "revisionHistoryLimit": 3,
+                "selector": {"matchLabels": selector(EXPORTER)},
+                "template": {
+                    "metadata": {
+                        "labels": labels(EXPORTER, "monitoring"),
+                        "annotations": {"checksum/config": checksum(script, EXPORTER_HTTPD_CONF)},
+                    },
+                    "spec": pod,
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[config, keys]),
+        )
+        k8s.core.v1.Service(
+            f"{name}-exporter-service",
+            metadata={**meta, "name": EXPORTER},
+            spec={
+                "type": "ClusterIP",
+                "selector": selector(EXPORTER),
+                "ports": [{"name": "metrics", "port": EXPORTER_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+            },
+            opts=child,
+        )
+        self._monitor(
+            "servicemonitor-exporter",
+            "ServiceMonitor",
+            EXPORTER,
+            ns,
+            {
+                "selector": {"matchLabels": selector(EXPORTER)},
+                "namespaceSelector": {"matchNames": [ns]},
+                # The metrics carry their own `app` (the replica's application): keep it, never `exported_app`.
+                "endpoints": [{"port": "metrics", "path": EXPORTER_PATH, "interval": INTERVAL, "honorLabels": True}],
+            },
+        )
+        return deployment
+
+    @staticmethod
+    def _exporter_pod(args: MonitoringArgs) -> dict[str, Any]:
+        interval = args.settings.exporter_interval_seconds
+        out_file = f"/www{EXPORTER_PATH}"
+        backup = (
+            [{"name": "backup", "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}}]
+            if args.backup_claim is not None
+            else []
+        )
+        # Alive while the collector keeps rewriting the file: a stuck `litestream ltx` (a hung NFS mount) restarts it.
+        fresh = f'test $(( $(date +%s) - $(stat -c %Y {out_file}) )) -lt {10 * interval}'
+        collector = {
+            "name": "collector",
+            "image": args.litestream_image,
+            "command": ["/bin/sh", f"/etc/exporter/{EXPORTER_SCRIPT_NAME}"],
+            "env": [
+                {"name": "APPS", "value": " ".join(args.litestream_apps)},
+                {"name": "BACKUP_ROOT", "value": "/backup"},
+                {"name": "OUT_FILE", "value": out_file},
+                {"name": "KEYS_FILE", "value": f"/etc/exporter-keys/{KEYS_FILE}"},
+                {"name": "INTERVAL_SECONDS", "value": str(interval)},
+            ],
+            "livenessProbe": {
+                "exec": {"command": ["/bin/sh", "-c", fresh]},
+                "initialDelaySeconds": 10 * interval,
+                "periodSeconds": interval,
+            },
+            "readinessProbe": {"exec": {"command": ["test", "-s", out_file]}, "periodSeconds": 10},
+            "resources": resources(_SMALL),
+            "securityContext": container_security(),
+            "volumeMounts": [
+                *([{"name": "backup", "mountPath": "/backup", "readOnly": True}] if backup else []),
+                {"name": "config", "mountPath": "/etc/exporter", "readOnly": True},
+                {"name": "keys", "mountPath": "/etc/exporter-keys", "readOnly": True},
+                {"name": "www", "mountPath": "/www"},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+        }
+        httpd = {
+            "name": "httpd",
+            "image": args.settings.exporter_image,
+            "command": ["httpd", "-f", "-p", str(EXPORTER_PORT), "-h", "/www", "-c", "/etc/httpd/httpd.conf"],
+            "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT, "protocol": "TCP"}],
+            "livenessProbe": {"tcpSocket": {"port": "metrics"}, "periodSeconds": 15},
+            "readinessProbe": {"tcpSocket": {"port": "metrics"}, "periodSeconds": 10},
+            "resources": resources(_SMALL),
+            "securityContext": container_security(),
+            "volumeMounts": [
+                {"name": "www", "mountPath": "/www", "readOnly": True},
+                {"name": "config", "mountPath": "/etc/httpd/httpd.conf", "subPath": "httpd.conf", "readOnly": True},
+            ],
+        }
+        return {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": pod_security(),
+            **scheduling(args.cluster),
+            "containers": [collector, httpd],
+            "volumes": [
+                *backup,
+                {"name": "config", "configMap": {"name": EXPORTER, "defaultMode": 0o444}},
+                {"name": "keys", "configMap": {"name": f"{EXPORTER}-keys", "defaultMode": 0o444}},
+                {"name": "www", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
+            ],
+        }
