@@ -11,12 +11,13 @@ DEV_STAMP := $(VENV)/.dev-installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 STACK ?=
+BASE ?= HEAD
 ASSUME_SECRETS ?=
 DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
 # apt-get runs as root: directly when we are root, else through sudo.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo,NO_SUDO))
 
-.PHONY: deps plan validate checkov test lint bench docs clean
+.PHONY: deps plan validate checkov test lint bench docs diff clean
 
 deps:
 	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
@@ -67,6 +68,11 @@ lint: $(DEV_STAMP)
 
 test: lint $(CHECKOV_STAMP)
 	$(PY) -m pytest
+
+# Offline preview: what changes from BASE (a git ref) to the working tree, per stack (tools/diff.py). make reports
+# any non-zero status as 2; CI gates on `.venv/bin/python -m tools.diff` (0 none, 1 changes, 3 DATA LOSS, 2 error).
+diff: $(RUNTIME_STAMP)
+	$(PY) -m tools.diff --base $(BASE) $(if $(STACK),--stack $(STACK))
 
 # Generated docs: the README's blocks (configuration reference, recovery and alerts tables) and
 # docs/availability/<stack>.md; a test fails when any is stale.
