@@ -86,6 +86,12 @@ class TailnetPolicy(pulumi.ComponentResource):
         self.rendered = args.policy
         self.config_map_name = CONFIG_MAP
         self.enforced_from_start = enforced_from_start(args.mode)
+        # Where the project is stricter than Headscale it warns instead of refusing (policy.model.lint_policy).
+        for lint in self.rendered.lints:
+            pulumi.log.warn(f"policy lint: {lint}", resource=self)
+        for outcome in self.rendered.test_outcomes:
+            if outcome.verdict == "checked at apply":
+                pulumi.log.info(f"policy test {outcome.path}: checked at apply ({outcome.reason})", resource=self)
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-rendered",
             metadata={

@@ -7,14 +7,24 @@ and most failures are HTTP 500 with a gRPC-status body whose `message` says what
 Retries are for reads and idempotent writes only (connection errors, 502/503/504). A call that mints
 something (a user, a pre-auth key, an API key) is never retried blindly: a retry after a lost response
 could mint a second live key. Error messages name the call and the server's message, never a key.
+
+Before its first API call a client confirms the live server's version: ``GET /version`` (unauthenticated,
+0.27 and later, ``{"version": "v0.29.2", ...}``; 0.25/0.26 have no such endpoint and the OpenAPI document's
+``info.version`` is always "version not set"). A pinned minor that differs from the live one, or a live minor
+this client does not speak, is refused with both versions named, before anything is read or written.
+
+Listings can be shared (``cache_seconds``): one fetch per listing for every thread of the process, however
+many ask at once (single flight); any write through the client empties them.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -63,7 +73,16 @@ class TransientError(HeadscaleError):
 
 
 class UnsupportedError(HeadscaleError):
-    """The server's version lacks this call."""
+    """The server's version lacks this call, or this client does not speak the server's version."""
+
+
+class VersionMismatchError(UnsupportedError):
+    """The live server runs another minor than the one pinned (both are named in the message)."""
+
+    def __init__(self, call: str, message: str, *, pinned: str, live: str) -> None:
+        super().__init__(call, message)
+        self.pinned = pinned
+        self.live = live
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -220,7 +239,8 @@ class CallCounter:
 
 
 class HeadscaleClient:
-    """One server, one API key. `version` pins the minor; otherwise it is read from `/version`."""
+    """One server, one API key; thread-safe. `version` pins the minor, which the live server must run (checked
+    once, before the first API call, unless `verify_version` is off); without a pin the live minor is used."""
 
     def __init__(
         self,
@@ -234,6 +254,7 @@ class HeadscaleClient:
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
         cache_seconds: float = 0.0,
+        verify_version: bool = True,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -241,19 +262,28 @@ class HeadscaleClient:
             raise ValueError("api_key is empty")
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
-        self._version = _minor(version) if version else None
+        self._pinned = _minor(version) if version else None
+        self.verify_version = verify_version
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.session = session or requests.Session()
         self._sleep = sleep
         self.calls = CallCounter()
-        # Listings shared by the many resources one provider process diffs; any write empties it.
+        self._lock = threading.Lock()
+        # The live version: fetched once, by one thread; a refusal is final, a transient failure is retried.
+        self._version_lock = threading.Lock()
+        self._server_version: str | None = None
+        self._version_refusal: UnsupportedError | None = None
+        # Listings shared by the many resources one provider process diffs (one fetch per listing, however many
+        # threads ask at once); a write empties them, and a read that started before a write is not kept.
         self.cache_seconds = cache_seconds
         self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._inflight: dict[tuple[str, str], tuple[int, Future[Any]]] = {}
+        self._generation = 0
 
     def __repr__(self) -> str:
-        return f"HeadscaleClient({self.base_url!r}, version={self._version!r})"
+        return f"HeadscaleClient({self.base_url!r}, version={self._pinned!r})"
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("HeadscaleClient holds an API key and must not be pickled")
@@ -271,17 +301,52 @@ class HeadscaleClient:
         idempotent: bool,
         auth: bool = True,
     ) -> Any:
+        if auth and self.verify_version:
+            self.confirm_version()
+        send = {"body": body, "query": query, "idempotent": idempotent, "auth": auth}
         if method != "GET":
-            self._cache.clear()
-        elif self.cache_seconds > 0:
-            cache_key = (path, json.dumps(dict(query or {}), sort_keys=True))
-            cached = self._cache.get(cache_key)
+            self._invalidate()
+            try:
+                return self._send(call, method, path, **send)
+            finally:
+                self._invalidate()  # a read that overlapped the write must not be kept either
+        if self.cache_seconds <= 0:
+            return self._send(call, method, path, **send)
+        key = (path, json.dumps(dict(query or {}), sort_keys=True))
+        with self._lock:
+            cached = self._cache.get(key)
             if cached is not None and time.monotonic() - cached[0] < self.cache_seconds:
                 return cached[1]
-            result = self._send(call, method, path, body=body, query=query, idempotent=idempotent, auth=auth)
-            self._cache[cache_key] = (time.monotonic(), result)
-            return result
-        return self._send(call, method, path, body=body, query=query, idempotent=idempotent, auth=auth)
+            flight = self._inflight.get(key)
+            leader = flight is None or flight[0] != self._generation
+            if leader:
+                generation, future = self._generation, Future()
+                self._inflight[key] = (generation, future)
+            else:
+                assert flight is not None
+                generation, future = flight
+        if not leader:
+            return future.result()  # the leader's answer, or its error
+        try:
+            result = self._send(call, method, path, **send)
+        except BaseException as exc:
+            with self._lock:
+                if self._inflight.get(key, (0, None))[1] is future:
+                    del self._inflight[key]
+            future.set_exception(exc)
+            raise
+        with self._lock:
+            if self._generation == generation:
+                self._cache[key] = (time.monotonic(), result)
+            if self._inflight.get(key, (0, None))[1] is future:
+                del self._inflight[key]
+        future.set_result(result)
+        return result
+
+    def _invalidate(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._cache.clear()
 
     def _send(
         self,
@@ -326,11 +391,12 @@ class HeadscaleClient:
         raise last
 
     def _count(self, call: str, method: str) -> None:
-        if method == "GET":
-            self.calls.reads += 1
-        else:
-            self.calls.writes += 1
-        self.calls.by_call[call] = self.calls.by_call.get(call, 0) + 1
+        with self._lock:
+            if method == "GET":
+                self.calls.reads += 1
+            else:
+                self.calls.writes += 1
+            self.calls.by_call[call] = self.calls.by_call.get(call, 0) + 1
 
     @staticmethod
     def _decode(call: str, response: requests.Response) -> Any:
@@ -352,12 +418,66 @@ class HeadscaleClient:
     # ------------------------------------------------------------------------------------------ version
 
     @property
+    def server_version(self) -> str:
+        """The live server's release as `/version` reports it (``v0.29.2``); fetched once, by one thread."""
+        with self._version_lock:
+            if self._server_version is None:
+                try:
+                    data = self._request("Version", "GET", "/version", idempotent=True, auth=False)
+                except NotFoundError:
+                    raise UnsupportedError(
+                        "Version",
+                        f"{self.base_url} has no /version endpoint: Headscale older than 0.27, or not Headscale "
+                        f"(this client speaks {', '.join(SUPPORTED_MINORS)})",
+                    ) from None
+                text = data.get("version") if isinstance(data, Mapping) else None
+                if not isinstance(text, str) or not text:
+                    raise UnsupportedError("Version", f"{self.base_url}/version names no version: {str(data)[:120]}")
+                self._server_version = text
+            return self._server_version
+
+    def confirm_version(self) -> None:
+        """Refuse a live server whose minor is unsupported or differs from the pin, naming both versions.
+
+        A refusal is kept (every later call raises it again without asking); a transient failure is not.
+        """
+        if self._version_refusal is not None:
+            raise self._version_refusal
+        try:
+            server = self.server_version
+        except UnsupportedError as exc:
+            self._version_refusal = exc
+            raise
+        match = re.match(r"^v?(\d+)\.(\d+)", server.strip())
+        live = f"{match.group(1)}.{match.group(2)}" if match else None
+        refusal: UnsupportedError | None = None
+        if live not in SUPPORTED_MINORS:
+            pin = f"; the stack pins {self._pinned}" if self._pinned else ""
+            refusal = UnsupportedError(
+                "Version",
+                f"Headscale at {self.base_url} runs {server}, which this provider does not speak "
+                f"({', '.join(SUPPORTED_MINORS)}){pin}",
+            )
+        elif self._pinned is not None and live != self._pinned:
+            refusal = VersionMismatchError(
+                "Version",
+                f"Headscale at {self.base_url} runs {server} (minor {live}) but the stack pins {self._pinned}: "
+                "roll the server out to the pinned release first, or pin the release it runs",
+                pinned=self._pinned,
+                live=live,
+            )
+        if refusal is not None:
+            self._version_refusal = refusal
+            raise refusal
+
+    @property
     def version(self) -> str:
-        """The server's minor version ("0.28" or "0.29")."""
-        if self._version is None:
-            data = self._request("Version", "GET", "/version", idempotent=True, auth=False)
-            self._version = _minor(str(data.get("version", "")))
-        return self._version
+        """The minor this client speaks ("0.28" or "0.29"): the pin, once the live server confirmed it."""
+        if self.verify_version or self._pinned is None:
+            self.confirm_version()
+        if self._pinned is not None:
+            return self._pinned
+        return re.match(r"^v?(\d+\.\d+)", self.server_version.strip()).group(1)  # type: ignore[union-attr]
 
     @property
     def has_policy_check(self) -> bool:
@@ -366,9 +486,10 @@ class HeadscaleClient:
     # ------------------------------------------------------------------------------------------ users
 
     def list_users(self, *, name: str | None = None, id_: str | None = None) -> list[User]:
-        query = {k: v for k, v in {"name": name, "id": id_}.items() if v}
-        data = self._request("ListUsers", "GET", "/api/v1/user", query=query, idempotent=True)
-        return [User.from_api(u) for u in data.get("users") or []]
+        """Every user, filtered here by exact name or id (one listing serves every filter)."""
+        data = self._request("ListUsers", "GET", "/api/v1/user", idempotent=True)
+        users = [User.from_api(u) for u in data.get("users") or []]
+        return [u for u in users if (not name or u.name == name) and (not id_ or u.id == id_)]
 
     def find_user(self, name: str) -> User | None:
         return next((u for u in self.list_users(name=name) if u.name == name), None)
@@ -388,9 +509,10 @@ class HeadscaleClient:
     # ------------------------------------------------------------------------------------------ nodes
 
     def list_nodes(self, *, user: str | None = None) -> list[Node]:
-        query = {"user": user} if user else None
-        data = self._request("ListNodes", "GET", "/api/v1/node", query=query, idempotent=True)
-        return [Node.from_api(n) for n in data.get("nodes") or []]
+        """Every node, or a user's own (untagged) nodes, filtered here (one listing serves every filter)."""
+        data = self._request("ListNodes", "GET", "/api/v1/node", idempotent=True)
+        nodes = [Node.from_api(n) for n in data.get("nodes") or []]
+        return [n for n in nodes if not user or (not n.tags and n.user is not None and n.user.name == user)]
 
     def get_node(self, node_id: str) -> Node:
         return Node.from_api(self._request("GetNode", "GET", f"/api/v1/node/{node_id}", idempotent=True)["node"])

@@ -4,6 +4,10 @@ Each provider keeps only plain settings on itself (a version pin, an API URL def
 `configure` from the stack's secret config and is never pickled into state. Keys are secrets from their create
 response on; listings only ever show masked keys, so a key is never re-read.
 
+Every provider of a process talks through one shared client per server, key and pin (:func:`shared_client`):
+the live server's version is confirmed once, before the first call, and each listing is fetched once per run
+however many resources (and engine threads) ask for it; any write empties the listings.
+
 Keys are replaced, never updated: preview shows a replacement for a key that expired, was used (single-use),
 vanished, or entered its rotation window; Pulumi creates the new key before deleting (expiring) the old one.
 """
@@ -13,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 import hashlib
+import math
 import re
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -44,8 +50,8 @@ from headscale_provider.client import (
 
 API_KEY_CONFIG = "headscale-ha:bootstrapApiKey"
 API_URL_CONFIG = "headscale-ha:headscaleApiUrl"
-#: One `pulumi preview` diffs every resource in one provider process within seconds: share the listings.
-LIST_CACHE_SECONDS = 5.0
+#: A run (one provider process) reads each listing once; writes through the shared client empty them.
+LIST_CACHE_SECONDS = math.inf
 RECREATE_POLICIES = ("always", "never", "reusableOnly")
 _DURATION = re.compile(r"(\d+)(h|m|s|d)")
 _DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -76,6 +82,27 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+_CLIENTS: dict[tuple[str, str, str | None], HeadscaleClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def shared_client(url: str, api_key: str, *, version: str | None) -> HeadscaleClient:
+    """The process-wide client for a server, key and version pin (created once, thread-safe)."""
+    key = (url.rstrip("/"), sha256(api_key), version)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = HeadscaleClient(url, api_key, version=version, cache_seconds=LIST_CACHE_SECONDS)
+            _CLIENTS[key] = client
+        return client
+
+
+def forget_shared_clients() -> None:
+    """Drop the process-wide clients (tests; a new run in the same process)."""
+    with _CLIENTS_LOCK:
+        _CLIENTS.clear()
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -103,7 +130,7 @@ class _HeadscaleProvider(ResourceProvider):
         key = req.config.get(API_KEY_CONFIG)
         url = req.config.get(API_URL_CONFIG) or self.api_url
         if key and url:
-            self._client = HeadscaleClient(url, key, version=self.version, cache_seconds=LIST_CACHE_SECONDS)
+            self._client = shared_client(url, key, version=self.version)
 
     def use(self, client: HeadscaleClient, *, clock: Callable[[], datetime] | None = None) -> _HeadscaleProvider:
         """Tests and tools: talk to `client`, decide rotation with `clock`."""

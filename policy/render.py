@@ -15,20 +15,23 @@ import itertools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from policy.model import (
     TAILNET_RANGES,
     PolicyError,
+    PolicyLint,
     PolicyProblem,
+    PolicyTestOutcome,
+    check_policy,
     format_path,
     grants_to_acls,
     headscale_minor,
     load_hujson,
+    normalise_keys,
     parse_network,
     policy_document,
-    validate_policy,
 )
 
 __all__ = ["RenderedPolicy", "SiteRoutes", "gateway_host", "render_policy", "router_tag"]
@@ -118,12 +121,17 @@ def _site_route(text: str) -> _Network:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RenderedPolicy:
-    """The policy to apply: canonical JSON text, the same as a document, its SHA-256 and the Headscale minor."""
+    """The policy to apply: canonical JSON text, the same as a document, its SHA-256 and the Headscale minor;
+    with the lints of the policy (findings in a policy Headscale accepts, to print in a plan) and, on 0.29, the
+    offline outcome of its ``tests``/``sshTests`` (a failing one is a render error, as 0.29 refuses the write).
+    Lints and test outcomes do not take part in equality: the same bytes are the same policy."""
 
     text: str
     document: dict[str, Any]
     sha256: str
     version: str
+    lints: tuple[PolicyLint, ...] = field(default=(), compare=False)
+    test_outcomes: tuple[PolicyTestOutcome, ...] = field(default=(), compare=False)
 
 
 def render_policy(
@@ -153,18 +161,29 @@ def render_policy(
     base = load_hujson(base_text)
     if not isinstance(base, dict):
         raise PolicyError([PolicyProblem("(root)", "the policy must be a JSON object")])
+    base, key_lints = normalise_keys(base, version=minor)  # "TagOwners" is "tagOwners" to Headscale, and here
     merged = _merge(base, _ordered_sites(sites), router_tag_owner)
     if minor == "0.28" and "grants" in merged:
-        policy = grants_to_acls(validate_policy(merged, version="0.29"), version=minor)
+        checked = check_policy(merged, version="0.29")
+        policy = grants_to_acls(checked.policy, version=minor)
+        converted = check_policy(policy_document(policy), version=minor)
+        lints = _unique([*checked.lints, *converted.lints])
     else:
-        policy = validate_policy(merged, version=minor)
+        checked = check_policy(merged, version=minor)
+        policy, lints = checked.policy, list(checked.lints)
     text = json.dumps(_canonical(policy_document(policy)), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return RenderedPolicy(
         text=text,
         document=json.loads(text),
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         version=minor,
+        lints=tuple(_unique([*key_lints, *lints])),
+        test_outcomes=checked.test_outcomes if minor != "0.28" else (),
     )
+
+
+def _unique(lints: list[PolicyLint]) -> list[PolicyLint]:
+    return list(dict.fromkeys(lints))
 
 
 def _ordered_sites(sites: Sequence[SiteRoutes]) -> list[SiteRoutes]:

@@ -260,6 +260,14 @@ class TailnetSite(pulumi.ComponentResource):
                 "configMap": f"{config.namespace}/{CONFIG_MAP}",
                 # False: a Headscale starting without a stored policy allows everything (see policy.mode).
                 "enforcedFromStart": self.policy.enforced_from_start,
+                # Findings in a policy Headscale accepts (the plan prints them), and the policy's tests that only
+                # the live server can decide.
+                "lints": [str(lint) for lint in self.policy.rendered.lints],
+                "testsCheckedAtApply": [
+                    outcome.path
+                    for outcome in self.policy.rendered.test_outcomes
+                    if outcome.verdict == "checked at apply"
+                ],
             },
         }
         if config.kubeconfig is not None:

@@ -254,6 +254,13 @@ def advisory_warnings(run: ProgramRun) -> list[str]:
     ]
 
 
+def policy_warnings(run: ProgramRun) -> list[str]:
+    """The policy's lints (what the project is stricter about than Headscale), one warning line each."""
+    policy = run.outputs.get("policy") if isinstance(run.outputs, dict) else None
+    lints = policy.get("lints", []) if isinstance(policy, dict) else []
+    return [f"warning: policy lint: {lint}" for lint in lints]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make plan", description=__doc__.splitlines()[0])
     parser.add_argument("--stack", action="append", help="stack to plan (repeatable); default: every stack file")
@@ -298,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         out_dir = out_root / planned.stack if planned.project == PROJECT else out_root / "identity" / planned.stack
         files = write_rendered(planned.run, out_dir)
         print(render.resource_tree(planned.run))
-        for warning in advisory_warnings(planned.run):
+        for warning in [*advisory_warnings(planned.run), *policy_warnings(planned.run)]:
             print(warning)
         print(f"wrote {len(files) - 1} manifests and outputs.json to {out_dir}\n")
     return status

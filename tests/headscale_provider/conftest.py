@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from headscale_provider.client import HeadscaleClient
+from headscale_provider.resources import forget_shared_clients
 from tests.support.fake_headscale import FakeHeadscale
 
 VERSIONS = ("0.28.0", "0.29.2")
@@ -25,6 +26,14 @@ class Clock:
 
     def advance(self, **delta: float) -> None:
         self.now += timedelta(**delta)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_shared_clients() -> Iterator[None]:
+    """Each test is a run of its own: no shared client (version check, listings) carries over."""
+    forget_shared_clients()
+    yield
+    forget_shared_clients()
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import threading
 from datetime import timedelta
 
 import pytest
@@ -14,10 +16,12 @@ from headscale_provider.client import (
     TransientError,
     UnauthorizedError,
     UnsupportedError,
+    VersionMismatchError,
     api_key_prefix,
     parse_time,
     redact,
 )
+from tests.support.fake_headscale import FakeHeadscale
 
 
 def _writes(fake) -> list:
@@ -30,10 +34,95 @@ def test_version_is_read_once_from_the_server(fake, client) -> None:
     assert [r.path for r in fake.requests].count("/version") == 1
 
 
-def test_a_pinned_version_skips_the_lookup(fake) -> None:
-    pinned = HeadscaleClient(fake.url, fake.admin_key, version="0.28.0")
-    assert pinned.version == "0.28"
-    assert not any(r.path == "/version" for r in fake.requests)
+def _api_requests(fake) -> list:
+    return [r for r in fake.requests if r.path.startswith("/api/")]
+
+
+def test_a_pinned_version_is_confirmed_once_before_the_first_call(fake) -> None:
+    pinned = HeadscaleClient(fake.url, fake.admin_key, version=fake.version)
+    assert pinned.list_users() == []
+    assert pinned.list_nodes() == []
+    assert [r.path for r in fake.requests].count("/version") == 1
+    assert fake.requests[0].path == "/version", "the version is confirmed before anything else"
+    assert pinned.version == fake.version.rsplit(".", 1)[0]
+    assert pinned.server_version == f"v{fake.version}"
+
+
+@pytest.mark.parametrize(("server", "pin"), [("0.28.0", "0.29.2"), ("0.29.2", "0.28.0")])
+def test_a_server_of_the_other_minor_is_refused_naming_both(server: str, pin: str) -> None:
+    with FakeHeadscale(version=server) as fake:
+        client = HeadscaleClient(fake.url, fake.admin_key, version=pin, retries=0)
+        with pytest.raises(VersionMismatchError) as caught:
+            client.get_policy()
+        assert f"runs v{server}" in str(caught.value)
+        assert f"pins {pin.rsplit('.', 1)[0]}" in str(caught.value)
+        assert (caught.value.pinned, caught.value.live) == (pin.rsplit(".", 1)[0], server.rsplit(".", 1)[0])
+        with pytest.raises(VersionMismatchError):
+            client.check_policy("{}")  # not a bare 404 from policy/check
+        assert _api_requests(fake) == [], "nothing is read or written on a mismatch"
+        assert [r.path for r in fake.requests] == ["/version"], "the refusal is kept, not asked again"
+
+
+@pytest.mark.parametrize(
+    ("reported", "fragment"),
+    [("v0.27.1", "runs v0.27.1"), ("v0.30.0", "runs v0.30.0"), ("dev", "runs dev"), ("", "has no /version endpoint")],
+)
+def test_a_release_the_provider_does_not_speak_is_refused(reported: str, fragment: str) -> None:
+    with FakeHeadscale(version="0.29.2", reported_version=reported) as fake:
+        for pin in ("0.29", None):
+            client = HeadscaleClient(fake.url, fake.admin_key, version=pin, retries=0)
+            with pytest.raises(UnsupportedError, match=fragment) as caught:
+                client.list_users()
+            assert "0.28, 0.29" in str(caught.value)
+        assert _api_requests(fake) == []
+
+
+def test_a_transient_version_failure_is_retried_later(fake) -> None:
+    client = HeadscaleClient(fake.url, fake.admin_key, version=fake.version, retries=0)
+    fake.inject(path="/version", kind="status", status=503, times=1)
+    with pytest.raises(TransientError):
+        client.list_users()
+    assert client.list_users() == []
+    assert [r.path for r in fake.requests].count("/version") == 2
+
+
+def test_listings_are_fetched_once_by_concurrent_callers(fake) -> None:
+    client = HeadscaleClient(fake.url, fake.admin_key, version=fake.version, cache_seconds=math.inf)
+    fake.inject(path="/api/v1/user", method="GET", kind="latency", delay=0.3, times=1)
+    fake.inject(path="/version", kind="latency", delay=0.2, times=1)
+    start = threading.Barrier(8)
+    results: list[object] = []
+
+    def read() -> None:
+        start.wait()
+        results.append(client.find_user("nobody"))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [None] * 8
+    paths = [r.path for r in fake.requests]
+    assert (paths.count("/version"), paths.count("/api/v1/user")) == (1, 1)
+    assert client.calls.by_call == {"Version": 1, "ListUsers": 1}
+
+
+def test_a_write_empties_the_listings(fake) -> None:
+    client = HeadscaleClient(fake.url, fake.admin_key, cache_seconds=math.inf)
+    assert client.list_users() == client.list_users() == []
+    client.create_user("dora")
+    assert [u.name for u in client.list_users(name="dora")] == ["dora"]
+    assert [u.name for u in client.list_users()] == ["dora"]
+    assert client.calls.by_call["ListUsers"] == 2
+
+
+def test_a_failed_shared_read_is_not_kept(fake) -> None:
+    client = HeadscaleClient(fake.url, fake.admin_key, cache_seconds=math.inf, retries=0)
+    fake.inject(path="/api/v1/node", method="GET", kind="status", status=503, times=1)
+    with pytest.raises(TransientError):
+        client.list_nodes()
+    assert client.list_nodes() == []
 
 
 def test_unsupported_versions_are_refused(fake) -> None:
@@ -100,7 +189,7 @@ def test_reads_are_retried_on_transient_faults(fake, client) -> None:
     fake.inject(path="/api/v1/user", method="GET", kind="reset", times=1)
     assert client.list_users() == []
     assert len([r for r in fake.requests if r.path == "/api/v1/user"]) >= 1
-    assert client.calls.reads == 3
+    assert client.calls.by_call["ListUsers"] == 3
 
 
 @pytest.mark.parametrize("kind", ["status", "reset"])

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import threading
 
 import dill
 import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from headscale_provider.client import HeadscaleError, TransientError
+from headscale_provider.client import HeadscaleError, TransientError, UnsupportedError
 from headscale_provider.resources import (
     ApiKeyProvider,
     NodeSettingsProvider,
@@ -19,7 +20,9 @@ from headscale_provider.resources import (
     ProviderError,
     UserProvider,
     duration,
+    forget_shared_clients,
 )
+from tests.support.fake_headscale import FakeHeadscale
 
 KEY_PROPS = {
     "user": None,
@@ -407,3 +410,72 @@ def test_every_resource_reads_its_live_state(providers, client, fake) -> None:
     assert key_provider.read(key.id, key.outs).id is None
     assert api_provider.read(api.id, api.outs).id is None
     assert node_provider.read(node.id, node.outs).id is None
+
+
+# ------------------------------------------------------------------------------------------------ live version
+
+
+def _configured(kind, fake, version: str):
+    provider = kind(api_url=fake.url, version=version)
+    provider.configure(ConfigureRequest(Config({"headscale-ha:bootstrapApiKey": fake.admin_key}, "headscale-ha")))
+    return provider
+
+
+@pytest.mark.parametrize(
+    ("server", "reported", "pin", "fragment"),
+    [
+        ("0.28.0", None, "0.29.2", "runs v0.28.0 (minor 0.28) but the stack pins 0.29"),
+        ("0.29.2", None, "0.28.0", "runs v0.29.2 (minor 0.29) but the stack pins 0.28"),
+        ("0.29.2", "v0.27.1", "0.29.2", "runs v0.27.1, which this provider does not speak (0.28, 0.29)"),
+        ("0.29.2", "v0.30.0", "0.29.2", "runs v0.30.0, which this provider does not speak (0.28, 0.29)"),
+    ],
+)
+def test_providers_refuse_a_server_that_is_not_the_pinned_release(server, reported, pin, fragment, clock) -> None:
+    with FakeHeadscale(version=server, reported_version=reported, now=clock) as fake:
+        policies = _configured(PolicyProvider, fake, pin)
+        with pytest.raises(UnsupportedError) as caught:
+            policies.create(_policy_props())
+        assert fragment in str(caught.value)
+        keys = _configured(PreAuthKeyProvider, fake, pin)
+        with pytest.raises(UnsupportedError, match=r"does not speak|but the stack pins"):
+            keys.create(dict(KEY_PROPS))
+        assert [r.path for r in fake.requests] == ["/version"], "asked once, nothing read or written"
+        assert fake.policy_text is None
+
+
+def test_every_provider_of_a_run_shares_one_client_and_one_fetch_per_listing(fake, clock) -> None:
+    """As the engine does: several resources of several kinds diffed on parallel threads of one process."""
+    seeded = _configured(PreAuthKeyProvider, fake, fake.version)
+    created = [seeded.use(seeded.client, clock=clock).create(dict(KEY_PROPS)) for _ in range(3)]
+    fake.reset_requests()
+    forget_shared_clients()  # a new run
+    keys = _configured(PreAuthKeyProvider, fake, fake.version)
+    users = _configured(UserProvider, fake, fake.version)
+    assert keys.client is users.client, "one client per server, key and pin in a process"
+    keys.use(keys.client, clock=clock)
+    fake.inject(path="/api/v1/preauthkey", method="GET", kind="latency", delay=0.3, times=1)
+    start = threading.Barrier(len(created) + 2)
+    errors: list[BaseException] = []
+
+    def diff_key(result) -> None:
+        start.wait()
+        try:
+            keys.diff(result.id, result.outs, dict(KEY_PROPS))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def read_user() -> None:
+        start.wait()
+        users.read("1", {"name": "nobody"})
+
+    threads = [threading.Thread(target=diff_key, args=(c,)) for c in created]
+    threads += [threading.Thread(target=read_user) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    paths = [r.path for r in fake.requests]
+    assert paths.count("/version") == 1
+    assert paths.count("/api/v1/preauthkey") == 1
+    assert paths.count("/api/v1/user") == 1

@@ -30,8 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import json5
-
+from policy.model import PolicyError, load_hujson, policy_document, validate_policy
 from tests.support.swagger_contract import GRPC_HTTP_STATUS, SwaggerContract, find_swagger, normalize_version
 
 SUPPORTED_VERSIONS = ("0.28.0", "0.29.2")
@@ -73,6 +72,10 @@ class GrpcError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "details": []}
+
+
+def _fold_key(key: str) -> str:
+    return key.replace("_", "").replace("-", "").lower()
 
 
 def _unknown(message: str) -> GrpcError:
@@ -560,7 +563,10 @@ class FakeHeadscale:
         version: str = "0.29.2",
         policy_mode: str = "database",
         now: Callable[[], datetime] | None = None,
+        reported_version: str | None = None,
     ) -> None:
+        """``reported_version`` plays a server of another release at ``GET /version`` only (``"v0.30.0"``;
+        ``""`` for a release without that endpoint, 0.26 and older); the API stays that of ``version``."""
         version = normalize_version(version)
         if version not in SUPPORTED_VERSIONS:
             raise ValueError(f"unsupported Headscale version {version!r} (supported: {', '.join(SUPPORTED_VERSIONS)})")
@@ -568,6 +574,7 @@ class FakeHeadscale:
             raise ValueError("policy_mode is 'database' or 'file'")
         self.version = version
         self.minor = ".".join(version.split(".")[:2])
+        self.reported_version = reported_version
         self.policy_mode = policy_mode
         self._clock = now
         self._frozen: datetime | None = None
@@ -900,20 +907,26 @@ class FakeHeadscale:
         return node
 
     def _policy_document(self, text: str) -> dict[str, Any] | None:
-        """Parse HuJSON-ish policy text (None = empty policy, allow all); ValueError, the caller picks the gRPC code."""
+        """Parse and validate policy text as this release does (None = empty policy, allow all); ValueError, the
+        caller picks the gRPC code. Validation is the project's policy model, which decides what Headscale's
+        parser decides (tests/policy/test_conformance.py), including a ``tests`` entry proven to fail."""
         if not text.strip():
             return None
         try:
-            document = json5.loads(text, allow_duplicate_keys=False)
-        except ValueError as exc:
-            raise ValueError(f"parsing policy: {exc}") from None
+            document = load_hujson(text)
+        except PolicyError as exc:
+            raise ValueError(f"parsing policy: {exc.problems[0].reason}") from None
         if not isinstance(document, dict):
             raise ValueError("parsing policy: the policy must be a JSON object")
         allowed = _POLICY_KEYS_029 if self.minor >= "0.29" else _POLICY_KEYS_028
-        unknown = sorted(set(document) - allowed)
+        folded = {_fold_key(key) for key in allowed}  # Go's v2 decoder: any case, '_' and '-' ignored
+        unknown = sorted(key for key in document if _fold_key(key) not in folded)
         if unknown:
             raise ValueError(f'parsing policy: unknown field "{unknown[0]}"')
-        return document
+        try:
+            return policy_document(validate_policy(document, version=self.minor))
+        except PolicyError as exc:
+            raise ValueError(f"parsing policy: {exc.problems[0]}") from None
 
     def _defined_tags(self) -> set[str]:
         try:
@@ -1025,9 +1038,11 @@ class FakeHeadscale:
         if path == "/health" and method == "GET":
             return _Response(200, "application/health+json", b'{"status":"pass"}', {"status": "pass"})
         if path == "/version" and method == "GET":
+            if self.reported_version == "":
+                return _Response.text(404, "404 page not found\n")
             commit, built, go = _VERSION_INFO[self.version]
             info = {
-                "version": f"v{self.version}",
+                "version": self.reported_version or f"v{self.version}",
                 "commit": commit,
                 "buildTime": built,
                 "go": {"version": go, "os": "linux", "arch": "amd64"},

@@ -708,3 +708,29 @@ def test_constructor_validation_and_missing_swagger(monkeypatch: pytest.MonkeyPa
         assert "contract checks are off" in (server.contract_note or "")
         Api(server).ok("POST", "/user", json={"name": "alice", "role": "ignored"})
         assert server.contract_violations == []
+
+
+# -- playing other releases and reading policies like Headscale ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("reported", "status"), [("v0.30.0", 200), ("v0.27.1", 200), ("", 404)])
+def test_version_can_play_another_release(reported: str, status: int) -> None:
+    with FakeHeadscale(version="0.29.2", reported_version=reported) as server:
+        answer = requests.get(f"{server.url}/version", timeout=5)
+        assert answer.status_code == status
+        if status == 200:
+            assert answer.json()["version"] == reported
+        else:
+            assert answer.text == "404 page not found\n", "0.26 and older have no /version"
+
+
+def test_policies_are_read_as_headscale_reads_them(fake: FakeHeadscale, api: Api, version: str) -> None:
+    spelled = '{"ACLs": [{"Action": "accept", "src": ["*"], "dst": ["*:*"]}]}'  # keys match in any case
+    assert api.ok("PUT", "/policy", json={"policy": spelled})["policy"] == spelled
+    undefined = '{"acls": [{"action": "accept", "src": ["group:nope"], "dst": ["*:*"]}]}'
+    refused = api("PUT", "/policy", json={"policy": undefined})
+    assert refused.status_code == 500
+    assert "group 'group:nope' is not defined" in refused.json()["message"]
+    unquoted = api("PUT", "/policy", json={"policy": "{acls: []}"})  # HuJSON is not JSON5
+    assert unquoted.status_code == 500
+    assert fake.policy_text == spelled

@@ -75,3 +75,20 @@ def test_the_identity_stack_is_rendered_with_its_outputs(tmp_path: Path) -> None
     assert (
         json.loads((tmp_path / "hydra" / "outputs.json").read_text())["identityFingerprint"] == outputs["fingerprint"]
     )
+
+
+def test_policy_lints_are_printed_as_warnings_and_never_fail_the_plan(lab_project, capsys, tmp_path: Path) -> None:
+    """Where the project is stricter than Headscale it warns: a default route as an auto-approver is accepted by
+    Headscale (it approves any subnet route of that family) and printed as a lint, not refused."""
+    base = (PROJECT_DIR / "policy" / "base.hujson").read_text()
+    linted = tmp_path / "linted.hujson"
+    approver = '"autoApprovers": {\n    "routes": {"0.0.0.0/0": ["group:admins"]},'
+    linted.write_text(base.replace('"autoApprovers": {', approver, 1))
+    project = lab_project(f"  headscale-ha:policy: {{file: {linted}}}\n")
+    assert plan_main(["--project-dir", str(project), "--stack", "lab", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    lints = [line for line in out.splitlines() if line.startswith("warning: policy lint: ")]
+    assert lints, out[-2000:]
+    assert any("0.0.0.0/0" in line for line in lints)
+    outputs = json.loads((tmp_path / "out" / "lab" / "outputs.json").read_text())
+    assert outputs["policy"]["lints"] == [line.removeprefix("warning: policy lint: ") for line in lints]

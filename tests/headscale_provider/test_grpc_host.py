@@ -1,0 +1,160 @@
+"""The providers driven as the Pulumi engine drives them: through the SDK's own dynamic provider host, over gRPC.
+
+The host (``python -m pulumi.dynamic``, the SDK's ``DynamicResourceProviderServicer``) runs as a process of its own,
+as the engine starts it. The test sends Configure (the stack config with the API key), then Check, Diff, Create,
+Read and Delete with the serialized provider in ``__provider``, as the engine does, against the fake Headscale. It
+guards what unit tests cannot see: that the pickled provider re-imports and configures itself in a fresh process,
+that the key travels only in the config (never in state), and that one process confirms the server's version once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime import rpc
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+from headscale_provider.resources import API_KEY_CONFIG, API_URL_CONFIG, PolicyProvider, PreAuthKeyProvider
+from tests.support.fake_headscale import FakeHeadscale
+
+PROJECT = Path(__file__).resolve().parents[2]
+PROVIDER_KEY = "__provider"
+
+
+def _struct(values: dict[str, Any]) -> Any:
+    return asyncio.run(rpc.serialize_properties(values, {}))
+
+
+def _values(struct: Any) -> dict[str, Any]:
+    return rpc.deserialize_properties(struct)
+
+
+def _urn(kind: str, name: str) -> str:
+    return f"urn:pulumi:test::headscale-ha::pulumi-python:dynamic:Resource::{kind}-{name}"
+
+
+@pytest.fixture
+def host() -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
+    """The SDK's dynamic provider host in its own process, as the engine starts it; stopped by its pid."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), "PULUMI_PROJECT": "headscale-ha"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pulumi.dynamic"],
+        cwd=PROJECT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline().decode().strip())
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=30)
+        yield provider_pb2_grpc.ResourceProviderStub(channel)
+        channel.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(params=["0.28.0", "0.29.2"])
+def server(request: pytest.FixtureRequest) -> Iterator[FakeHeadscale]:
+    with FakeHeadscale(version=request.param) as fake:
+        yield fake
+        assert fake.contract_violations == []
+
+
+def configure(host: provider_pb2_grpc.ResourceProviderStub, fake: FakeHeadscale) -> None:
+    config = {API_KEY_CONFIG: fake.admin_key, API_URL_CONFIG: fake.url}
+    host.Configure(provider_pb2.ConfigureRequest(args=_struct(config), acceptSecrets=False), timeout=30)
+
+
+def lifecycle(
+    host: provider_pb2_grpc.ResourceProviderStub, kind: str, blob: str, inputs: dict[str, Any]
+) -> dict[str, Any]:
+    """Check → Create → Diff (no change) → Read → Delete, as the engine sends them; the created outputs."""
+    urn = _urn(kind, "one")
+    news = {**inputs, PROVIDER_KEY: blob}
+    checked = host.Check(provider_pb2.CheckRequest(urn=urn, olds=_struct({}), news=_struct(news)), timeout=30)
+    assert list(checked.failures) == []
+    checked_inputs = _values(checked.inputs)
+    assert checked_inputs[PROVIDER_KEY] == blob
+    created = host.Create(provider_pb2.CreateRequest(urn=urn, properties=checked.inputs), timeout=60)
+    outs = _values(created.properties)
+    assert created.id
+    assert outs[PROVIDER_KEY] == blob, "the provider travels with the state, unchanged"
+    diff = host.Diff(
+        provider_pb2.DiffRequest(id=created.id, urn=urn, olds=created.properties, news=checked.inputs), timeout=30
+    )
+    assert diff.changes == provider_pb2.DiffResponse.DIFF_NONE
+    read = host.Read(provider_pb2.ReadRequest(id=created.id, urn=urn, properties=created.properties), timeout=30)
+    assert read.id == created.id
+    host.Delete(provider_pb2.DeleteRequest(id=created.id, urn=urn, properties=created.properties), timeout=30)
+    return outs
+
+
+def test_the_engine_path_creates_reads_and_deletes_with_the_serialized_provider(host, server) -> None:
+    configure(host, server)
+    key_blob = serialize_provider(PreAuthKeyProvider(version=server.version))
+    policy_blob = serialize_provider(PolicyProvider(version=server.version))
+    for blob in (key_blob, policy_blob):
+        assert server.admin_key.encode() not in base64.b64decode(blob), "the API key is never pickled"
+    key_inputs = {
+        "user": None,
+        "reusable": False,
+        "ephemeral": False,
+        "aclTags": ["tag:router"],
+        "lifetime": "1h",
+        "rotateBefore": "10m",
+        "recreateIfInvalid": "always",
+    }
+    outs = lifecycle(host, "PreAuthKey", key_blob, key_inputs)
+    assert outs["key"].startswith("hskey-auth-")
+    assert server.admin_key not in str(outs)
+    with server.lock:
+        assert all(k.expiration is not None and k.expiration <= server.now for k in server.preauth_keys.values())
+
+    policy = '{"acls": [{"action": "accept", "src": ["autogroup:member"], "dst": ["autogroup:self:*"]}]}'
+    policy_inputs = {"policy": policy, "mode": "apply", "overwriteExisting": False, "resetOnDestroy": False}
+    outs = lifecycle(host, "Policy", policy_blob, policy_inputs)
+    assert outs["appliedSha256"] == hashlib.sha256(policy.encode()).hexdigest()
+    assert server.policy_text == policy
+    assert [r.path for r in server.requests].count("/version") == 1, "one process: the version is confirmed once"
+
+
+def test_a_mismatched_server_fails_the_engine_call_with_both_versions(host, server) -> None:
+    configure(host, server)
+    other = "0.28.0" if server.version == "0.29.2" else "0.29.2"
+    blob = serialize_provider(PolicyProvider(version=other))
+    inputs = {"policy": "{}", "mode": "apply", "overwriteExisting": False, "resetOnDestroy": False, PROVIDER_KEY: blob}
+    with pytest.raises(grpc.RpcError) as caught:
+        host.Create(provider_pb2.CreateRequest(urn=_urn("Policy", "x"), properties=_struct(inputs)), timeout=30)
+    details = caught.value.details()
+    assert f"runs v{server.version}" in details
+    assert f"pins {other.rsplit('.', 1)[0]}" in details
+    assert server.admin_key not in details
+    assert server.policy_text is None
+
+
+def test_without_the_key_in_config_the_provider_says_what_to_set(host, server) -> None:
+    host.Configure(provider_pb2.ConfigureRequest(args=_struct({}), acceptSecrets=False), timeout=30)
+    blob = serialize_provider(PolicyProvider(api_url=server.url, version=server.version))
+    inputs = {"policy": "{}", "mode": "dryRun", "overwriteExisting": False, "resetOnDestroy": False, PROVIDER_KEY: blob}
+    with pytest.raises(grpc.RpcError) as caught:
+        host.Create(provider_pb2.CreateRequest(urn=_urn("Policy", "y"), properties=_struct(inputs)), timeout=30)
+    assert API_KEY_CONFIG in caught.value.details()
