@@ -749,7 +749,10 @@ class Migration(SettingsModel):
         description="Image with python, psql, pgloader and this repository's `migration` package "
         "(built from images/migrate/Dockerfile); required in the migrating stage.",
     )
-    force: bool = Field(default=False, description="Wipe a target that already holds data before loading.")
+    force: bool = Field(
+        default=False,
+        description="Wipe a target that already holds data, or that an earlier run left unverified, before loading.",
+    )
     deadline_seconds: int = Field(default=3600, ge=60, le=86400, description="The Job fails after this long.")
 
 

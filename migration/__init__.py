@@ -1,15 +1,19 @@
 """SQLite → PostgreSQL migration of Headscale's database, run by the migration Job and by the tests.
 
-Steps: ``preflight`` (the source is sound and every value fits), ``check_target`` (Headscale's empty schema,
-no data), ``run_pgloader`` (data only, never trusted alone), ``verify`` (counts, checksums, foreign keys,
-sequences, migrations). Imports nothing from ``components``: the Job image carries only this package.
+Steps: ``snapshot`` (a private copy; the source is never opened), ``preflight`` (the source is sound and every
+value fits: types, pgloader's integer range, PostgreSQL's time zones, index rows, unique keys),
+``check_target`` (Headscale's empty schema, no data, no unverified mark), ``run_pgloader`` (data only, never
+trusted alone) and ``continue_sequences`` (ids go on past SQLite's AUTOINCREMENT marks), ``verify`` (counts,
+checksums with NULL as NULL, foreign keys, sequences, migrations). Imports nothing from ``components``: the
+Job image carries only this package.
 """
 
 from migration.errors import MigrationError
-from migration.load import LoadReport, render_pgloader, run_pgloader
+from migration.load import LoadReport, continue_sequences, render_pgloader, run_pgloader
 from migration.preflight import PreflightReport, preflight
 from migration.psql import PsqlConnection
-from migration.target import TargetReport, check_target, reset_target
+from migration.source import snapshot
+from migration.target import TargetReport, check_target, read_mark, reset_target
 from migration.verify import VerifyReport, verify
 from migration.versions import HeadscaleSchema, schema_for
 
@@ -22,10 +26,13 @@ __all__ = [
     "TargetReport",
     "VerifyReport",
     "check_target",
+    "continue_sequences",
     "preflight",
+    "read_mark",
     "render_pgloader",
     "reset_target",
     "run_pgloader",
     "schema_for",
+    "snapshot",
     "verify",
 ]

@@ -4,22 +4,35 @@ pgloader 3.6 exits 0 when a value does not fit (the whole batch, usually the who
 cuts text at a NUL byte, and when a foreign key cannot be re-created after the load (the constraint is simply
 gone). ``--on-error-stop`` changes none of that. So this step reads pgloader's CSV summary and log too, and the
 verify step compares the result with the source on its own.
+
+pgloader runs in a process group of its own, asked by the kernel to die with its parent: when the migration is
+stopped (SIGTERM, SIGINT: the caller's exception reaches ``run_pgloader``) the whole group is killed and
+reaped, and even a SIGKILLed migration leaves no pgloader writing into the target.
+
+``reset sequences`` moves each id sequence just past max(id); Headscale's SQLite tables are AUTOINCREMENT and
+continue past the highest id ever handed out (``sqlite_sequence``), so ``continue_sequences`` then sets every
+sequence where SQLite would have gone on: the id of a deleted node (its stable id for clients) is never reused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import ctypes
+import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from migration.errors import MigrationError
+from migration.errors import MigrationError, step_errors
 from migration.psql import PsqlConnection
+from migration.versions import HeadscaleSchema
 
 _SAFE_PATH = re.compile(r"/[A-Za-z0-9_./\-]*")
 _SAFE_TABLE = re.compile(r"[a-z_][a-z0-9_]*")
@@ -32,8 +45,9 @@ def render_pgloader(sqlite_path: Path, pg_url: str, tables: Sequence[str]) -> st
 
     ``data only`` keeps the tables, indexes and defaults Headscale created; ``truncate`` empties them first
     (Headscale's own ``migrations`` rows included, replaced by the source's); ``reset sequences`` moves every
-    id sequence past the copied ids. Only the named tables are read (Litestream's ``_litestream_*`` tables
-    otherwise break the load). A password in ``pg_url`` is dropped: pgloader reads PGPASSWORD.
+    id sequence past the copied ids (``continue_sequences`` then moves it past SQLite's AUTOINCREMENT mark).
+    Only the named tables are read (Litestream's ``_litestream_*`` tables otherwise break the load). A password
+    in ``pg_url`` is dropped: pgloader reads PGPASSWORD.
     """
     path = str(Path(sqlite_path).resolve())
     if not _SAFE_PATH.fullmatch(path):
@@ -139,14 +153,20 @@ def run_pgloader(
     started = time.monotonic()
     try:
         with output_file.open("wb") as output:
-            proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, env=pg.pgloader_env())
+            proc = subprocess.Popen(
+                argv,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=pg.pgloader_env(),
+                start_new_session=True,  # its own process group: killed as a whole, untouched by a tty's ^C
+                preexec_fn=_die_with_parent(),  # the caller is single-threaded; the hook only calls prctl
+            )
             try:
                 if on_start is not None:
                     on_start(proc)
                 returncode = proc.wait(timeout=timeout)
-            except BaseException:
-                proc.kill()
-                proc.wait()
+            except BaseException:  # timeout, SIGTERM/SIGINT (the CLI raises), anything: nothing keeps loading
+                stop_group(proc)
                 raise
     except FileNotFoundError as error:
         raise MigrationError("load", f"pgloader not found ({pgloader})") from error
@@ -164,6 +184,54 @@ def run_pgloader(
         if found:
             raise MigrationError("load", "pgloader did not load everything:\n  " + "\n  ".join(found))
     return report
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec hook asking Linux to SIGKILL the child when this process dies (None elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return hook
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, grace: float = 30.0) -> None:
+    """SIGKILL ``proc``'s process group and reap it (bounded: ``grace`` seconds)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+
+
+def continue_sequences(pg: PsqlConnection, schema: HeadscaleSchema, next_ids: Mapping[str, int]) -> dict[str, int]:
+    """Set each table's id sequence to hand out ``next_ids[table]`` next (SQLite's next id, from preflight).
+
+    One statement for all tables; returns the id each sequence now hands out next. A table whose id owns no
+    sequence is skipped here and reported by verify.
+    """
+    settings = [
+        (table.name, max(next_ids[table.name] - 1, 1), next_ids[table.name] > 1)
+        for table in schema.tables
+        if table.serial and table.name in next_ids
+    ]
+    if not settings:
+        return {}
+    sql = " UNION ALL ".join(
+        f"SELECT '{name}', coalesce(setval(pg_get_serial_sequence('public.\"{name}\"', 'id'), {value},"
+        f" {str(called).lower()})::text, 'none')"
+        for name, value, called in settings
+    )
+    with step_errors("load"):
+        rows = dict(pg.query(sql))
+    return {
+        name: value + 1 if called else value for name, value, called in settings if rows.get(name, "none") != "none"
+    }
 
 
 def _read_summary(path: Path) -> dict[str, SummaryLine]:

@@ -1,20 +1,23 @@
 """Refuse a SQLite database that would not arrive intact, before anything touches PostgreSQL.
 
 pgloader drops whole batches over one value PostgreSQL rejects, and does so with exit code 0, so every value
-is checked here against the type it will land in. The file is opened read-only.
+is checked here against the type it will land in, against what pgloader itself can carry (values.py has the
+bounds), against the size limit and the uniqueness of every index of the target schema, so that no value is
+refused only once the target has been truncated. Every problem names table, column, row id and the reason;
+none shows the value of a secret column (keys, hashes). The file is opened read-only.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from migration.errors import MigrationError
 from migration.source import like_selected_tables, open_readonly, table_columns
-from migration.values import fit_problem
-from migration.versions import HeadscaleSchema, Table, schema_for
+from migration.values import BTREE_MAX_ROW, fit_problem, index_row_size
+from migration.versions import BYTEA, HeadscaleSchema, Index, Table, schema_for
 
 _SEMVER = re.compile(r"v?(\d+)\.(\d+)\.\d+.*")
 
@@ -28,6 +31,7 @@ class PreflightReport:
     migrations: tuple[str, ...]
     extra_migrations: tuple[str, ...]  # ids of older releases the pinned version no longer lists: harmless
     database_version: str | None  # database_versions.version (0.29+), None when absent
+    next_ids: dict[str, int] = field(default_factory=dict)  # table -> the id SQLite would hand out next
 
 
 def preflight(sqlite_path: Path, *, version: str, max_problems: int = 30) -> PreflightReport:
@@ -45,7 +49,13 @@ def preflight(sqlite_path: Path, *, version: str, max_problems: int = 30) -> Pre
         migrations = _migrations(conn, schema, problems)
         database_version = _database_version(conn, schema, problems)
         _foreign_keys(conn, problems)
-        counts = {table.name: _check_values(conn, table, problems) for table in schema.tables}
+        marks = autoincrement_marks(conn, schema, problems)
+        counts = {
+            table.name: _check_values(conn, table, problems, bigserial=table.name in marks) for table in schema.tables
+        }
+        for index in schema.indexes:
+            index_problems(conn, schema.table(index.table), index, problems)
+        next_ids = next_ids_of(conn, schema, marks)
     except sqlite3.DatabaseError as error:
         raise MigrationError("preflight", f"cannot read {sqlite_path}: {error}") from error
     finally:
@@ -65,6 +75,7 @@ def preflight(sqlite_path: Path, *, version: str, max_problems: int = 30) -> Pre
         migrations=tuple(migrations),
         extra_migrations=tuple(m for m in migrations if m not in expected),
         database_version=database_version,
+        next_ids=next_ids,
     )
 
 
@@ -144,8 +155,11 @@ def _database_version(conn: sqlite3.Connection, schema: HeadscaleSchema, problem
     return found
 
 
-def _check_values(conn: sqlite3.Connection, table: Table, problems: list[str]) -> int:
-    """Check every value of ``table`` against its PostgreSQL type; returns the row count."""
+def _check_values(conn: sqlite3.Connection, table: Table, problems: list[str], *, bigserial: bool) -> int:
+    """Check every value of ``table`` against its PostgreSQL type; returns the row count.
+
+    ``bigserial``: pgloader sees the table as AUTOINCREMENT, so its primary key carries the whole int64 range.
+    """
     selected = ", ".join(f'"{column.name}", typeof("{column.name}")' for column in table.columns)
     pk = f'"{table.primary_key}"'
     count = 0
@@ -153,10 +167,90 @@ def _check_values(conn: sqlite3.Connection, table: Table, problems: list[str]) -
         count += 1
         for index, column in enumerate(table.columns):
             value, sqlite_type = row[1 + 2 * index], _text(row[2 + 2 * index])
-            problem = fit_problem(column, value, sqlite_type)
+            wide = bigserial and column.name == table.primary_key
+            problem = fit_problem(column, value, sqlite_type, bigserial=wide)
             if problem is not None:
-                problems.append(f"{table.name}.{column.name} {table.primary_key}={_text(row[0])}: {problem}")
+                problems.append(f"{table.name}.{column.name} {table.primary_key}={_row_id(row[0])}: {problem}")
     return count
+
+
+def _row_id(value: object) -> str:
+    """A row id for a message: the key as text, cut short (migrations' key is text of any length)."""
+    text = _text(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def index_problems(conn: sqlite3.Connection, table: Table, index: Index, problems: list[str]) -> None:
+    """Rows PostgreSQL would refuse under ``index``: a key above btree's row limit, or a duplicate of a unique key.
+
+    Both fail the load's COPY of the whole table (54000 "index row size", 23505 "duplicate key"). Only rows the
+    partial index covers count; rows with a NULL key column never collide (NULLs are distinct, as in SQLite).
+    """
+    pk = f'"{table.primary_key}"'
+    columns = [table.column(name) for name in index.columns]
+    where = f" AND ({index.where})" if index.where else ""
+    label = f"{table.name}.{'+'.join(index.columns)}"
+    # Only keys whose bytes come near the limit can exceed it (header, alignment and varlena headers < 128 bytes).
+    total = " + ".join(f'coalesce(length(CAST("{column.name}" AS BLOB)), 0)' for column in columns)
+    keys = ", ".join(
+        f'"{column.name}"' if column.pg_type == BYTEA else f'CAST("{column.name}" AS BLOB)' for column in columns
+    )
+    query = f'SELECT {pk}, {keys} FROM "{table.name}" WHERE ({total}) > {BTREE_MAX_ROW - 128}{where} ORDER BY {pk}'
+    for row in conn.execute(query):
+        size = index_row_size([(column.pg_type, value) for column, value in zip(columns, row[1:], strict=True)])
+        if size > BTREE_MAX_ROW:
+            problems.append(
+                f"{label} {table.primary_key}={_row_id(row[0])}: index {index.name} would need a {size}-byte row,"
+                f" PostgreSQL's btree holds at most {BTREE_MAX_ROW} bytes (the load would fail; shorten the value)"
+            )
+    if not index.unique:
+        return
+    named = ", ".join(f'"{column.name}"' for column in columns)
+    not_null = " AND ".join(f'"{column.name}" IS NOT NULL' for column in columns)
+    groups = conn.execute(
+        f'SELECT group_concat(k, char(10)) FROM (SELECT {pk} AS k, {named} FROM "{table.name}"'
+        f" WHERE {not_null}{where} ORDER BY {pk}) GROUP BY {named} HAVING count(*) > 1"
+    )
+    for (ids,) in groups:
+        first, *others = _text(ids).split("\n")
+        for other in others:
+            problems.append(
+                f"{label} {table.primary_key}={_row_id(other)}: the same key as {table.primary_key}={_row_id(first)}"
+                f" under unique index {index.name} (PostgreSQL refuses the duplicate and the load would fail)"
+            )
+
+
+def autoincrement_marks(conn: sqlite3.Connection, schema: HeadscaleSchema, problems: list[str]) -> dict[str, int]:
+    """``sqlite_sequence``: the highest id each AUTOINCREMENT table ever handed out (deleted rows included)."""
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'").fetchone()
+    if exists is None:
+        return {}
+    serial = {table.name for table in schema.tables if table.serial}
+    marks: dict[str, int] = {}
+    for name, seq, kind in conn.execute("SELECT name, seq, typeof(seq) FROM sqlite_sequence"):
+        name = _text(name)
+        if name not in serial:
+            continue
+        if _text(kind) != "integer":
+            problems.append(
+                f"sqlite_sequence.seq name={name}: {_text(kind)} value where {name}'s AUTOINCREMENT mark must be"
+                " an integer (the next id cannot be known)"
+            )
+            continue
+        marks[name] = seq
+    return marks
+
+
+def next_ids_of(conn: sqlite3.Connection, schema: HeadscaleSchema, marks: dict[str, int]) -> dict[str, int]:
+    """The id SQLite hands out next: past max(id) and past the AUTOINCREMENT mark, so no id is ever reused."""
+    next_ids = {}
+    for table in schema.tables:
+        if not table.serial:
+            continue
+        (max_id,) = conn.execute(f'SELECT max("{table.primary_key}") FROM "{table.name}"').fetchone()
+        floor = max(0, max_id if isinstance(max_id, int) else 0, marks.get(table.name, 0))
+        next_ids[table.name] = floor + 1
+    return next_ids
 
 
 def _text(value: object) -> str:

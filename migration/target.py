@@ -3,10 +3,18 @@
 Headscale creates its PostgreSQL schema (and fills ``migrations``) when it first opens an empty database; the
 migration only loads rows into that schema. Loading over existing data would silently replace it (pgloader
 truncates), so a target with rows is refused unless the operator says ``force``.
+
+A run marks the target before it writes anything (a comment on the ``migrations`` table, which Headscale never
+reads): ``headscale-migration: unverified ...`` until verify has passed, ``headscale-migration: verified ...``
+after. A run that failed, was interrupted (SIGTERM, SIGINT) or killed leaves the ``unverified`` mark, and the
+next run refuses such a target, even one that looks empty, unless ``force``: then it is wiped and loaded again
+from the start (pgloader cannot resume a load, and nothing written by an unverified run is trusted).
+``psql -c '\\dt+ migrations'`` shows the mark.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from migration.catalog import foreign_key_problems, foreign_keys, row_counts, schema_problems
@@ -21,6 +29,31 @@ class TargetReport:
 
     row_counts: dict[str, int]
     forced: bool = False  # data or a damaged schema was found and the caller chose to reset it
+    mark: str = ""  # the mark an earlier run left ("" when none)
+
+
+MARK_PREFIX = "headscale-migration:"
+UNVERIFIED = f"{MARK_PREFIX} unverified"
+VERIFIED = f"{MARK_PREFIX} verified"
+
+
+def read_mark(pg: PsqlConnection) -> str:
+    """The migration's mark on the target ("" when none)."""
+    row = pg.scalar("SELECT '>' || coalesce(obj_description('public.migrations'::regclass, 'pg_class'), '')")
+    text = row[1:]
+    return text if text.startswith(MARK_PREFIX) else ""
+
+
+def write_mark(pg: PsqlConnection, state: str, detail: str) -> str:
+    """Set the mark to ``state`` (UNVERIFIED or VERIFIED) with a UTC time and ``detail``; returns it."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = f"{state} since {now}: {detail}"
+    pg.execute(f"COMMENT ON TABLE public.migrations IS {_literal(text)};")
+    return text
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def check_target(pg: PsqlConnection, schema: HeadscaleSchema, *, force: bool = False) -> TargetReport:
@@ -39,17 +72,21 @@ def check_target(pg: PsqlConnection, schema: HeadscaleSchema, *, force: bool = F
             )
         counts = row_counts(pg, schema.table_names)
         damaged = foreign_key_problems(pg, schema)
+        mark = read_mark(pg)
     busy = {table: counts[table] for table in schema.data_tables if counts[table]}
-    if (busy or damaged) and not force:
+    unverified = mark.startswith(UNVERIFIED)
+    if (busy or damaged or unverified) and not force:
         reasons = [f"already holds data ({', '.join(f'{t}={n}' for t, n in busy.items())})"] if busy else []
+        if unverified:
+            reasons.insert(0, f"an earlier migration run stopped before verification passed ({mark})")
         raise MigrationError(
             "target",
             f"{pg.url()} is not the empty database Headscale leaves; refusing to load over it:\n  "
             + "\n  ".join(reasons + damaged)
-            + "\nIf this is a failed earlier run, rerun with --force: the target is wiped, its foreign keys"
-            " restored, and loaded again.",
+            + "\nIf this is a failed or interrupted earlier run, rerun with --force: the target is wiped, its"
+            " foreign keys restored, and loaded again from the start.",
         )
-    return TargetReport(counts, forced=bool(busy or damaged))
+    return TargetReport(counts, forced=bool(busy or damaged or unverified), mark=mark)
 
 
 def reset_target(pg: PsqlConnection, schema: HeadscaleSchema) -> None:

@@ -2,7 +2,10 @@
 
 Compared per table: row counts, every column's checksum (values normalised so equal data gives equal text on
 both sides: booleans as 0/1, times as epoch microseconds, blobs as hex, text as md5 of its bytes), the
-``migrations`` ids, foreign keys present and validated with no orphan rows, and id sequences past max(id).
+``migrations`` ids, foreign keys present and validated with no orphan rows, and each id sequence handing out
+no less than the id SQLite would hand out next (past max(id) and past the AUTOINCREMENT mark in
+``sqlite_sequence``, so no id of a deleted row comes back; the load sets exactly that id, a sequence further on
+only skips ids). NULL is compared as NULL for every type.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from migration.catalog import foreign_key_problems, row_counts, schema_problems
 from migration.errors import MigrationError, step_errors
+from migration.preflight import autoincrement_marks, next_ids_of
 from migration.psql import PsqlConnection
 from migration.source import open_readonly
 from migration.values import canonical, pg_canonical_sql
@@ -50,7 +54,7 @@ def verify(sqlite_path: Path, pg: PsqlConnection, *, version: str, max_rows_show
         problems = schema_problems(pg, schema)
         if problems:
             raise MigrationError("verify", "the target schema changed:\n  " + "\n  ".join(problems))
-        source = _read_source(sqlite_path, schema)
+        source, expected_next = _read_source(sqlite_path, schema)
         counts = row_counts(pg, schema.table_names)
         for table in schema.table_names:
             if counts[table] != len(source[table].keys):
@@ -58,7 +62,7 @@ def verify(sqlite_path: Path, pg: PsqlConnection, *, version: str, max_rows_show
         checksums = _compare_checksums(pg, schema, source, counts, problems, max_rows_shown)
         problems.extend(foreign_key_problems(pg, schema))
         problems.extend(_orphans(pg, schema))
-        sequences = _sequences(pg, schema, problems)
+        sequences = _sequences(pg, schema, expected_next, problems)
         migrations = _compare_migrations(pg, source["migrations"], problems)
     if problems:
         raise MigrationError("verify", "the target differs from the source:\n  " + "\n  ".join(problems))
@@ -71,10 +75,16 @@ def verify(sqlite_path: Path, pg: PsqlConnection, *, version: str, max_rows_show
     )
 
 
-def _read_source(sqlite_path: Path, schema: HeadscaleSchema) -> dict[str, _SourceTable]:
+def _read_source(sqlite_path: Path, schema: HeadscaleSchema) -> tuple[dict[str, _SourceTable], dict[str, int]]:
+    """Every table canonicalised, and the id SQLite would hand out next per serial table."""
     conn = open_readonly(sqlite_path, step="verify")
     try:
-        return {table.name: _read_table(conn, table) for table in schema.tables}
+        tables = {table.name: _read_table(conn, table) for table in schema.tables}
+        problems: list[str] = []
+        next_ids = next_ids_of(conn, schema, autoincrement_marks(conn, schema, problems))
+        if problems:
+            raise MigrationError("verify", "the source's sqlite_sequence is unusable:\n  " + "\n  ".join(problems))
+        return tables, next_ids
     except sqlite3.DatabaseError as error:
         raise MigrationError("verify", f"cannot read {sqlite_path}: {error}") from error
     finally:
@@ -157,8 +167,10 @@ def _orphans(pg: PsqlConnection, schema: HeadscaleSchema) -> list[str]:
     ]
 
 
-def _sequences(pg: PsqlConnection, schema: HeadscaleSchema, problems: list[str]) -> dict[str, int]:
-    """Each id sequence must hand out an id above max(id), or the next registration collides."""
+def _sequences(
+    pg: PsqlConnection, schema: HeadscaleSchema, expected: dict[str, int], problems: list[str]
+) -> dict[str, int]:
+    """Each id sequence must hand out what SQLite would next: lower collides or reuses a deleted row's id."""
     serial = [table.name for table in schema.tables if table.serial]
     owned = dict(
         pg.query(
@@ -189,6 +201,11 @@ def _sequences(pg: PsqlConnection, schema: HeadscaleSchema, problems: list[str])
         next_ids[name] = next_id
         if next_id <= int(max_id):
             problems.append(f"{name}: the id sequence hands out {next_id} next, but max(id) is {max_id}")
+        elif name in expected and next_id < expected[name]:
+            problems.append(
+                f"{name}: the id sequence hands out {next_id} next, SQLite would hand out {expected[name]}"
+                " (past its AUTOINCREMENT mark: ids of deleted rows are never handed out again)"
+            )
     return next_ids
 
 

@@ -39,6 +39,7 @@ class Column:
     pg_type: str
     nullable: bool = True
     json: bool = False  # Headscale stores it with GORM's JSON serializer: must parse when not empty
+    secret: bool = False  # key material (a key, a hash of one): no message ever shows its value
 
     @property
     def max_length(self) -> int | None:
@@ -86,6 +87,27 @@ class ForeignKey:
 
 
 @dataclass(frozen=True)
+class Index:
+    """A btree index Headscale creates (besides primary keys): each row must fit it, and be unique if ``unique``.
+
+    ``where`` is the partial index's predicate, written so SQLite and PostgreSQL both evaluate it.
+    """
+
+    name: str
+    table: str
+    columns: tuple[str, ...]
+    unique: bool = False
+    where: str | None = None
+
+    def ddl(self, name: str | None = None) -> str:
+        """CREATE INDEX statement (tests compare it with the reference schema through PostgreSQL's catalog)."""
+        unique = "UNIQUE " if self.unique else ""
+        where = f" WHERE {self.where}" if self.where else ""
+        columns = ", ".join(f'"{column}"' for column in self.columns)
+        return f'CREATE {unique}INDEX "{name or self.name}" ON public."{self.table}" ({columns}){where}'
+
+
+@dataclass(frozen=True)
 class HeadscaleSchema:
     """Everything the steps check for one pinned version."""
 
@@ -93,6 +115,7 @@ class HeadscaleSchema:
     tables: tuple[Table, ...]
     foreign_keys: tuple[ForeignKey, ...]
     migration_ids: tuple[str, ...]
+    indexes: tuple[Index, ...] = ()
 
     @property
     def table_names(self) -> tuple[str, ...]:
@@ -144,9 +167,9 @@ PRE_AUTH_KEYS = Table(
     "pre_auth_keys",
     (
         Column("id", BIGINT, nullable=False),
-        Column("key", TEXT),
+        Column("key", TEXT, secret=True),  # a legacy plaintext pre-auth key
         Column("prefix", TEXT),
-        Column("hash", BYTEA),
+        Column("hash", BYTEA, secret=True),
         Column("user_id", BIGINT),
         Column("reusable", BOOLEAN),
         Column("ephemeral", BOOLEAN),
@@ -161,7 +184,7 @@ API_KEYS = Table(
     (
         Column("id", BIGINT, nullable=False),
         Column("prefix", TEXT),
-        Column("hash", BYTEA),
+        Column("hash", BYTEA, secret=True),
         Column("created_at", TIMESTAMPTZ),
         Column("expiration", TIMESTAMPTZ),
         Column("last_seen", TIMESTAMPTZ),
@@ -209,6 +232,30 @@ FOREIGN_KEYS = (
     ForeignKey("fk_nodes_auth_key", "nodes", "auth_key_id", "pre_auth_keys", "id", "NO ACTION"),
 )
 
+# The explicit indexes of postgres-schema.derived.sql (the same in 0.28 and 0.29; tests compare them through
+# PostgreSQL's catalog). Primary keys are left out: bigint ids, and migrations.id of at most 255 characters.
+INDEXES = (
+    Index("idx_users_deleted_at", "users", ("deleted_at",)),
+    Index("idx_api_keys_prefix", "api_keys", ("prefix",), unique=True),
+    Index("idx_policies_deleted_at", "policies", ("deleted_at",)),
+    Index(
+        "idx_provider_identifier",
+        "users",
+        ("provider_identifier",),
+        unique=True,
+        where="provider_identifier IS NOT NULL",
+    ),
+    Index("idx_name_provider_identifier", "users", ("name", "provider_identifier"), unique=True),
+    Index("idx_name_no_provider_identifier", "users", ("name",), unique=True, where="provider_identifier IS NULL"),
+    Index(
+        "idx_pre_auth_keys_prefix",
+        "pre_auth_keys",
+        ("prefix",),
+        unique=True,
+        where="prefix IS NOT NULL AND prefix <> ''",
+    ),
+)
+
 MIGRATION_IDS_0_28 = (
     "SCHEMA_INIT",
     "202501221827",
@@ -235,13 +282,18 @@ MIGRATION_IDS_0_29 = (
 
 SCHEMAS: dict[str, HeadscaleSchema] = {
     "0.28.0": HeadscaleSchema(
-        "0.28.0", (MIGRATIONS, USERS, PRE_AUTH_KEYS, API_KEYS, NODES, POLICIES), FOREIGN_KEYS, MIGRATION_IDS_0_28
+        "0.28.0",
+        (MIGRATIONS, USERS, PRE_AUTH_KEYS, API_KEYS, NODES, POLICIES),
+        FOREIGN_KEYS,
+        MIGRATION_IDS_0_28,
+        INDEXES,
     ),
     "0.29.2": HeadscaleSchema(
         "0.29.2",
         (DATABASE_VERSIONS, MIGRATIONS, USERS, PRE_AUTH_KEYS, API_KEYS, NODES, POLICIES),
         FOREIGN_KEYS,
         MIGRATION_IDS_0_29,
+        INDEXES,
     ),
 }
 

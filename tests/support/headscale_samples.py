@@ -230,3 +230,44 @@ def build_large(path: Path, version: str, *, nodes: int, keys: int) -> Path:
     conn.commit()
     conn.close()
     return path
+
+
+def with_deleted_newest(path: Path, *, users: int = 10, keys: int = 20, nodes: int = 50) -> Path:
+    """Headscale's history on top of ``build``: rows registered after the survivors and deleted again.
+
+    Every table is AUTOINCREMENT, so ``sqlite_sequence`` keeps the highest id ever handed out (users 10, pre-auth
+    keys 20, nodes 50 by default) while max(id) stays 3, 4 and 4: SQLite hands out 11, 21, 51 next, never 4 or 5.
+    """
+    conn = sqlite3.connect(path)
+    for table, last in (("users", users), ("pre_auth_keys", keys), ("nodes", nodes)):
+        (top,) = conn.execute(f"SELECT max(id) FROM {table}").fetchone()
+        conn.executemany(f"INSERT INTO {table} (id) VALUES (?)", [(i,) for i in range(top + 1, last + 1)])
+        conn.execute(f"DELETE FROM {table} WHERE id > ?", (top,))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def with_wal_frames(path: Path, dest_dir: Path, *, keep_shm: bool = False) -> Path:
+    """A WAL-mode copy of ``path`` in ``dest_dir`` whose newest rows live only in its ``-wal`` (uncheckpointed).
+
+    Adds user 4 and node 5 (registered by that user) in WAL mode with checkpoints off, then copies the database
+    and its -wal (and -shm with ``keep_shm``) while the writer still holds them open, as a stopped Headscale pod
+    leaves them. The copy's main file does not hold those rows; only a reader that applies the WAL sees them.
+    """
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("INSERT INTO users (id, name, created_at) VALUES (4, 'wal-user', ?)", (ts(4000),))
+    conn.execute(
+        "INSERT INTO nodes (id, machine_key, node_key, hostname, given_name, user_id, register_method, created_at)"
+        " VALUES (5, ?, ?, 'wal-node', 'wal-node', 4, 'cli', ?)",
+        ("mkey:" + "cd" * 32, "nodekey:" + "ef" * 32, ts(4001)),
+    )
+    conn.commit()
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    suffixes = ["", "-wal", *(["-shm"] if keep_shm else [])]
+    for suffix in suffixes:
+        (dest_dir / (path.name + suffix)).write_bytes(Path(str(path) + suffix).read_bytes())
+    conn.close()
+    return dest_dir / path.name
