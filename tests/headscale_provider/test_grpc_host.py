@@ -13,7 +13,6 @@ import asyncio
 import base64
 import hashlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from headscale_provider.resources import API_KEY_CONFIG, API_URL_CONFIG, PolicyProvider, PreAuthKeyProvider
 from tests.support.fake_headscale import FakeHeadscale
+from tests.support.litestream_lab import stop_process
 
 PROJECT = Path(__file__).resolve().parents[2]
 PROVIDER_KEY = "__provider"
@@ -64,12 +64,7 @@ def host() -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
         yield provider_pb2_grpc.ResourceProviderStub(channel)
         channel.close()
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process, timeout=10)
 
 
 @pytest.fixture(params=["0.28.0", "0.29.2"])

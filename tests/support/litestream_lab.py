@@ -190,14 +190,15 @@ def wait_until(predicate: Callable[[], bool], *, timeout: float, interval: float
         time.sleep(interval)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[Any], *, timeout: float = 5) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds: a test's child process never outlives its fixture."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(timeout=5)
+            proc.wait(timeout=timeout)
 
 
 @contextmanager
@@ -210,7 +211,7 @@ def replicating(binary: Path, app: App, log: Path) -> Iterator[subprocess.Popen[
     try:
         yield proc
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def kill9(proc: subprocess.Popen[bytes]) -> float:
@@ -575,7 +576,7 @@ def state_exporter_running(shell: list[str], env: dict[str, str], log: Path) -> 
     try:
         yield proc
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def newest_txid(binary: Path, replica: Path) -> int:
@@ -621,4 +622,4 @@ def replicating_as(binary: Path, app: App, log: Path, *, user: int | None) -> It
     try:
         yield proc
     finally:
-        _stop(proc)
+        stop_process(proc)

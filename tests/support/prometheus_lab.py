@@ -11,7 +11,6 @@ import json
 import math
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support.litestream_lab import stop_process
 
 PROMTOOL = "promtool"
 PROMETHEUS = "prometheus"
@@ -160,16 +161,6 @@ def expand(template: str, labels: dict[str, str], value: float | None) -> str:
 # --- processes ---------------------------------------------------------------------------------------------------
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 def _get(url: str, timeout: float = 2) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return bytes(response.read())
@@ -216,7 +207,7 @@ def busybox_httpd(home: Path, conf: Path, *, log: Path, port: int | None = None)
                 time.sleep(0.05)
         yield base
     finally:
-        _stop(proc)
+        stop_process(proc, timeout=10)
 
 
 def content_type(url: str) -> str | None:
@@ -301,4 +292,4 @@ def prometheus_server(
         _wait_http(f"{url}/-/ready", proc, log, start_timeout)
         yield Prometheus(url)
     finally:
-        _stop(proc)
+        stop_process(proc, timeout=10)
