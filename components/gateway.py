@@ -191,7 +191,7 @@ class SubnetRouters(pulumi.ComponentResource):
     """
 
     statefulset: k8s.apps.v1.StatefulSet
-    state_secrets: list[k8s.core.v1.Secret]
+    state_secrets: list[k8s.core.v1.SecretPatch]
     namespace: str
     statefulset_name: str
     state_secret_names: list[str]
@@ -205,15 +205,16 @@ class SubnetRouters(pulumi.ComponentResource):
         meta = {"namespace": namespace, "labels": labels(ROUTERS, "gateway")}
         replicas = args.replicas
         state_names = [f"{ROUTERS}-{index}" for index in range(replicas)]
-        # One state Secret per replica, named after its pod: tailscale keeps its node key there. Pulumi creates
-        # them empty and never touches what tailscale writes, so RBAC can name exactly these Secrets.
+        # One state Secret per replica, named after its pod: tailscale keeps its node key there, so RBAC can name
+        # exactly these Secrets. Applied server-side (a Patch resource) with no data: Pulumi owns only the labels and
+        # never touches what tailscale writes. Retained: a destroy or a scale-down must not force a re-enrolment, and
+        # the apply adopts a retained one when the replica comes back (a plain create would fail: AlreadyExists).
         self.state_secrets = [
-            k8s.core.v1.Secret(
+            k8s.core.v1.SecretPatch(
                 f"{name}-state-{index}",
-                metadata={**meta, "name": state},
+                metadata={**meta, "name": state, "annotations": {"pulumi.com/patchForce": "true"}},
                 type="Opaque",
-                # Retained: they hold each router's node key; a destroy must not force a re-enrolment.
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["data", "stringData"], retain_on_delete=True),
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
             for index, state in enumerate(state_names)
         ]

@@ -12,6 +12,7 @@ Steps, each failing the Job with its own message and none touching SQLite or its
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,9 +174,6 @@ class SqliteToPostgres(pulumi.ComponentResource):
             *file_volumes,
             *ca_volumes,
         ]  # fmt: skip
-        # A new Job (new name) for every change of what it would do; a finished one is kept for the record.
-        digest = checksum(args.headscale_version, args.image, str(args.force))[:8]
-        self.job_name = f"{JOB}-{digest}"
         pod_spec = {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
@@ -187,21 +185,29 @@ class SqliteToPostgres(pulumi.ComponentResource):
             "volumes": volumes,
         }
         skips = static_check_skips(pod_spec, {"CKV_K8S_35": PASSWORD_ENV_REASON})
+        spec = {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": args.deadline_seconds,
+            "template": {"metadata": {"labels": labels(JOB, "migration")}, "spec": pod_spec},
+        }
+        # A Job's template is immutable: any change of it (an image bump, a digest pin) is a new Job, named from
+        # all of it, created before the old one is deleted. A re-run against a target an earlier run verified
+        # re-verifies and succeeds without loading (migration/__main__.py), so a new Job is harmless.
+        self.job_name = f"{JOB}-{checksum(json.dumps(spec, sort_keys=True), str(args.force))[:8]}"
+        timeout = f"{args.deadline_seconds + 300}s"
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
             metadata={
                 "name": self.job_name,
                 "namespace": namespace,
                 "labels": labels(JOB, "migration"),
-                "annotations": skips,
+                # A Job that failed (or never finished) is replaced at the next `pulumi up`, so "fix, then
+                # `pulumi up` again" runs it again instead of awaiting the same failed Job.
+                "annotations": {**skips, "pulumi.com/replaceUnready": "true"},
             },
-            spec={
-                "backoffLimit": 0,
-                "activeDeadlineSeconds": args.deadline_seconds,
-                "template": {"metadata": {"labels": labels(JOB, "migration")}, "spec": pod_spec},
-            },
+            spec=spec,
             opts=pulumi.ResourceOptions(
-                parent=self, custom_timeouts=pulumi.CustomTimeouts(create=f"{args.deadline_seconds + 300}s")
+                parent=self, custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)
             ),
         )
         self.register_outputs({"jobName": self.job_name})

@@ -54,6 +54,10 @@ def read_write_host(namespace: str) -> str:
     return f"{CLUSTER}-rw.{namespace}.svc.cluster.local"
 
 
+#: The Cluster is awaited until its Ready condition (bootstrapping instances takes minutes: 20 at most).
+READY_AWAIT = {"pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSeconds": "1200"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReplicaOf:
     """A standby's replica cluster: it follows the active site's cluster through the shared WAL archive."""
@@ -211,7 +215,9 @@ class PostgresDatabase(pulumi.ComponentResource):
             f"{name}-cluster",
             api_version="postgresql.cnpg.io/v1",
             kind="Cluster",
-            metadata={**meta, "name": CLUSTER},
+            # pulumi-kubernetes awaits no custom resource unless told what ready means: what depends on the Cluster
+            # (the migration Job, Headscale on PostgreSQL) starts only once CloudNativePG reports it Ready.
+            metadata={**meta, "name": CLUSTER, "annotations": READY_AWAIT},
             spec=spec,
             # Bootstrap only matters when the cluster is created; a promoted replica keeps its data.
             opts=pulumi.ResourceOptions(

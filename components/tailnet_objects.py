@@ -70,7 +70,10 @@ class TailnetObjects(pulumi.ComponentResource):
     def __init__(self, name: str, args: TailnetObjectsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:tailnet:TailnetObjects", name, None, opts)
         url, version = args.api_url, args.headscale_version
-        child = pulumi.ResourceOptions(parent=self)
+        # What this component depends on (the server's Deployment and route: the API its children call) is where
+        # every child waits: Pulumi does not pass a component's depends_on to its children, and without the edge
+        # the engine would mint keys while the server is still rolling out, and delete the server before them.
+        child = pulumi.ResourceOptions(parent=self, depends_on=opts.depends_on if opts else None)
         # One single-use key per replica, as the Tailscale operator mints one per proxy. `always`: a key that was
         # used (its replica enrolled), expired or vanished is replaced at the next `pulumi up`, so a replica whose
         # state is lost finds a fresh key after that up; an enrolled replica never presents its key again

@@ -174,7 +174,16 @@ class UserProvider(_HeadscaleProvider):
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in ("displayName", "email") if olds.get(k, "") != news.get(k, "")]
         changed = replaces or olds.get("name") != news.get("name") or olds.get("forceDelete") != news.get("forceDelete")
-        # The API cannot change a display name or e-mail: recreate, deleting first (names are unique).
+        if replaces and not news.get("forceDelete"):
+            # The API cannot change a display name or e-mail: the user is recreated, deleting first (names are
+            # unique). A user with nodes would lose them (or, kept by delete, block the create): refuse up front.
+            nodes = self.client.list_nodes(user=olds["name"])
+            if nodes:
+                raise ProviderError(
+                    f"user {olds['name']!r}: {', '.join(replaces)} cannot change while it has {len(nodes)} node(s) "
+                    f"({', '.join(n.name for n in nodes[:5])}): Headscale can only recreate a user; move or delete "
+                    "the nodes, keep the old value, or set forceDelete to recreate it without them"
+                )
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -183,12 +192,12 @@ class UserProvider(_HeadscaleProvider):
         return UpdateResult({**news, "userId": id_})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
+        """A user with nodes is kept in Headscale, nodes and all, unless ``forceDelete``: its devices stay online
+        when it leaves `tailnet.users` or the stack is destroyed (the resource leaves the state). Without nodes, or
+        with ``forceDelete``, the user (and its nodes) is deleted."""
         nodes = self.client.list_nodes(user=props["name"])
         if nodes and not props.get("forceDelete"):
-            raise ProviderError(
-                f"user {props['name']!r} still has {len(nodes)} node(s) ({', '.join(n.name for n in nodes[:5])}); "
-                "move or delete them, or set forceDelete to delete the user with its nodes"
-            )
+            return
         for node in nodes:
             self.client.delete_node(node.id)
         with contextlib.suppress(NotFoundError):
@@ -196,7 +205,8 @@ class UserProvider(_HeadscaleProvider):
 
 
 class HeadscaleUser(Resource, module="headscale", name="User"):
-    """A Headscale user; deleting it is refused while it has nodes, unless `force_delete`."""
+    """A Headscale user. Deleting the resource keeps a user that still has nodes (unless `force_delete`); a display
+    name or e-mail change of such a user is refused by the diff (the API can only recreate a user)."""
 
     user_id: pulumi.Output[str]
 

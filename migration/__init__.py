@@ -4,8 +4,9 @@ Steps: ``snapshot`` (a private copy; the source is never opened), ``preflight`` 
 value fits: types, pgloader's integer range, PostgreSQL's time zones, index rows, unique keys),
 ``check_target`` (Headscale's empty schema, no data, no unverified mark), ``run_pgloader`` (data only, never
 trusted alone) and ``continue_sequences`` (ids go on past SQLite's AUTOINCREMENT marks), ``verify`` (counts,
-checksums with NULL as NULL, foreign keys, sequences, migrations). Imports nothing from ``components``: the
-Job image carries only this package.
+checksums with NULL as NULL, foreign keys, sequences, migrations). A target an earlier run verified is not
+loaded again: ``reverify`` checks it against this run's source, read-only (a recreated Job is harmless).
+Imports nothing from ``components``: the Job image carries only this package.
 """
 
 from migration.errors import MigrationError
@@ -13,7 +14,7 @@ from migration.load import LoadReport, continue_sequences, render_pgloader, run_
 from migration.preflight import PreflightReport, preflight
 from migration.psql import PsqlConnection
 from migration.source import snapshot
-from migration.target import TargetReport, check_target, read_mark, reset_target
+from migration.target import TargetReport, check_target, read_mark, reset_target, reverify
 from migration.verify import VerifyReport, verify
 from migration.versions import HeadscaleSchema, schema_for
 
@@ -31,6 +32,7 @@ __all__ = [
     "read_mark",
     "render_pgloader",
     "reset_target",
+    "reverify",
     "run_pgloader",
     "schema_for",
     "snapshot",

@@ -8,6 +8,10 @@ SIGTERM and SIGINT stop the run at once: pgloader's whole process group is kille
 the ``unverified`` mark written before the first write, the work directory is removed, and the exit code is
 128 + the signal number (143, 130). The next run refuses that target unless ``--force`` (wipe, load again).
 
+A rerun against a target an earlier run verified (the Job is recreated on any change to its spec) loads
+nothing and writes nothing: it verifies the target again against this run's snapshot and exits 0, or exits 1
+naming what differs, the ``verified`` mark left as it was. ``--force`` wipes and reloads it as any other.
+
 The target URL must not carry a password on the command line (``ps`` shows it): give the password in
 PGPASSWORD or ``--password-file``, or pass the whole URL in the MIGRATION_PG_URL environment variable.
 """
@@ -35,8 +39,8 @@ from migration.load import LoadReport, continue_sequences, run_pgloader
 from migration.preflight import PreflightReport, preflight
 from migration.psql import PsqlConnection
 from migration.source import snapshot
-from migration.target import UNVERIFIED, VERIFIED, TargetReport, check_target, reset_target, write_mark
-from migration.verify import verify
+from migration.target import UNVERIFIED, VERIFIED, TargetReport, check_target, reset_target, reverify, write_mark
+from migration.verify import VerifyReport, verify
 from migration.versions import HeadscaleSchema, schema_for
 
 T = TypeVar("T")
@@ -135,9 +139,14 @@ def _mark_stopped(pg: PsqlConnection, why: str) -> None:
 
 
 def _check_and_mark(pg: PsqlConnection, args: argparse.Namespace) -> TargetReport:
-    """The target step: refuse a target that is not Headscale's empty one, then mark it before any write."""
+    """The target step: refuse a target that is not Headscale's empty one, then mark it before any write.
+
+    A target an earlier run verified is neither refused nor marked: the caller verifies it again instead.
+    """
     schema = schema_for(args.version)
-    target = check_target(pg, schema, force=args.force)
+    target = check_target(pg, schema, force=args.force, accept_verified=True)
+    if target.verified:
+        return target
     try:
         write_mark(pg, UNVERIFIED, "loading (no verification yet; a rerun needs --force)")
     except PsqlError as error:
@@ -156,7 +165,7 @@ def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
     _Progress.step, _Progress.marked = "snapshot", False
     try:
-        _migrate(args, schema, pg, workdir)
+        reverified = _migrate(args, schema, pg, workdir)
     except Interrupted as interrupted:
         _mark_stopped(pg, f"interrupted by {interrupted} during {_Progress.step}; rerun with --force")
         raise
@@ -166,24 +175,62 @@ def run(args: argparse.Namespace) -> None:
     finally:
         if not args.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(f"migration complete in {time.monotonic() - started:.2f} s", flush=True)
+    print(_closing(reverified, time.monotonic() - started), flush=True)
 
 
-def _migrate(args: argparse.Namespace, schema: HeadscaleSchema, pg: PsqlConnection, workdir: Path) -> None:
-    """snapshot, preflight, target (check, then mark unverified), reset if forced, load, verify, mark verified."""
+def _closing(reverified: VerifyReport | None, seconds: float) -> str:
+    if reverified is None:
+        return f"migration complete in {seconds:.2f} s"
+    rows = sum(reverified.row_counts.values())
+    return (
+        f"target already migrated and verified against this source: {rows} rows verified again,"
+        f" nothing loaded ({seconds:.2f} s)"
+    )
+
+
+def _describe_target(pg: PsqlConnection, target: TargetReport) -> str:
+    if target.verified:
+        return f"{pg.url()} is marked verified by an earlier run: verifying it again, nothing is loaded"
+    return (
+        f"{pg.url()} has Headscale's schema"
+        + (", not empty or unverified: --force given, resetting it" if target.forced else ", empty")
+        + "; marked unverified until verify passes"
+    )
+
+
+def _describe_verify(report: VerifyReport) -> str:
+    return (
+        f"{sum(report.row_counts.values())} rows, {len(report.checksums)} column checksums,"
+        f" {len(report.foreign_keys)} foreign keys, {len(report.sequences)} sequences,"
+        f" {report.migrations} migration ids"
+    )
+
+
+def _migrate(
+    args: argparse.Namespace, schema: HeadscaleSchema, pg: PsqlConnection, workdir: Path
+) -> VerifyReport | None:
+    """snapshot, preflight, target; then load and verify, or only verify again (returned) a verified target."""
     copy = _step(
         "snapshot", lambda: snapshot(args.sqlite, workdir / "headscale.sqlite"), lambda p: f"{args.sqlite} -> {p}"
     )
     report = _step("preflight", lambda: preflight(copy, version=schema.version), _describe_preflight)
-    target = _step(
-        "target",
-        lambda: _check_and_mark(pg, args),
-        lambda t: (
-            f"{pg.url()} has Headscale's schema"
-            + (", not empty or unverified: --force given, resetting it" if t.forced else ", empty")
-            + "; marked unverified until verify passes"
-        ),
-    )
+    target = _step("target", lambda: _check_and_mark(pg, args), lambda t: _describe_target(pg, t))
+    if target.verified:
+        return _step("verify", lambda: reverify(copy, pg, schema, target.mark), _describe_verify)
+    _load_and_verify(args, schema, pg, workdir, copy, report, target)
+    return None
+
+
+def _load_and_verify(
+    args: argparse.Namespace,
+    schema: HeadscaleSchema,
+    pg: PsqlConnection,
+    workdir: Path,
+    copy: Path,
+    report: PreflightReport,
+    target: TargetReport,
+) -> None:
+    """reset if forced, load, continue the sequences, verify, mark verified."""
     if target.forced:
         _step("reset", lambda: reset_target(pg, schema), lambda _: "data tables emptied, foreign keys in place")
 
@@ -206,14 +253,7 @@ def _migrate(args: argparse.Namespace, schema: HeadscaleSchema, pg: PsqlConnecti
             f" rows; sequences continue at {' '.join(f'{t}={n}' for t, n in r[1].items())}"
         ),
     )
-    checked = _step(
-        "verify",
-        lambda: verify(copy, pg, version=schema.version),
-        lambda v: (
-            f"{sum(v.row_counts.values())} rows, {len(v.checksums)} column checksums,"
-            f" {len(v.foreign_keys)} foreign keys, {len(v.sequences)} sequences, {v.migrations} migration ids"
-        ),
-    )
+    checked = _step("verify", lambda: verify(copy, pg, version=schema.version), _describe_verify)
     try:
         write_mark(pg, VERIFIED, f"{sum(checked.row_counts.values())} rows verified against the SQLite source")
     except PsqlError as error:

@@ -10,16 +10,23 @@ after. A run that failed, was interrupted (SIGTERM, SIGINT) or killed leaves the
 next run refuses such a target, even one that looks empty, unless ``force``: then it is wiped and loaded again
 from the start (pgloader cannot resume a load, and nothing written by an unverified run is trusted).
 ``psql -c '\\dt+ migrations'`` shows the mark.
+
+A target marked ``verified`` is not loaded again: the Job is recreated whenever its spec changes (an image
+bump) or after a failure, and such a rerun only verifies the target again against its own snapshot of the
+source (``reverify``): it succeeds without writing anything, or refuses naming what differs, the mark left
+as it was. Only ``force`` wipes and reloads it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from pathlib import Path
 
 from migration.catalog import foreign_key_problems, foreign_keys, row_counts, schema_problems
-from migration.errors import MigrationError, step_errors
+from migration.errors import MigrationError, PsqlError, step_errors
 from migration.psql import PsqlConnection
+from migration.verify import VerifyReport, verify
 from migration.versions import HeadscaleSchema
 
 
@@ -27,9 +34,10 @@ from migration.versions import HeadscaleSchema
 class TargetReport:
     """Row counts found in the target before loading (bookkeeping tables included)."""
 
-    row_counts: dict[str, int]
+    row_counts: dict[str, int]  # empty when ``verified`` (nothing counted: the target is re-verified instead)
     forced: bool = False  # data or a damaged schema was found and the caller chose to reset it
     mark: str = ""  # the mark an earlier run left ("" when none)
+    verified: bool = False  # marked verified by an earlier run: the caller re-verifies (reverify), never loads
 
 
 MARK_PREFIX = "headscale-migration:"
@@ -38,8 +46,8 @@ VERIFIED = f"{MARK_PREFIX} verified"
 
 
 def read_mark(pg: PsqlConnection) -> str:
-    """The migration's mark on the target ("" when none)."""
-    row = pg.scalar("SELECT '>' || coalesce(obj_description('public.migrations'::regclass, 'pg_class'), '')")
+    """The migration's mark on the target ("" when none, also when there is no ``migrations`` table)."""
+    row = pg.scalar("SELECT '>' || coalesce(obj_description(to_regclass('public.migrations'), 'pg_class'), '')")
     text = row[1:]
     return text if text.startswith(MARK_PREFIX) else ""
 
@@ -56,13 +64,20 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def check_target(pg: PsqlConnection, schema: HeadscaleSchema, *, force: bool = False) -> TargetReport:
+def check_target(
+    pg: PsqlConnection, schema: HeadscaleSchema, *, force: bool = False, accept_verified: bool = False
+) -> TargetReport:
     """Refuse a target that is not the empty database Headscale leaves behind (unless ``force``).
 
     No schema at all is always refused (the migration never creates tables). Rows in a data table, or foreign
     keys an interrupted pgloader left dropped, are refused unless ``force``: the caller then runs reset_target.
+    With ``accept_verified`` (and no ``force``), a target marked verified is returned as it is, ``verified``
+    set, whatever it holds: the caller must then run ``reverify`` instead of loading.
     """
     with step_errors("target"):
+        mark = read_mark(pg)
+        if accept_verified and not force and mark.startswith(VERIFIED):
+            return TargetReport({}, mark=mark, verified=True)
         problems = schema_problems(pg, schema)
         if problems:
             raise MigrationError(
@@ -72,7 +87,6 @@ def check_target(pg: PsqlConnection, schema: HeadscaleSchema, *, force: bool = F
             )
         counts = row_counts(pg, schema.table_names)
         damaged = foreign_key_problems(pg, schema)
-        mark = read_mark(pg)
     busy = {table: counts[table] for table in schema.data_tables if counts[table]}
     unverified = mark.startswith(UNVERIFIED)
     if (busy or damaged or unverified) and not force:
@@ -115,3 +129,27 @@ def reset_target(pg: PsqlConnection, schema: HeadscaleSchema) -> None:
         problems = foreign_key_problems(pg, schema)
     if problems:
         raise MigrationError("reset", "foreign keys still wrong after reset:\n  " + "\n  ".join(problems))
+
+
+def reverify(copy: Path, pg: PsqlConnection, schema: HeadscaleSchema, mark: str) -> VerifyReport:
+    """Verify a target marked verified again against this run's snapshot ``copy``; read-only either way.
+
+    Passing proves the target still is a faithful copy of this source, so the mark stays as it is. On any
+    difference it refuses, naming what differs, and still leaves the mark alone rather than flipping it to
+    unverified: nothing is known to be half-loaded, and the difference may be newer data the operator must not
+    lose (Headscale ran on this PostgreSQL, or on SQLite again after a rollback). An unverified mark would read
+    as a broken load and invite ``force``; only the operator decides to wipe it.
+    """
+    try:
+        return verify(copy, pg, version=schema.version)
+    except MigrationError as error:
+        if isinstance(error.__cause__, PsqlError):
+            raise  # not a difference: the target could not be read
+        raise MigrationError(
+            "verify",
+            f"{pg.url()} is marked verified by an earlier run ({mark}), but {error.message}\n"
+            "Nothing was loaded and the mark is left as it was. Either the SQLite source changed since that run"
+            " or the target was modified since: investigate which (never reload silently over data that may be"
+            " newer). To discard the target and load it again from this source, set"
+            " database.migration.force: true (--force).",
+        ) from error

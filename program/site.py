@@ -96,6 +96,29 @@ def endpoints(config: StackConfig) -> dict[str, Any]:
     return result
 
 
+def kubernetes_provider(name: str, config: StackConfig, opts: pulumi.ResourceOptions) -> k8s.Provider:
+    """The one Kubernetes provider of the stack, from its first `pulumi up` (the ambient kubeconfig when none is set).
+
+    - ``enableConfigMapMutable`` / ``enableSecretMutable``: a data change of a ConfigMap or Secret is an update in
+      place. Without them pulumi-kubernetes replaces the object, and an object with a fixed name is deleted
+      before it is created again (a retained one, such as ``headscale-identity``, cannot be replaced at all).
+      The pods that read them roll by their checksum annotations.
+    - ``clusterIdentifier``: the cluster is the site. pulumi-kubernetes replaces a provider (and with it every
+      object of the stack) when the active cluster of its kubeconfig changes, which a rotated CA or a new API
+      address also does; with an identifier it never does while the identifier stays the same.
+    - A resource's provider never changes between runs: setting ``kubeconfig`` later updates this provider.
+    """
+    kubeconfig = pulumi.Output.secret(config.kubeconfig.get_secret_value()) if config.kubeconfig is not None else None
+    return k8s.Provider(
+        f"{name}-kubernetes",
+        kubeconfig=kubeconfig,
+        enable_config_map_mutable=True,
+        enable_secret_mutable=True,
+        cluster_identifier=config.site.name,
+        opts=opts,
+    )
+
+
 class TailnetSite(pulumi.ComponentResource):
     """Wires the components of one cluster; everything it creates is a child of it."""
 
@@ -109,12 +132,8 @@ class TailnetSite(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:site:TailnetSite", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        if config.kubeconfig is not None:
-            provider = k8s.Provider(
-                f"{name}-kubernetes", kubeconfig=pulumi.Output.secret(config.kubeconfig.get_secret_value()), opts=child
-            )
-            child = pulumi.ResourceOptions(parent=self, provider=provider)
+        provider = kubernetes_provider(name, config, pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
 
         # Namespaces that hold state are retained: deleting one would delete the claims, the identity Secret and
         # the routers' node state inside it, whatever their own options say.
@@ -146,8 +165,12 @@ class TailnetSite(pulumi.ComponentResource):
             headscale_server_args(config, policy_published_by=self.policy.config_map),
             opts=in_namespace,
         )
+        # Headscale's API answers at the public URL once the server rolled out and the route exists: everything the
+        # provider does over the API depends on both, so `up` creates it after them and `destroy` deletes it first.
+        endpoint = PublicEndpoint(f"{name}-endpoint", public_endpoint_args(config), opts=in_namespace)
+        serving = [self.headscale.deployment, endpoint]
         # After the server: the provider compares with (or in `apply` writes) the policy of the server rolled out.
-        self.policy.track_live(after=[self.headscale.deployment])
+        self.policy.track_live(after=serving)
         if config.database.stage is DatabaseStage.MIGRATING and self.database is not None:
             # Awaited by Pulumi: the stage is done when the Job succeeded; Headscale stays at 0 until then.
             SqliteToPostgres(
@@ -180,7 +203,9 @@ class TailnetSite(pulumi.ComponentResource):
             self.objects = TailnetObjects(
                 f"{name}-tailnet",
                 tailnet_objects_args(config),
-                opts=pulumi.ResourceOptions.merge(in_namespace, in_routers),
+                opts=pulumi.ResourceOptions.merge(
+                    pulumi.ResourceOptions.merge(in_namespace, in_routers), pulumi.ResourceOptions(depends_on=serving)
+                ),
             )
             router_key = self.objects.router_key_secret
         elif config.router_auth_keys is not None:
@@ -214,7 +239,6 @@ class TailnetSite(pulumi.ComponentResource):
                 ),
                 opts=in_namespace,
             )
-        PublicEndpoint(f"{name}-endpoint", public_endpoint_args(config), opts=in_namespace)
         if config.monitoring.enabled:
             StackMonitoring(
                 f"{name}-monitoring",

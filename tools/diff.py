@@ -33,9 +33,31 @@ import tempfile
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
+
+from tools.fields import (
+    ABSENT,
+    IGNORED_INPUTS,
+    FieldChange,
+    Token,
+    covers,
+    diff_values,
+    format_path,
+    is_secret,
+    is_unknown,
+    pattern,
+)
+from tools.kubernetes_rules import (
+    DYNAMIC_REPLACES,
+    ProviderFlags,
+    api_group,
+    provider_replacement,
+    quantity,
+    refusal,
+    replacing_rule,
+    truthy,
+)
 
 #: Bumped when the dump's shape changes; the dumper writes it, the comparison refuses another.
 DUMP_VERSION = 1
@@ -429,177 +451,10 @@ def dump_ref(project_dir: Path, ref: str, stacks: Sequence[str] | None = None) -
 # ------------------------------------------------------------------------------------------------ values
 
 
-class _Absent:
-    """A value one side does not have."""
-
-    def __repr__(self) -> str:
-        return "absent"
-
-
-ABSENT = _Absent()
-#: Inputs that are no change of the resource: a dynamic resource's pickled provider (code, not state).
-IGNORED_INPUTS = frozenset({"__provider"})
-
-Token = str | int | tuple[str, str]  # a mapping key, a list index, or ("name", value) for a list keyed by name
-
-
-def is_secret(value: Any) -> bool:
-    """The dumper's secret marker, ``{"secret": <digest or None>}`` (not a volume's ``{"secret": {...}}``)."""
-    return (
-        isinstance(value, dict)
-        and set(value) == {"secret"}
-        and (value["secret"] is None or isinstance(value["secret"], str))
-    )
-
-
-def _is_unknown(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) == {"unknown"} and value["unknown"] is True
-
-
-def format_path(tokens: Sequence[Token]) -> str:
-    """``spec.template.spec.containers[name=headscale].image``; keys that are not identifiers as ``["k"]``."""
-    text = ""
-    for token in tokens:
-        if isinstance(token, tuple):
-            text += f"[{token[0]}={token[1]}]"
-        elif isinstance(token, int):
-            text += f"[{token}]"
-        elif re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$-]*", token):
-            text += f".{token}" if text else token
-        else:
-            text += f"[{json.dumps(token)}]"
-    return text
-
-
-@dataclass(frozen=True)
-class FieldChange:
-    """One changed value: ``old``/``new`` are ABSENT when the field appears or disappears."""
-
-    path: tuple[Token, ...]
-    old: Any
-    new: Any
-    refused: str | None = None  # why the API server refuses this update (an immutable field pulumi does not replace)
-    note: str | None = None
-
-    @property
-    def secret(self) -> bool:
-        return is_secret(self.old) or is_secret(self.new)
-
-    @property
-    def text(self) -> str:
-        return format_path(self.path)
-
-
-def _keyed_by_name(items: list[Any]) -> bool:
-    names = [i.get("name") for i in items if isinstance(i, dict)]
-    return (
-        bool(items)
-        and len(names) == len(items)
-        and all(isinstance(n, str) for n in names)
-        and len(set(names)) == len(names)
-    )
-
-
-def diff_values(old: Any, new: Any, path: tuple[Token, ...] = ()) -> list[FieldChange]:
-    """Field-level differences; lists of mappings that all have a unique ``name`` are compared by name."""
-    if old == new:
-        return []
-    if is_secret(old) and is_secret(new):
-        # A side planned without digests (an old harness) cannot tell: no change rather than a false one.
-        if old["secret"] is None or new["secret"] is None:
-            return []
-        return [FieldChange(path, old, new)]
-    if isinstance(old, dict) and isinstance(new, dict) and not is_secret(old) and not is_secret(new):
-        changes = []
-        for key in sorted(set(old) | set(new)):
-            changes += diff_values(old.get(key, ABSENT), new.get(key, ABSENT), (*path, key))
-        return changes
-    if isinstance(old, list) and isinstance(new, list):
-        if (_keyed_by_name(old) or not old) and (_keyed_by_name(new) or not new):
-            before = {i["name"]: i for i in old}
-            after = {i["name"]: i for i in new}
-            changes = []
-            for name in [*before, *(n for n in after if n not in before)]:
-                changes += diff_values(before.get(name, ABSENT), after.get(name, ABSENT), (*path, ("name", name)))
-            common_before = [n for n in before if n in after]
-            common_after = [n for n in after if n in before]
-            if common_before != common_after:
-                changes.append(FieldChange(path, common_before, common_after, note="order changed"))
-            return changes
-        changes = []
-        for index in range(max(len(old), len(new))):
-            changes += diff_values(
-                old[index] if index < len(old) else ABSENT, new[index] if index < len(new) else ABSENT, (*path, index)
-            )
-        return changes
-    return [FieldChange(path, old, new)]
-
-
-def value_at(value: Any, tokens: Sequence[Token]) -> Any:
-    """The value at a path (ABSENT when missing); a ("name", x) token finds the list item named x."""
-    for token in tokens:
-        if isinstance(token, tuple):
-            if not isinstance(value, list):
-                return ABSENT
-            value = next((i for i in value if isinstance(i, dict) and i.get("name") == token[1]), ABSENT)
-        elif isinstance(token, int):
-            value = value[token] if isinstance(value, list) and token < len(value) else ABSENT
-        else:
-            value = value.get(token, ABSENT) if isinstance(value, dict) and not is_secret(value) else ABSENT
-        if value is ABSENT:
-            return ABSENT
-    return value
-
-
-def _pattern(text: str) -> tuple[str | int, ...]:
-    """``spec.containers[*].image`` → ("spec", "containers", "*", "image"); ``[0]`` → 0."""
-    tokens: list[str | int] = []
-    for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", text):
-        if part.startswith("["):
-            inner = part[1:-1].strip("\"'")
-            tokens.append(int(inner) if inner.isdigit() else inner)
-        else:
-            tokens.append(part)
-    return tuple(tokens)
-
-
-def _token_matches(pattern: str | int, token: Token) -> bool:
-    """``*`` matches any list item (by index or by name); anything else matches itself."""
-    return (pattern == "*" and not isinstance(token, str)) or token == pattern
-
-
-def _covers(pattern: Sequence[str | int], tokens: Sequence[Token]) -> bool:
-    """The change at ``tokens`` is at or under ``pattern``."""
-    return len(tokens) >= len(pattern) and all(_token_matches(p, t) for p, t in zip(pattern, tokens, strict=False))
-
-
-def _reaches(pattern: Sequence[str | int], change: FieldChange) -> bool:
-    """The change touches the field ``pattern``: it is at or under it, or it adds or removes a whole subtree that
-    holds it."""
-    if _covers(pattern, change.path):
-        return True
-    if len(change.path) >= len(pattern) or not _covers(pattern[: len(change.path)], change.path):
-        return False
-    rest = pattern[len(change.path) :]
-    return any(_exists(side, rest) for side in (change.old, change.new))
-
-
-def _exists(value: Any, pattern: Sequence[str | int]) -> bool:
-    if not pattern:
-        return value is not ABSENT
-    head, rest = pattern[0], pattern[1:]
-    if head == "*" or isinstance(head, int):
-        if not isinstance(value, list):
-            return False
-        items = value if head == "*" else value[head : head + 1]
-        return any(_exists(i, rest) for i in items)
-    return isinstance(value, dict) and head in value and _exists(value[head], rest)
-
-
 def _show(value: Any, limit: int = 100) -> str:
     if value is ABSENT:
         return "absent"
-    if _is_unknown(value):
+    if is_unknown(value):
         return "[unknown until deployed]"
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + f"… ({len(text)} chars)"
@@ -610,228 +465,6 @@ def _short(change: FieldChange) -> str:
     if change.secret:
         return f"{change.text} changed"
     return f"{change.text} changed {_show(change.old, 60)} -> {_show(change.new, 60)}"
-
-
-# ------------------------------------------------------------------------------------------------ what replaces
-
-
-REPLACE = "replace"
-REFUSE = "refuse"
-
-
-@dataclass(frozen=True)
-class ImmutableField:
-    """A field whose change pulumi-kubernetes turns into a replacement (REPLACE: its forceNew table) or that the API
-    server refuses to update (REFUSE: `pulumi preview` shows an update, `pulumi up` fails)."""
-
-    kinds: tuple[str, ...]
-    group: str  # API group ("" for core)
-    path: str
-    effect: str
-    why: str
-    unless: tuple[str, ...] = ()  # sub-paths that stay mutable
-    condition: str = ""  # see _condition_holds
-    api_versions: tuple[str, ...] = ()  # only these apiVersions (default: any)
-    #: The API server refuses the update too (False: only pulumi-kubernetes replaces; an adopted object takes it).
-    api_refuses: bool = True
-
-
-_PV_SOURCES = (
-    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume", "flocker",
-    "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs", "photonPersistentDisk", "portworxVolume",
-    "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume",
-)  # fmt: skip
-_POD_SPEC = (
-    "affinity", "automountServiceAccountToken", "dnsConfig", "dnsPolicy", "enableServiceLinks", "hostAliases",
-    "hostIPC", "hostNetwork", "hostPID", "hostname", "imagePullSecrets", "nodeName", "nodeSelector", "overhead",
-    "preemptionPolicy", "priority", "priorityClassName", "readinessGates", "restartPolicy", "runtimeClassName",
-    "schedulerName", "securityContext", "serviceAccount", "serviceAccountName", "shareProcessNamespace",
-    "subdomain", "terminationGracePeriodSeconds", "volumes",
-)  # fmt: skip
-_POD_CONTAINER = (
-    "args", "command", "env", "image", "imagePullPolicy", "lifecycle", "livenessProbe", "ports", "readinessProbe",
-    "resources", "securityContext", "stdin", "stdinOnce", "terminationMessagePath", "terminationMessagePolicy",
-    "tty", "volumeDevices", "volumeMounts", "workingDir",
-)  # fmt: skip
-_STS_MUTABLE = (
-    "replicas", "ordinals", "template", "updateStrategy", "revisionHistoryLimit",
-    "persistentVolumeClaimRetentionPolicy", "minReadySeconds",
-)  # fmt: skip
-
-#: Facts: pulumi-kubernetes 4.x's forceNew table (provider/pkg/provider/diff.go) for REPLACE, the API server's
-#: update validation (pkg/apis/*/validation) for REFUSE. metadata.name and metadata.namespace replace every kind
-#: (handled as an identity change). Only API groups of Kubernetes itself: custom resources (CloudNativePG's Cluster,
-#: Gateway API, cert-manager) replace only on a name or namespace change.
-IMMUTABLE_FIELDS: tuple[ImmutableField, ...] = (
-    ImmutableField(("Deployment", "DaemonSet"), "apps", "spec.selector", REPLACE, "the selector is immutable"),
-    ImmutableField(("ReplicaSet",), "apps", "spec.selector", REFUSE, "the selector is immutable"),
-    *(
-        ImmutableField(("StatefulSet",), "apps", f"spec.{f}", REPLACE, f"spec.{f} is immutable")
-        for f in ("selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy")
-    ),
-    ImmutableField(
-        ("StatefulSet",),
-        "apps",
-        "spec.revisionHistoryLimit",
-        REPLACE,
-        "pulumi-kubernetes replaces on it (the API would allow the update)",
-        api_refuses=False,
-    ),
-    ImmutableField(
-        ("StatefulSet",),
-        "apps",
-        "spec",
-        REFUSE,
-        "a StatefulSet's spec is immutable except " + ", ".join(_STS_MUTABLE),
-        unless=tuple(f"spec.{f}" for f in _STS_MUTABLE),
-    ),
-    *(
-        ImmutableField(("Job",), "batch", f"spec.{f}", REPLACE, f"spec.{f} of a Job is immutable")
-        for f in ("template", "selector", "completions")
-    ),
-    ImmutableField(
-        ("Job",),
-        "batch",
-        "spec.parallelism",
-        REPLACE,
-        "pulumi-kubernetes replaces on it (the API would allow it)",
-        api_refuses=False,
-    ),
-    *(
-        ImmutableField(("Job",), "batch", f"spec.{f}", REFUSE, f"spec.{f} of a Job is immutable")
-        for f in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy")
-    ),
-    *(
-        ImmutableField(("PersistentVolumeClaim",), "", f"spec.{f}", REPLACE, f"spec.{f} of a claim is immutable")
-        for f in ("accessModes", "selector", "storageClassName", "volumeName")
-    ),
-    ImmutableField(
-        ("PersistentVolumeClaim",),
-        "",
-        "spec",
-        REFUSE,
-        "a claim's spec is immutable except resources.requests (expansion) and volumeAttributesClassName",
-        unless=("spec.resources.requests", "spec.volumeAttributesClassName"),
-    ),
-    *(
-        ImmutableField(("PersistentVolume",), "", f"spec.{s}", REPLACE, "a volume's source is immutable")
-        for s in _PV_SOURCES
-    ),
-    ImmutableField(("PersistentVolume",), "", "spec.volumeMode", REFUSE, "spec.volumeMode is immutable"),
-    ImmutableField(
-        ("PersistentVolume",),
-        "",
-        "spec.nodeAffinity",
-        REFUSE,
-        "spec.nodeAffinity is immutable once set",
-        condition="set",
-    ),
-    ImmutableField(("Service",), "", "spec.clusterIP", REPLACE, "spec.clusterIP is immutable"),
-    *(
-        ImmutableField(
-            ("Service",),
-            "",
-            f"spec.{f}[0]",
-            REFUSE,
-            f"the first of spec.{f} is immutable (except when the type changes to or from ExternalName)",
-            condition="not-external-name-switch",
-        )
-        for f in ("clusterIPs", "ipFamilies")
-    ),
-    ImmutableField(("Secret",), "", "type", REPLACE, "a Secret's type is immutable"),
-    *(
-        ImmutableField(
-            ("Secret",),
-            "",
-            f,
-            REPLACE,
-            "pulumi-kubernetes replaces a Secret whose data changes (enableSecretMutable is not set, or the Secret is "
-            "immutable)",
-            condition="secret-data-replaces",
-            api_refuses=False,
-        )
-        for f in ("data", "stringData")
-    ),
-    *(
-        ImmutableField(
-            ("ConfigMap",),
-            "",
-            f,
-            REPLACE,
-            "pulumi-kubernetes replaces a ConfigMap whose data changes (enableConfigMapMutable is not set, or the "
-            "ConfigMap is immutable)",
-            condition="configmap-data-replaces",
-            api_refuses=False,
-        )
-        for f in ("data", "binaryData")
-    ),
-    ImmutableField(
-        ("Secret", "ConfigMap"), "", "immutable", REFUSE, "`immutable: true` cannot be unset", condition="was-immutable"
-    ),
-    ImmutableField(
-        ("RoleBinding", "ClusterRoleBinding"), "rbac.authorization.k8s.io", "roleRef", REPLACE, "roleRef is immutable"
-    ),
-    *(
-        ImmutableField(("StorageClass",), "storage.k8s.io", f, REPLACE, f"a StorageClass's {f} is immutable")
-        for f in ("parameters", "provisioner")
-    ),
-    *(
-        ImmutableField(("StorageClass",), "storage.k8s.io", f, REFUSE, f"a StorageClass's {f} is immutable")
-        for f in ("reclaimPolicy", "volumeBindingMode")
-    ),
-    ImmutableField(
-        ("PodDisruptionBudget",),
-        "policy",
-        "spec",
-        REPLACE,
-        "a policy/v1beta1 PodDisruptionBudget's spec",
-        api_versions=("policy/v1beta1",),
-    ),
-    ImmutableField(("ResourceQuota",), "", "spec.scopes", REPLACE, "spec.scopes is immutable"),
-    *(ImmutableField(("Pod",), "", f"spec.{f}", REPLACE, f"a Pod's spec.{f}") for f in _POD_SPEC),
-    *(
-        ImmutableField(("Pod",), "", f"spec.{c}[*].{f}", REPLACE, f"a Pod's {c}[].{f}")
-        for c in ("containers", "initContainers")
-        for f in _POD_CONTAINER
-    ),
-)
-
-#: Inputs whose change makes this project's dynamic providers replace the resource (their diff()).
-DYNAMIC_REPLACES: dict[str, tuple[str, ...]] = {
-    "pulumi-python:dynamic/headscale:User": ("displayName", "email"),
-    "pulumi-python:dynamic/headscale:PreAuthKey": ("user", "reusable", "ephemeral", "aclTags", "lifetime"),
-    "pulumi-python:dynamic/headscale:ApiKey": ("lifetime",),
-    "pulumi-python:dynamic/headscale:NodeSettings": ("nodeName", "user"),
-}
-
-
-def _group(api_version: Any) -> str:
-    text = str(api_version or "")
-    return text.rsplit("/", 1)[0] if "/" in text else ""
-
-
-def _truthy(value: Any) -> bool:
-    return value is True or str(value).lower() == "true"
-
-
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([numkMGTPE]|[KMGTPE]i)?$")
-_SUFFIX = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal(10**3),
-    "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40), "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}  # fmt: skip
-
-
-def quantity(value: Any) -> Decimal | None:
-    """A Kubernetes quantity (``10Gi``, ``500M``) in base units, or None when it is not one."""
-    match = _QUANTITY.match(str(value).strip())
-    if match is None:
-        return None
-    try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
-    except InvalidOperation:
-        return None
 
 
 # ------------------------------------------------------------------------------------------------ resources
@@ -1127,74 +760,40 @@ class _Context:
     stateful_namespaces: Mapping[str, list[str]]
 
 
-def _provider_flag(resource: Resource, flag: str, ctx: _Context) -> bool:
-    """A pulumi-kubernetes provider option of the resource's provider (explicit, or the default's stack config).
+def _provider_flags(resource: Resource, ctx: _Context) -> ProviderFlags:
+    """The pulumi-kubernetes options of the resource's provider (explicit, or the default's stack config).
 
     Assumption: PULUMI_K8S_ENABLE_CONFIGMAP_MUTABLE / ..._SECRET_MUTABLE are not set where `pulumi up` runs.
     """
+    inputs: Mapping[str, Any] = {
+        key.split(":", 1)[1]: value for key, value in ctx.head_config.items() if key.startswith("kubernetes:")
+    }
     if resource.provider:
         provider = ctx.head.get(resource.provider.rsplit("::", 1)[0])
         if provider is not None and isinstance(provider.inputs, dict):
-            return _truthy(provider.inputs.get(flag))
-    return _truthy(ctx.head_config.get(f"kubernetes:{flag}"))
-
-
-def _condition_holds(rule: ImmutableField, change: FieldChange, old: Resource, new: Resource, ctx: _Context) -> bool:
-    if rule.condition == "set":
-        return value_at(old.inputs, rule_tokens(rule)) is not ABSENT
-    if rule.condition == "was-immutable":
-        return _truthy(old.inputs.get("immutable")) and not _truthy(new.inputs.get("immutable"))
-    if rule.condition == "not-external-name-switch":
-        types = {str(r.inputs.get("spec", {}).get("type", "ClusterIP")) for r in (old, new)}
-        return "ExternalName" not in types or len(types) == 1
-    immutable = _truthy(old.inputs.get("immutable")) or _truthy(new.inputs.get("immutable"))
-    if rule.condition == "secret-data-replaces":
-        return immutable or not _provider_flag(new, "enableSecretMutable", ctx)
-    if rule.condition == "configmap-data-replaces":
-        return immutable or not _provider_flag(new, "enableConfigMapMutable", ctx)
-    return True
-
-
-def rule_tokens(rule: ImmutableField) -> tuple[str | int, ...]:
-    return _pattern(rule.path)
-
-
-def _rules_for(resource: Resource) -> list[ImmutableField]:
-    api_version = str(resource.inputs.get("apiVersion"))
-    return [
-        r
-        for r in IMMUTABLE_FIELDS
-        if resource.kind in r.kinds
-        and _group(api_version) == r.group
-        and (not r.api_versions or api_version in r.api_versions)
-    ]
+            inputs = provider.inputs
+    return ProviderFlags(
+        config_map_mutable=truthy(inputs.get("enableConfigMapMutable")),
+        secret_mutable=truthy(inputs.get("enableSecretMutable")),
+    )
 
 
 def _ignored(change: FieldChange, patterns: Sequence[str]) -> bool:
-    return any(_covers(_pattern(p), change.path) for p in patterns)
+    return any(covers(pattern(p), change.path) for p in patterns)
 
 
 def _kubernetes_rules(
     old: Resource, new: Resource, fields: list[FieldChange], ctx: _Context
 ) -> tuple[list[tuple[str, str, bool]], list[FieldChange]]:
     """([(cause, reason, the API server refuses it as an update)] of a replacement, the fields with API refusals
-    marked) for a Kubernetes object."""
+    marked) for a Kubernetes object (the rules: tools/kubernetes_rules.py)."""
     reasons: list[tuple[str, str, bool]] = []
     marked: list[FieldChange] = []
-    rules = _rules_for(new)
+    flags = _provider_flags(new, ctx)
     for change in fields:
-        replaced_by = next(
-            (
-                r
-                for r in rules
-                if r.effect == REPLACE
-                and _reaches(rule_tokens(r), change)
-                and _condition_holds(r, change, old, new, ctx)
-            ),
-            None,
-        )
+        replaced_by = replacing_rule(change, old.inputs, new.inputs, flags)
         if replaced_by is not None:
-            refuses = replaced_by.api_refuses or any(_truthy(r.inputs.get("immutable")) for r in (old, new))
+            refuses = replaced_by.api_refuses or any(truthy(r.inputs.get("immutable")) for r in (old, new))
             why = (
                 replaced_by.why
                 if "pulumi-kubernetes" in replaced_by.why
@@ -1203,21 +802,11 @@ def _kubernetes_rules(
             reasons.append((_short(change), f"{_short(change)}: {why}", refuses))
             marked.append(change)
             continue
-        refused = None
-        for rule in rules:
-            if rule.effect != REFUSE or not _reaches(rule_tokens(rule), change):
-                continue
-            if any(_covers(_pattern(u), change.path) for u in rule.unless):
-                continue
-            if _condition_holds(rule, change, old, new, ctx):
-                refused = rule.why
-                break
+        refused = refusal(change, old.inputs, new.inputs, flags)
         note = None
         if new.kind == "PersistentVolumeClaim" and change.path == ("spec", "resources", "requests", "storage"):
             before, after = quantity(change.old), quantity(change.new)
-            if before is not None and after is not None and after < before:
-                refused = "storage shrink is refused: a claim's storage request can only grow"
-            elif before is not None and after is not None:
+            if refused is None and before is not None and after is not None:
                 note = "expansion: needs allowVolumeExpansion on the StorageClass"
         if new.kind == "Service" and change.path == ("spec", "type") and "ExternalName" in (change.old, change.new):
             note = "to or from ExternalName: the API releases or allocates the cluster IP"
@@ -1225,11 +814,28 @@ def _kubernetes_rules(
     return reasons, marked
 
 
-def _options(old: Resource, new: Resource) -> list[FieldChange]:
+def _provider_inputs(ref: str | None, resources: Mapping[str, Resource], config: Mapping[str, Any]) -> dict:
+    """The inputs of the provider a resource names (None: the default provider, from the ``kubernetes:`` config)."""
+    if ref:
+        provider = resources.get(ref.rsplit("::", 1)[0])
+        if provider is not None and isinstance(provider.inputs, dict):
+            return dict(provider.inputs)
+    return {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith("kubernetes:")}
+
+
+def _provider_move(old: Resource, new: Resource, ctx: _Context) -> str | None:
+    """Why moving a Kubernetes object to another provider replaces it (the engine asks the new provider's
+    DiffConfig, tools/kubernetes_rules.provider_replacement); None: it stays, and only its provider changes."""
+    before = _provider_inputs(old.provider, ctx.base, ctx.head_config)
+    after = _provider_inputs(new.provider, ctx.head, ctx.head_config)
+    return provider_replacement(before, after)
+
+
+def _options(old: Resource, new: Resource, *, provider_moves: bool = True) -> list[FieldChange]:
     pairs = (
         ("protect", old.protect, new.protect),
         ("retainOnDelete", old.retain, new.retain),
-        ("provider", old.provider, new.provider),
+        ("provider", old.provider, new.provider) if provider_moves else ("provider", None, None),
         ("deleteBeforeReplace", old.delete_before_replace, new.delete_before_replace),
         ("ignoreChanges", list(old.ignore_changes), list(new.ignore_changes)),
         ("replaceOnChanges", list(old.replace_on_changes), list(new.replace_on_changes)),
@@ -1290,7 +896,16 @@ def compare(pair: Pair, ctx: _Context) -> Change | None:
     if on_changes:
         text = ", ".join(_short(f) for f in on_changes)
         change.replace_because(text, f"replaceOnChanges: {text}")
-    change.fields = fields + _options(old, new)
+    provider_moves = True
+    if new.is_kubernetes and old.provider != new.provider:
+        why = _provider_move(old, new, ctx)
+        if why:
+            change.replace_because(
+                "provider changed", f"its provider changed and {why}: the engine replaces it, creating first"
+            )
+        else:
+            provider_moves = False  # the engine moves it to the new provider: no step of its own
+    change.fields = fields + _options(old, new, provider_moves=provider_moves)
     if change.reasons:
         change.action = "replace"
     elif not change.fields and pair.how == "urn":
@@ -1315,7 +930,7 @@ def _holds(resource: Resource) -> str | None:
         return "the tailnet's Noise and DERP private keys"
     if kind == "Secret" and _ROUTER_STATE.match(name):
         return "a subnet router's node key"
-    if kind == "Cluster" and _group(resource.inputs.get("apiVersion")) == "postgresql.cnpg.io":
+    if kind == "Cluster" and api_group(resource.inputs.get("apiVersion")) == "postgresql.cnpg.io":
         return "the PostgreSQL database (CloudNativePG deletes its volumes with the Cluster)"
     if kind == "ConfigMap" and name.endswith("-served"):
         return "the witness that the site has served"
@@ -1375,6 +990,14 @@ def _object_loss(change: Change, old: Resource, new: Resource | None, holds: str
                 f"object) or, with PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true, adopts it as it is{protect}",
             )
         return Finding(True, f"DATA LOSS: {what}: it is deleted, and {holds} with it{protect}")
+    if change.old_urn is not None and old.object_id == new.object_id and new.is_patch:
+        if old.retain:
+            return None  # the patch is applied to the object (never AlreadyExists); the old delete leaves it
+        return Finding(
+            True,
+            f"DATA LOSS: {what}: the new patch applies to the object, then the old resource's delete deletes it, "
+            f"and {holds} with it{protect}",
+        )
     if change.old_urn is not None and old.object_id == new.object_id:
         alias = f"; to keep it, give the new resource {alias_hint(old, new)}"
         adopted = (
@@ -1470,13 +1093,13 @@ def findings_for(change: Change, old: Resource | None, new: Resource | None, ctx
         )
         found.append(Finding(False, f"key {'replaced' if replaced else 'deleted'}: {what}: {text}{protect}"))
     elif old.type == "pulumi-python:dynamic/headscale:User":
-        if _truthy(old.inputs.get("forceDelete")):
+        if truthy(old.inputs.get("forceDelete")):
             found.append(Finding(True, f"DATA LOSS: {what}: forceDelete: the user's nodes are deleted with it"))
         else:
             found.append(
                 Finding(False, f"{what}: refused while the user has nodes (forceDelete is false): `pulumi up` fails")
             )
-    elif old.type == "pulumi-python:dynamic/headscale:NodeSettings" and _truthy(old.inputs.get("deleteOnDestroy")):
+    elif old.type == "pulumi-python:dynamic/headscale:NodeSettings" and truthy(old.inputs.get("deleteOnDestroy")):
         found.append(Finding(True, f"DATA LOSS: {what}: deleteOnDestroy: the node is deleted from Headscale"))
     elif old.protect:
         found.append(Finding(False, f"{what}{protect}"))

@@ -16,7 +16,7 @@ import string
 import sys
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,22 +295,25 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         self._track_thread_loop()
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            inputs = _plain(json_format.MessageToDict(request.object))
-            record = RegisteredResource(
-                type=request.type,
-                name=request.name,
-                urn=response.urn,
-                parent_urn=request.parent or None,
-                custom=bool(request.custom),
-                inputs=inputs,
-                provider=request.provider or None,
-                protect=bool(request.protect),
-                retain_on_delete=bool(request.retainOnDelete),
-                dependencies=tuple(request.dependencies),
-            )
-            with self.lock:
-                self.registered.append(record)
+            self.record_registration(request, response.urn)
         return response
+
+    def record_registration(self, request: Any, urn: str) -> None:
+        """Keep what a RegisterResource asked for (secrets as SECRET), with its options."""
+        record = RegisteredResource(
+            type=request.type,
+            name=request.name,
+            urn=urn,
+            parent_urn=request.parent or None,
+            custom=bool(request.custom),
+            inputs=_plain(json_format.MessageToDict(request.object)),
+            provider=request.provider or None,
+            protect=bool(request.protect),
+            retain_on_delete=bool(request.retainOnDelete),
+            dependencies=tuple(request.dependencies),
+        )
+        with self.lock:
+            self.registered.append(record)
 
 
 async def _export(value: Any) -> Any:
@@ -370,6 +373,8 @@ def run_program(
     program: Path = PROJECT_DIR / "__main__.py",
     registered: list[RegisteredResource] | None = None,
     stack_outputs: StackOutputs | None = None,
+    preview: bool = False,
+    monitor_factory: Callable[[pulumi_mocks.Mocks], _RecordingMonitor] | None = None,
 ) -> ProgramRun:
     """Run ``program`` as stack ``stack`` of ``project`` with ``config`` (CLI wire form) under mocks.
 
@@ -377,7 +382,8 @@ def run_program(
     (see ``StackOutputs``); a StackReference to any other stack fails the run with UnknownStackError, and
     ``require_output`` of an output the stack lacks raises KeyError, as in a real run.
     Exceptions raised by the program (a ConfigError, say) propagate unchanged; pass ``registered`` to
-    still learn what had been registered when it failed.
+    still learn what had been registered when it failed. ``preview`` runs it as `pulumi preview` does (dry run);
+    ``monitor_factory`` replaces the monitor that answers registrations (the engine model in the tests).
     """
     for name, outputs in (stack_outputs or {}).items():
         _wire_output(outputs)  # a bare SECRET marker is refused before the run, not inside the engine's read
@@ -386,14 +392,14 @@ def run_program(
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     mocks = _Mocks(dict(stack_outputs or {}))
-    monitor = _RecordingMonitor(mocks)
+    monitor = (monitor_factory or _RecordingMonitor)(mocks)
     root = str(program.parent)
     if root not in sys.path:
         sys.path.insert(0, root)
     try:
         settings.reset_options(project=project, stack=stack)
         pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
-        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
         settings.SETTINGS.outputs.clear()
         try:
             runpy.run_path(str(program), run_name="__main__")

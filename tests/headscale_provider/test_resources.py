@@ -76,17 +76,32 @@ def test_user_lifecycle(providers, client, fake) -> None:
     assert users.read(created.id, renamed).id is None
 
 
-def test_user_with_nodes_is_not_deleted_without_force(providers, client, fake) -> None:
+def test_user_with_nodes_is_kept_without_force(providers, client, fake) -> None:
     users = providers(UserProvider)
     props = {"name": "bob", "displayName": "", "email": "", "forceDelete": False}
     created = users.create(props)
     fake.register_node("laptop", user="bob")
-    with pytest.raises(ProviderError, match=r"user 'bob' still has 1 node\(s\) \(laptop\)"):
-        users.delete(created.id, props)
+    users.delete(created.id, props)
     assert client.find_user("bob") is not None
+    assert [n.name for n in client.list_nodes(user="bob")] == ["laptop"]
     users.delete(created.id, {**props, "forceDelete": True})
     assert client.find_user("bob") is None
     assert client.list_nodes() == []
+
+
+def test_a_user_with_nodes_refuses_a_change_that_recreates_it(providers, client, fake) -> None:
+    users = providers(UserProvider)
+    props = {"name": "dora", "displayName": "Dora", "email": "", "forceDelete": False}
+    created = users.create(props)
+    assert users.diff(created.id, created.outs, {**props, "displayName": "D."}).replaces == ["displayName"]
+    fake.register_node("phone", user="dora")
+    with pytest.raises(
+        ProviderError, match=r"user 'dora': displayName cannot change while it has 1 node\(s\) \(phone\)"
+    ):
+        users.diff(created.id, created.outs, {**props, "displayName": "D."})
+    forced = users.diff(created.id, created.outs, {**props, "displayName": "D.", "forceDelete": True})
+    assert forced.replaces == ["displayName"]
+    assert users.diff(created.id, created.outs, {**props, "name": "dorothea"}).replaces == []
 
 
 def test_existing_user_is_not_adopted_silently(providers, client) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tools.harness import SECRET
 from tools.render import outputs_json, resource_tree
 
@@ -73,6 +75,19 @@ def test_kubeconfig_secret_gets_an_explicit_provider_and_stays_secret(run_stack,
     assert "offline-placeholder" not in outputs_json(run) + resource_tree(run)
 
 
-def test_without_kubeconfig_the_ambient_provider_is_used(run_stack) -> None:
-    run = run_stack("hydra")
-    assert run.of_type("pulumi:providers:kubernetes") == []
+@pytest.mark.parametrize("stack", ["hydra", "cosmos"])
+def test_one_explicit_provider_from_the_first_up_with_the_ambient_kubeconfig(run_stack, stack: str) -> None:
+    """No kubeconfig set: the stack's own provider (ambient kubeconfig), so setting one later updates it instead
+    of moving every object to another provider; data changes are updates; the cluster is the site."""
+    run = run_stack(stack)
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert provider.name == f"{stack}-kubernetes"
+    assert "kubeconfig" not in provider.inputs
+    assert provider.inputs["enableConfigMapMutable"] == "true"
+    assert provider.inputs["enableSecretMutable"] == "true"
+    assert provider.inputs["clusterIdentifier"] == stack
+    kubernetes = [r for r in run.resources if r.custom and r.type.startswith("kubernetes:")]
+    assert kubernetes
+    assert all(r.provider and r.provider.startswith(provider.urn) for r in kubernetes), [
+        r.name for r in kubernetes if not (r.provider or "").startswith(provider.urn)
+    ]

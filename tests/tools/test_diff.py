@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tools import diff
+from tools import diff, kubernetes_rules
 from tools.harness import PROJECT_DIR
 
 STACK = "lab"
@@ -766,8 +766,8 @@ def test_unrequested_stacks_are_not_compared_and_unknown_names_are_errors() -> N
 
 
 def test_the_immutable_table_only_names_kinds_and_effects_it_handles() -> None:
-    assert {f.effect for f in diff.IMMUTABLE_FIELDS} == {diff.REPLACE, diff.REFUSE}
-    kinds = {k for f in diff.IMMUTABLE_FIELDS for k in f.kinds}
+    assert {f.effect for f in kubernetes_rules.IMMUTABLE_FIELDS} == {kubernetes_rules.REPLACE, kubernetes_rules.REFUSE}
+    kinds = {k for f in kubernetes_rules.IMMUTABLE_FIELDS for k in f.kinds}
     assert {"Deployment", "StatefulSet", "Job", "PersistentVolumeClaim", "PersistentVolume", "Service"} <= kinds
 
 
@@ -949,3 +949,72 @@ def test_the_dump_holds_no_secret_in_clear(base_dump: dict[str, Any]) -> None:
     keys = [r for r in base_dump["stacks"]["identity/tailnet"]["resources"] if r["type"].endswith("RandomBytes")]
     assert keys
     assert all(r["protect"] for r in keys)
+
+
+# ------------------------------------------------------------------------------------------------ provider moves
+
+PROVIDER_TYPE = "pulumi:providers:kubernetes"
+
+
+def _provider(**inputs: Any) -> dict[str, Any]:
+    return resource(PROVIDER_TYPE, "lab-kubernetes", inputs)
+
+
+def _on(provider: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "provider": f"{provider['urn']}::lab-kubernetes-id"}
+
+
+CONFIG = k8s("ConfigMap", "headscale-config", data={"config.yaml": "a"})
+KUBECONFIG_A = "apiVersion: v1\ncurrent-context: c\nclusters: [{name: x, cluster: {server: 'https://a:6443'}}]\n"
+KUBECONFIG_A += "contexts: [{name: c, context: {cluster: x}}]\n"
+
+
+def test_moving_from_the_default_provider_to_an_ambient_one_is_no_change_of_the_objects() -> None:
+    provider = _provider(enableConfigMapMutable="true", clusterIdentifier="lab")
+    report, text = compare([CONFIG], [provider, _on(provider, CONFIG)])
+    (stack,) = report.stacks
+    assert [(c.action, c.name) for c in stack.changes] == [("create", "lab-kubernetes")], text
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "replaced"),
+    [
+        ({"kubeconfig": KUBECONFIG_A}, {"kubeconfig": KUBECONFIG_A.replace("https://a", "https://b")}, True),
+        (
+            {"kubeconfig": KUBECONFIG_A, "clusterIdentifier": "lab"},
+            {"kubeconfig": KUBECONFIG_A.replace("https://a", "https://b"), "clusterIdentifier": "lab"},
+            False,
+        ),
+    ],
+    ids=["active-cluster-changed", "same-cluster-identifier"],
+)
+def test_a_provider_move_replaces_the_objects_only_when_diffconfig_says_so(before, after, replaced: bool) -> None:
+    old_provider = resource(PROVIDER_TYPE, "lab-old", before)
+    new_provider = resource(PROVIDER_TYPE, "lab-new", after)
+    old = {**CONFIG, "provider": f"{old_provider['urn']}::id-1"}
+    new = {**CONFIG, "provider": f"{new_provider['urn']}::id-2"}
+    report, text = compare([old_provider, old], [new_provider, new])
+    (stack,) = report.stacks
+    moved = [c for c in stack.changes if c.name == CONFIG["name"]]
+    if replaced:
+        (change,) = moved
+        assert change.action == "replace"
+        assert "another cluster" in " ".join(change.reasons), text
+    else:
+        assert moved == [], text
+
+
+def test_a_secret_that_becomes_a_patch_of_the_same_retained_object_loses_nothing() -> None:
+    old = k8s("Secret", "subnet-router-0", namespace="tailnet-gateway", pulumi_name="lab-routers-state-0", retain=True)
+    new = k8s(
+        "Secret",
+        "subnet-router-0",
+        namespace="tailnet-gateway",
+        pulumi_name="lab-routers-state-0",
+        type_="kubernetes:core/v1:SecretPatch",
+        retain=True,
+    )
+    report, text = compare([old], [new])
+    assert report.data_loss == [], text
+    assert "already holds" not in text
+    assert "create fails" not in text

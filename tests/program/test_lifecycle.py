@@ -1,0 +1,437 @@
+"""The routine lifecycle of both shipped stacks on the engine model (tests/support/engine): what `pulumi preview`,
+`pulumi up` and `pulumi destroy` do to the clusters, the state and Headscale, run after run."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.engine.apiserver import Cluster
+from tests.support.engine.lifecycle import IDENTITY, SITES, Lab
+from tests.support.engine.state import RunResult
+from tests.support.engine.world import kubeconfig_for
+from tools.harness import PROJECT_DIR
+
+MIGRATION_IMAGE = "registry.example.com/headscale-ha/migrate:1.0.0"
+STORE = {"destinationPath": "s3://headscale-wal/hydra", "endpointUrl": "https://s3.internal.example.com"}
+LITESTREAM_BUMP = {"headscale-ha:backup.litestream.image": "docker.io/litestream/litestream:0.5.18"}
+
+
+@pytest.fixture
+def lab() -> Iterator[Lab]:
+    """Both clusters with the first deployment done, without Headscale API access (a fresh install)."""
+    lab = Lab()
+    lab.first_deployment()
+    yield lab
+    lab.close()
+
+
+@pytest.fixture
+def api_lab() -> Iterator[Lab]:
+    """Both clusters deployed with bootstrapApiKey set, Headscale (the fake) behind hydra's public route."""
+    lab = Lab(api=True)
+    lab.first_deployment()
+    yield lab
+    lab.close()
+
+
+def _edited_policy(tmp_path: Path) -> Path:
+    text = (PROJECT_DIR / "policy" / "base.hujson").read_text()
+    edited = text.replace('"group:ops": ["bob@", "carol@"]', '"group:ops": ["bob@"]')
+    assert edited != text
+    path = tmp_path / "policy.hujson"
+    path.write_text(edited)
+    return path
+
+
+def _kinds(result: RunResult) -> set[str]:
+    return {step.op for step in result.changes()}
+
+
+LIFECYCLE_DOC = PROJECT_DIR / "docs" / "lifecycle.md"
+
+
+def _documented_counts() -> dict[bool, dict[str, int]]:
+    """The step counts docs/lifecycle.md states for a first deployment, with and without bootstrapApiKey."""
+    text = " ".join(LIFECYCLE_DOC.read_text().split())
+    found = re.search(
+        r"(\d+) for the identity stack, (\d+) for hydra and (\d+) for cosmos with `bootstrapApiKey` set "
+        r"\((\d+) and (\d+) without\)",
+        text,
+    )
+    assert found, "docs/lifecycle.md no longer states the first deployment's step counts"
+    identity, hydra, cosmos, bare_hydra, bare_cosmos = map(int, found.groups())
+    return {
+        True: {IDENTITY: identity, "hydra": hydra, "cosmos": cosmos},
+        False: {IDENTITY: identity, "hydra": bare_hydra, "cosmos": bare_cosmos},
+    }
+
+
+def _documented_steps(name: str) -> list[str]:
+    block = LIFECYCLE_DOC.read_text().split(f"<!-- steps: {name} -->", 1)[1].split("<!-- /steps -->", 1)[0]
+    return [line for line in block.strip().strip("`").strip("\n").splitlines() if line.strip()]
+
+
+def _uid(cluster: Cluster, kind: str, name: str) -> str:
+    found = cluster.find(kind, name)
+    assert found is not None, f"{kind} {name} is not in the cluster"
+    return found["metadata"]["uid"]
+
+
+# ------------------------------------------------------------------------------------------------ first deployment
+
+
+@pytest.mark.parametrize("api", [False, True], ids=["fresh", "with-api-key"])
+def test_the_first_deployment_in_the_documented_order_creates_everything_once(api: bool) -> None:
+    lab = Lab(api=api)
+    try:
+        runs = lab.first_deployment()
+        documented = _documented_counts()[api]
+        assert {stack: len(up.steps) for stack, (_, up) in runs.items()} == documented
+        for stack, (preview, up) in runs.items():
+            assert _kinds(preview) == {"create"}, preview.text()
+            assert sorted(s.name for s in preview.steps) == sorted(s.name for s in up.steps), stack
+            assert _kinds(up) == {"create"}
+        hydra_objects = {key[1:] for key in lab.hydra.object_keys()}
+        assert ("Deployment", "headscale", "headscale") in hydra_objects
+        deployment = lab.hydra.find("Deployment", "headscale", "headscale")
+        assert deployment["spec"]["replicas"] == 1
+        assert lab.cosmos.find("Deployment", "headscale", "headscale")["spec"]["replicas"] == 0
+        if api:
+            assert lab.headscale is not None
+            assert sorted(u.name for u in lab.headscale.users.values()) == ["alice", "bob", "carol"]
+            keys = lab.cosmos.find("Secret", "subnet-router-authkey")
+            assert keys is not None
+            assert keys["stringData"]["authkey-0"].startswith("hskey-auth-")
+    finally:
+        lab.close()
+
+
+def test_a_site_planned_before_its_identity_stack_fails_as_a_real_run_would() -> None:
+    lab = Lab()
+    try:
+        result = lab.run("preview", "hydra")
+        assert result.error is not None
+        assert "headscale-ha-identity/tailnet" in result.error
+    finally:
+        lab.close()
+
+
+@pytest.mark.parametrize("stack", SITES)
+def test_a_second_up_with_no_change_is_all_same(api_lab: Lab, stack: str) -> None:
+    for kind in ("preview", "up"):
+        result = api_lab.run(kind, stack)
+        assert result.error is None, result.text()
+        assert result.changes() == [], result.text()
+        assert {s.op for s in result.steps} == {"same"}
+
+
+# ------------------------------------------------------------------------------------------------ routine changes
+
+
+@pytest.mark.parametrize("stack", SITES)
+def test_a_policy_edit_updates_in_place_and_rolls_headscale(api_lab: Lab, stack: str, tmp_path: Path) -> None:
+    cluster = api_lab.world.clusters[stack]
+    before = _uid(cluster, "ConfigMap", "headscale-policy-rendered")
+    change = {"headscale-ha:policy.file": str(_edited_policy(tmp_path))}
+    preview = api_lab.run("preview", stack, change)
+    assert preview.error is None, preview.text()
+    assert _kinds(preview) == {"update"}, preview.text()
+    updated = {s.name for s in preview.changes()}
+    assert {f"{stack}-policy-rendered", f"{stack}-headscale-deployment"} <= updated
+    if stack == "hydra":
+        assert sorted(s.line() for s in preview.changes()) == _documented_steps("policy-edit hydra")
+    rolled = preview.of(f"{stack}-headscale-deployment")
+    assert rolled.fields == ('spec.template.metadata.annotations["checksum/policy"]',)
+    up = api_lab.run("up", stack, change)
+    assert up.error is None, up.text()
+    assert _kinds(up) == {"update"}, up.text()
+    live = cluster.find("ConfigMap", "headscale-policy-rendered")
+    assert json.loads(live["data"]["policy.json"])["groups"]["group:ops"] == ["bob@"]
+    assert live["metadata"]["uid"] == before  # the same object, updated: never deleted while Headscale mounts it
+
+
+@pytest.mark.parametrize("stack", SITES)
+def test_a_headscale_config_edit_updates_the_configmap_and_rolls_the_pod(lab: Lab, stack: str) -> None:
+    cluster = lab.world.clusters[stack]
+    before = _uid(cluster, "ConfigMap", "headscale-config")
+    up = lab.run("up", stack, {"headscale-ha:headscale.logLevel": "debug"})
+    assert up.error is None, up.text()
+    assert sorted(s.name for s in up.changes()) == [f"{stack}-headscale-config", f"{stack}-headscale-deployment"]
+    assert _kinds(up) == {"update"}
+    assert "debug" in cluster.find("ConfigMap", "headscale-config")["data"]["config.yaml"]
+    assert _uid(cluster, "ConfigMap", "headscale-config") == before
+
+
+@pytest.mark.parametrize("stack", SITES)
+def test_a_litestream_image_bump_updates_the_pods_only(lab: Lab, stack: str) -> None:
+    up = lab.run("up", stack, LITESTREAM_BUMP)
+    assert up.error is None, up.text()
+    assert _kinds(up) == {"update"}, up.text()
+    kinds = {s.type.rsplit(":", 1)[1] for s in up.changes()}
+    assert kinds <= {"Deployment", "CronJob"}
+    assert lab.run("up", stack, LITESTREAM_BUMP).changes() == []
+
+
+@pytest.mark.parametrize(("stack", "changed"), [("hydra", 3), ("hydra", 1)])
+def test_router_replicas_up_and_down(api_lab: Lab, stack: str, changed: int) -> None:
+    """Scaled to ``changed`` and back: every replica has its single-use key; a removed replica's key is deleted and
+    its node state Secret retained (a later scale-up finds it)."""
+    cluster = api_lab.world.clusters[stack]
+    base = int(api_lab.resources(stack)[f"{stack}-routers-statefulset"].inputs["spec"]["replicas"])
+    for replicas, previous in ((changed, base), (base, changed)):
+        up = api_lab.run("up", stack, {"headscale-ha:gateway.routers.replicas": replicas})
+        assert up.error is None, up.text()
+        assert _kinds(up) <= {"create", "update", "delete"}, up.text()
+        keys = cluster.find("Secret", "subnet-router-authkey")["stringData"]
+        assert sorted(keys) == [f"authkey-{n}" for n in range(replicas)]
+        deleted = {s.name: s.how for s in up.changes() if s.op == "delete"}
+        removed = range(replicas, previous)
+        budget = {f"{stack}-routers-pdb": ""} if replicas == 1 < previous else {}  # one replica: no budget
+        assert deleted == {f"{stack}-tailnet-router-key-{n}": "" for n in removed} | budget | {
+            f"{stack}-routers-state-{n}": "retained" for n in removed
+        }
+        assert all(cluster.find("Secret", f"subnet-router-{n}") is not None for n in range(max(replicas, previous)))
+        assert cluster.find("StatefulSet", "subnet-router")["spec"]["replicas"] == replicas
+
+
+@pytest.mark.parametrize("stack", SITES)
+def test_setting_kubeconfig_on_an_existing_stack_updates_its_provider_only(lab: Lab, stack: str) -> None:
+    cluster = lab.world.clusters[stack]
+    kubeconfig = {"headscale-ha:kubeconfig": kubeconfig_for(cluster)}
+    preview = lab.run("preview", stack, kubeconfig)
+    assert preview.error is None, preview.text()
+    assert [(s.op, s.name) for s in preview.changes()] == [("update", f"{stack}-kubernetes")]
+    assert lab.run("up", stack, kubeconfig).error is None
+
+
+@pytest.mark.parametrize("stack", SITES)
+def test_a_rotated_kubeconfig_of_the_same_cluster_replaces_nothing(lab: Lab, stack: str) -> None:
+    """A new CA or API address changes the kubeconfig's active cluster, which pulumi-kubernetes reads as another
+    cluster: without the provider's clusterIdentifier every object would be replaced (and, having fixed names,
+    fail with AlreadyExists)."""
+    cluster = lab.world.clusters[stack]
+    assert lab.run("up", stack, {"headscale-ha:kubeconfig": kubeconfig_for(cluster)}).error is None
+    rotated = kubeconfig_for(cluster).replace(
+        f"server: '{cluster.server}'", f"server: '{cluster.server}', certificate-authority-data: bmV3IENB"
+    )
+    assert rotated != kubeconfig_for(cluster)
+    up = lab.run("up", stack, {"headscale-ha:kubeconfig": rotated})
+    assert up.error is None, up.text()
+    assert [(s.op, s.name) for s in up.changes()] == [("update", f"{stack}-kubernetes")]
+
+
+def test_a_kubeconfig_naming_another_cluster_is_trusted_not_a_move(lab: Lab) -> None:
+    """The provider's clusterIdentifier is the site: a kubeconfig of another cluster is an update of the provider,
+    and no object is created, moved or deleted anywhere (docs/lifecycle.md says so: it is no way to move a site)."""
+    hydra_objects, cosmos_objects = sorted(lab.hydra.object_keys()), sorted(lab.cosmos.object_keys())
+    up = lab.run("up", "hydra", {"headscale-ha:kubeconfig": kubeconfig_for(lab.cosmos)})
+    assert up.error is None, up.text()
+    assert [(s.op, s.name) for s in up.changes()] == [("update", "hydra-kubernetes")]
+    assert sorted(lab.hydra.object_keys()) == hydra_objects
+    assert sorted(lab.cosmos.object_keys()) == cosmos_objects
+
+
+def test_a_used_router_key_is_rotated_and_its_secret_updated_in_place(api_lab: Lab) -> None:
+    assert api_lab.headscale is not None
+    secret = api_lab.hydra.find("Secret", "subnet-router-authkey")
+    used = secret["stringData"]["authkey-0"]
+    api_lab.headscale.register_node("subnet-router-0", preauth_key=used)
+    preview = api_lab.run("preview", "hydra")
+    assert preview.error is None, preview.text()
+    step = preview.of("hydra-tailnet-router-key-0")
+    assert (step.op, step.how) == ("replace", "create-before-delete")
+    assert preview.of("hydra-tailnet-router-key-secret").op == "update"
+    up = api_lab.run("up", "hydra")
+    assert up.error is None, up.text()
+    after = api_lab.hydra.find("Secret", "subnet-router-authkey")
+    assert after["metadata"]["uid"] == secret["metadata"]["uid"]
+    assert after["stringData"]["authkey-0"] not in (used, "")
+    assert after["stringData"]["authkey-1"] == secret["stringData"]["authkey-1"]
+
+
+def test_rotating_the_identity_updates_the_retained_secret_in_place(lab: Lab) -> None:
+    """The README's runbook: unprotect the identity keys, `pulumi up --replace` them, then `up` every site."""
+    before = lab.hydra.find("Secret", "headscale-identity")
+    keys = ("noise-key", "derp-key")
+    refused = lab.run("up", IDENTITY, replace=keys)
+    assert refused.error is not None
+    assert "protection" in refused.error
+    for name in keys:
+        lab.unprotect(IDENTITY, name)
+    rotated = lab.run("up", IDENTITY, replace=keys)
+    assert rotated.error is None, rotated.text()
+    for stack in SITES:
+        up = lab.run("up", stack)
+        assert up.error is None, up.text()
+        assert ("update", f"{stack}-headscale-identity") in up.ops(), up.text()
+        assert "replace" not in _kinds(up), up.text()
+    after = lab.hydra.find("Secret", "headscale-identity")
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["stringData"] != before["stringData"]
+
+
+# ------------------------------------------------------------------------------------------------ migration
+
+
+def _migrating(stage: str = "migrating") -> dict[str, object]:
+    return {
+        "headscale-ha:database": {
+            "stage": stage,
+            "postgres": {"instances": 3, "objectStore": STORE},
+            "migration": {"image": MIGRATION_IMAGE},
+        },
+        "headscale-ha:objectStoreAccessKeyId": "AKIA-offline",
+        "headscale-ha:objectStoreSecretAccessKey": "offline-secret",
+    }
+
+
+def test_the_migration_job_waits_for_the_database_and_survives_routine_changes(lab: Lab) -> None:
+    up = lab.run("up", "hydra", _migrating())
+    assert up.error is None, up.text()
+    jobs = [key for key in lab.hydra.object_keys() if key[1] == "Job"]
+    assert len(jobs) == 1
+    job = lab.hydra.get(jobs[0])
+    assert job["status"]["conditions"][0]["type"] == "Complete"
+    # The Job started only once CloudNativePG reported the Cluster ready: the engine waited for it.
+    cluster = lab.hydra.find("Cluster", "headscale-db", "headscale")
+    assert cluster["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    # An image bump while migrating is a new Job; it re-verifies the loaded target and succeeds.
+    bumped = lab.run("up", "hydra", {**_migrating(), **LITESTREAM_BUMP})
+    assert bumped.error is None, bumped.text()
+    (replaced,) = [s for s in bumped.changes() if s.type == "kubernetes:batch/v1:Job"]
+    assert (replaced.op, replaced.how) == ("replace", "create-before-delete")
+    assert len([key for key in lab.hydra.object_keys() if key[1] == "Job"]) == 1
+    assert lab.run("up", "hydra", {**_migrating(), **LITESTREAM_BUMP}).changes() == []
+
+
+def test_a_failed_migration_job_runs_again_at_the_next_up(lab: Lab) -> None:
+    lab.hydra.ready_after["Cluster"] = 5000.0  # longer than the Cluster's await: the first up fails
+    failed = lab.run("up", "hydra", _migrating())
+    assert failed.error is not None, failed.text()
+    assert "timed out" in failed.error
+    lab.hydra.ready_after["Cluster"] = 120.0
+    again = lab.run("up", "hydra", _migrating())
+    assert again.error is None, again.text()
+    job_key = next(key for key in lab.hydra.object_keys() if key[1] == "Job")
+    assert lab.hydra.get(job_key)["status"]["conditions"][0]["type"] == "Complete"
+
+
+def test_a_job_that_failed_is_replaced_not_awaited_again(lab: Lab) -> None:
+    outcomes = iter(["restore: no backup in /backup/headscale (exit 21)"])
+
+    def runner(cluster: Cluster, job: dict) -> str | None:
+        return next(outcomes, None)
+
+    lab.hydra.job_runner = runner
+    failed = lab.run("up", "hydra", _migrating())
+    assert failed.error is not None
+    assert "exit 21" in failed.error
+    again = lab.run("up", "hydra", _migrating())
+    assert again.error is None, again.text()
+    (step,) = [s for s in again.changes() if s.type == "kubernetes:batch/v1:Job"]
+    assert (step.op, step.how) == ("replace", "delete-before-replace")
+    assert any("replaceUnready" in reason for reason in step.reasons)
+
+
+def test_re_entering_migrating_after_a_rollback_adopts_the_kept_cluster_as_the_runbook_says(lab: Lab) -> None:
+    assert lab.run("up", "hydra", _migrating()).error is None
+    rolled_back = lab.run("up", "hydra")
+    assert rolled_back.error is None, rolled_back.text()
+    assert ("delete", "hydra-database-cluster") in rolled_back.ops()
+    assert lab.hydra.find("Cluster", "headscale-db", "headscale") is not None  # retained
+    refused = lab.run("up", "hydra", _migrating())
+    assert refused.error is not None
+    assert "already exists" in refused.error
+    lab.world.env["PULUMI_K8S_UPSERT_EXISTING_OBJECTS"] = "true"  # the runbook: adopt once
+    adopted = lab.run("up", "hydra", _migrating())
+    del lab.world.env["PULUMI_K8S_UPSERT_EXISTING_OBJECTS"]
+    assert adopted.error is None, adopted.text()
+    assert lab.run("up", "hydra", _migrating()).changes() == []
+
+
+# ------------------------------------------------------------------------------------------------ destroy
+
+
+def _kept_rows() -> list[tuple[str, str, str]]:
+    """(kind, name pattern, the row's text) of the README's "What `pulumi destroy` keeps" table."""
+    readme = (PROJECT_DIR / "README.md").read_text()
+    section = readme.split("### What `pulumi destroy` keeps", 1)[1]
+    table = [line for line in section.split("\n\n", 3)[2].splitlines() if line.startswith("|")]
+    kinds = {
+        "Namespace": "Namespace",
+        "PVC": "PersistentVolumeClaim",
+        "PersistentVolume": "PersistentVolume",
+        "Secret": "Secret",
+        "ConfigMap": "ConfigMap",
+        "CNPG": "Cluster",
+        "RandomBytes": "RandomBytes",
+    }
+    rows = []
+    for line in table[2:]:
+        cell = line.split("|")[1]
+        kind = None
+        for part in cell.split(";"):
+            kind = next((k for word, k in kinds.items() if word in part.split("`", 1)[0]), kind)
+            for name in re.findall(r"`([^`]+)`", part):
+                if kind and name not in ("persistent", "Cluster"):
+                    rows.append((kind, re.sub(r"<[^>]+>", ".+", name), line))
+    return rows
+
+
+@pytest.mark.parametrize("stack", SITES)
+def test_destroy_keeps_exactly_what_the_readme_table_says(api_lab: Lab, stack: str) -> None:
+    cluster = api_lab.world.clusters[stack]
+    result = api_lab.run("destroy", stack)
+    assert result.error is None, result.text()
+    assert api_lab.resources(stack) == {}
+    rows = _kept_rows()
+    kept = sorted((key[1], key[3]) for key in cluster.object_keys())
+    unlisted = [k for k in kept if not any(k[0] == kind and re.fullmatch(p, k[1]) for kind, p, _ in rows)]
+    assert unlisted == [], f"kept by destroy but not in the README's table: {unlisted}"
+    conditional = ("persistent", "kernel", "CNPG", "RandomBytes", "served")
+    for kind, name, line in rows:
+        if not any(word in line for word in conditional):
+            assert any(k == (kind, n) or (k == kind and re.fullmatch(name, n)) for k, n in kept), (kind, name)
+
+
+def test_destroy_deletes_the_api_resources_before_the_server_and_keeps_users_with_nodes(api_lab: Lab) -> None:
+    assert api_lab.headscale is not None
+    api_lab.headscale.register_node("alice-laptop", user="alice")
+    result = api_lab.run("destroy", "hydra")
+    assert result.error is None, result.text()
+    names = [s.name for s in result.steps]
+    api = [i for i, s in enumerate(result.steps) if s.type.startswith("pulumi-python:dynamic/headscale:")]
+    server = [names.index("hydra-headscale-deployment"), names.index("hydra-endpoint-route")]
+    assert api
+    assert max(api) < min(server)
+    users = {u.name for u in api_lab.headscale.users.values()}
+    assert users == {"alice"}  # kept with its node; bob and carol had none
+    assert [n.given_name for n in api_lab.headscale.nodes.values()] == ["alice-laptop"]
+    assert api_lab.headscale.preauth_keys == {} or all(k.expiration for k in api_lab.headscale.preauth_keys.values())
+
+
+def test_destroying_the_identity_stack_is_refused_by_its_protection(lab: Lab) -> None:
+    result = lab.run("destroy", IDENTITY)
+    assert result.error is not None
+    assert "protected" in result.error
+    assert {"noise-key", "derp-key"} <= set(lab.resources(IDENTITY))
+
+
+@pytest.mark.parametrize("stack", SITES)
+def test_deploying_again_after_destroy_adopts_the_kept_objects_once_as_the_readme_says(lab: Lab, stack: str) -> None:
+    assert lab.run("destroy", stack).error is None
+    refused = lab.run("up", stack)
+    assert refused.error is not None
+    assert "already exists" in refused.error
+    lab.world.env["PULUMI_K8S_UPSERT_EXISTING_OBJECTS"] = "true"
+    adopted = lab.run("up", stack)
+    del lab.world.env["PULUMI_K8S_UPSERT_EXISTING_OBJECTS"]
+    assert adopted.error is None, adopted.text()
+    again = lab.run("up", stack)
+    assert again.error is None, again.text()
+    assert again.changes() == []

@@ -1,0 +1,154 @@
+"""What the engine model's runs share (the World: clusters, stack states, the environment) and what it reads from
+a registration."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulumi.runtime import rpc
+
+from tests.support.engine.apiserver import Cluster
+from tests.support.engine.state import ResourceState, holds_secret, unwrap_secrets
+from tools.fields import pattern
+from tools.kubernetes_rules import active_cluster
+
+PROVIDER_TYPE = "pulumi:providers:"
+
+
+class StepError(Exception):
+    """A step the engine could not complete: the run fails with this message."""
+
+
+def kubeconfig_for(cluster: Cluster, *, user: str = "admin") -> str:
+    """A kubeconfig whose active context is ``cluster`` (what a user's KUBECONFIG or a stack's secret holds)."""
+    return (
+        "apiVersion: v1\nkind: Config\ncurrent-context: main\n"
+        f"clusters:\n- name: {cluster.name}\n  cluster: {{server: '{cluster.server}'}}\n"
+        f"contexts:\n- name: main\n  context: {{cluster: {cluster.name}, user: {user}}}\n"
+        f"users:\n- name: {user}\n  user: {{token: offline}}\n"
+    )
+
+
+@dataclass
+class StackState:
+    project: str
+    name: str
+    resources: dict[str, ResourceState] = field(default_factory=dict)  # by URN, in registration order
+    outputs: dict[str, Any] = field(default_factory=dict)  # plain, for the report
+    exports: dict[str, Any] = field(default_factory=dict)  # what a StackReference reads (harness form)
+    #: Old halves of create-before-delete replacements a failed run did not delete: the next run deletes them.
+    pending_deletes: list[ResourceState] = field(default_factory=list)
+
+
+@dataclass
+class World:
+    """Everything the runs share: the clusters, the stacks' states and the environment of the `pulumi` process.
+
+    ``ambient_kubeconfig``: the kubeconfig pulumi-kubernetes loads when a provider has none (by stack);
+    ``headscale``: the fake Headscale the dynamic providers reach, up while ``serves`` says the cluster runs it.
+    """
+
+    clusters: dict[str, Cluster]
+    ambient_kubeconfig: dict[str, str] = field(default_factory=dict)
+    stacks: dict[str, StackState] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    headscale: Any = None
+    serves: Callable[[World], bool] | None = None
+    #: For a resource type, the names of the resources (of its stack) it must depend on: what runs the server its
+    #: provider talks to. Without such an edge the engine runs both at once, so the model fails the step.
+    needs: Callable[[str], tuple[str, ...]] | None = None
+
+    def cluster_of(self, kubeconfig: str | None, overrides: Mapping[str, Any] | None = None) -> Cluster:
+        """The cluster a provider talks to: its kubeconfig's active cluster (``overrides``: its context, cluster)."""
+        active = active_cluster(kubeconfig, overrides)
+        if active is None:
+            raise StepError("pulumi-kubernetes: no kubeconfig (none set and no ambient one)")
+        for cluster in self.clusters.values():
+            if cluster.server == active.get("server"):
+                return cluster
+        raise StepError(f"pulumi-kubernetes: cannot reach {active.get('server')}: no such cluster")
+
+    def sync_headscale(self) -> None:
+        """Headscale answers while its cluster runs it; otherwise the public URL answers 503 (no upstream)."""
+        if self.headscale is None or self.serves is None:
+            return
+        self.headscale.clear_faults()
+        if not self.serves(self):
+            self.headscale.inject(kind="status", status=503, times=-1)
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str | None
+    inputs: dict[str, Any]  # plain
+    secret_keys: frozenset[str]
+    provider: str
+    version: str
+    dependencies: list[str]
+    property_dependencies: list[str]
+    protect: bool
+    retain_on_delete: bool
+    delete_before_replace: bool | None  # None: the option is not set (the provider's Diff decides)
+    ignore_changes: list[str]
+    replace_on_changes: list[str]
+
+
+def registration(request: Any, urn: str) -> Registration:
+    raw = rpc.deserialize_properties(request.object, keep_unknowns=True)
+    dependencies = list(request.dependencies)
+    property_dependencies: list[str] = []
+    for deps in request.propertyDependencies.values():
+        property_dependencies += [d for d in deps.urns if d not in property_dependencies]
+    dependencies += [d for d in property_dependencies if d not in dependencies]
+    return Registration(
+        urn=urn,
+        type=request.type,
+        name=request.name,
+        custom=bool(request.custom),
+        parent=request.parent or None,
+        inputs=unwrap_secrets(raw),
+        secret_keys=frozenset(k for k, v in raw.items() if holds_secret(v)),
+        provider=request.provider,
+        version=request.version,
+        dependencies=dependencies,
+        property_dependencies=property_dependencies,
+        protect=bool(request.protect),
+        retain_on_delete=bool(request.retainOnDelete),
+        delete_before_replace=bool(request.deleteBeforeReplace) if request.deleteBeforeReplaceDefined else None,
+        ignore_changes=list(request.ignoreChanges),
+        replace_on_changes=list(request.replaceOnChanges),
+    )
+
+
+_REMOVE = object()
+
+
+def _get_path(source: Any, tokens: tuple) -> Any:
+    for token in tokens:
+        if not isinstance(source, dict) or token not in source:
+            return _REMOVE
+        source = source[token]
+    return source
+
+
+def apply_ignore_changes(inputs: dict[str, Any], old_inputs: dict[str, Any], paths: list[str]) -> dict[str, Any]:
+    """The engine's processIgnoreChanges: each path takes its old value (removed when the old inputs lack it)."""
+    result = copy.deepcopy(inputs)
+    for path in paths:
+        tokens = pattern(path)
+        value = _get_path(old_inputs, tokens)
+        target = result
+        for token in tokens[:-1]:
+            target = target.setdefault(token, {})
+        if value is _REMOVE:
+            target.pop(tokens[-1], None)
+        else:
+            target[tokens[-1]] = copy.deepcopy(value)
+    return result
