@@ -11,6 +11,7 @@ import base64
 import contextlib
 import gc
 import hashlib
+import pickle
 import runpy
 import string
 import sys
@@ -348,6 +349,28 @@ async def _resolve(value: Any) -> Any:
     return value
 
 
+def undo_dynamic_pickler_patch() -> None:
+    """Undo what the SDK's ``serialize_provider`` leaves behind on ``pickle._Pickler``.
+
+    Each dynamic resource's construction wraps ``pickle._Pickler._batch_setitems`` in one more sorting wrapper and
+    never restores it (pulumi/dynamic/dynamic.py), so every wrapper calls the one before: after about 900 dynamic
+    resources in one process, pickling a provider exceeds the recursion limit. A real `pulumi up` builds a handful;
+    a test process runs the program hundreds of times, so each run starts again from the unwrapped method.
+    """
+    method = pickle._Pickler.__dict__.get("_batch_setitems")
+    original = method
+    while callable(original) and original.__name__.startswith("batch_set_items_sorted") and original.__closure__:
+        inner = next(
+            (cell.cell_contents for cell in original.__closure__ if callable(cell.cell_contents)),
+            None,
+        )
+        if inner is None:
+            break
+        original = inner
+    if original is not method:
+        pickle._Pickler._batch_setitems = original
+
+
 #: How many runs failed so far in this process (each may strand SDK coroutines; see collect_stranded_coroutines).
 failed_runs = 0
 
@@ -418,6 +441,7 @@ def run_program(
             resources = list(monitor.registered)
         return ProgramRun(project=project, stack=stack, resources=resources, outputs=outputs, exports=exports)
     finally:
+        undo_dynamic_pickler_patch()
         failed = sys.exc_info()[0] is not None
         # Drain what is left; the program's own error, if any, is the one worth reporting.
         with contextlib.suppress(Exception):
