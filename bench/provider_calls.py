@@ -19,9 +19,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from headscale_provider.base import (
+    LIST_CACHE_SECONDS,
+)
 from headscale_provider.client import HeadscaleClient
 from headscale_provider.resources import (
-    LIST_CACHE_SECONDS,
     ApiKeyProvider,
     NodeSettingsProvider,
     PolicyProvider,

@@ -13,6 +13,13 @@ Before its first API call a client confirms the live server's version: ``GET /ve
 ``info.version`` is always "version not set"). A pinned minor that differs from the live one, or a live minor
 this client does not speak, is refused with both versions named, before anything is read or written.
 
+A server that cannot be reached costs seconds, once: connections give up after ``CONNECT_TIMEOUT``, answers after
+``READ_TIMEOUT``; the probe is retried at most ``PROBE_RETRIES`` times and never after a timeout; and a failed probe,
+or a call that could not connect at all, is remembered for ``DOWN_MEMORY_SECONDS``: every call in that window fails
+at once with `UnreachableError` (nothing sent), naming the URL and the first failure; after it, or after
+`ask_again` (the providers call it before each write), the server is probed again (it may have come back, with
+another release).
+
 Listings can be shared (``cache_seconds``): one fetch per listing for every thread of the process, however
 many ask at once (single flight); any write through the client empties them.
 """
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -30,8 +38,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import requests
+import urllib3.exceptions
 
 SUPPORTED_MINORS = ("0.28", "0.29")
+#: Seconds to establish a TCP (and TLS) connection: an address that drops packets (a lost cluster) costs this much.
+CONNECT_TIMEOUT = 3.0
+#: Seconds to wait for an answer once connected: a server that accepts and hangs costs this much per attempt.
+READ_TIMEOUT = 10.0
+#: Retries of the version probe (refused connections and 502/503/504 only; a timeout is final).
+PROBE_RETRIES = 1
+#: How long a failed probe, or a call that could not connect, keeps every later call from being sent.
+DOWN_MEMORY_SECONDS = 30.0
 ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _TRANSIENT_STATUS = frozenset({502, 503, 504})
 _SECRETISH = re.compile(r"hskey-(api|auth|authreq|client|oauthtok)-[A-Za-z0-9_\-]+|[0-9a-f]{48}")
@@ -72,6 +89,12 @@ class TransientError(HeadscaleError):
         self.timed_out = timed_out
 
 
+class UnreachableError(TransientError):
+    """The call was not sent: the server refused the connection, did not answer within `CONNECT_TIMEOUT`, its name
+    did not resolve, TLS failed, or an earlier failure of this server is remembered (`DOWN_MEMORY_SECONDS`).
+    Nothing was written by this call."""
+
+
 class UnsupportedError(HeadscaleError):
     """The server's version lacks this call, or this client does not speak the server's version."""
 
@@ -96,9 +119,18 @@ def parse_time(value: str | None) -> datetime | None:
 
 
 def format_time(value: datetime) -> str:
+    """Whole seconds, as outputs carry them."""
     if value.tzinfo is None:
         raise ValueError("timestamps sent to Headscale must be timezone-aware")
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def wire_time(value: datetime) -> str:
+    """What a request carries: whole seconds, plus the microseconds when there are any (protojson accepts up to
+    nanoseconds; SQLite and PostgreSQL keep microseconds, so a key's expiration is listed back exactly)."""
+    text = format_time(value)
+    micro = value.astimezone(UTC).microsecond
+    return f"{text[:-1]}.{micro:06d}Z" if micro else text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,6 +139,7 @@ class User:
     name: str
     display_name: str = ""
     email: str = ""
+    provider_id: str = ""  # set for users an OIDC login created; empty for users created through the API or CLI
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> User:
@@ -115,6 +148,7 @@ class User:
             name=data.get("name", ""),
             display_name=data.get("displayName", ""),
             email=data.get("email", ""),
+            provider_id=data.get("providerId", "") or "",
         )
 
 
@@ -240,7 +274,9 @@ class CallCounter:
 
 class HeadscaleClient:
     """One server, one API key; thread-safe. `version` pins the minor, which the live server must run (checked
-    once, before the first API call, unless `verify_version` is off); without a pin the live minor is used."""
+    once, before the first API call, unless `verify_version` is off); without a pin the live minor is used.
+
+    `timeout` is the read timeout, `connect_timeout` the connect one; `monotonic` is the clock of the down memory."""
 
     def __init__(
         self,
@@ -248,13 +284,16 @@ class HeadscaleClient:
         api_key: str,
         *,
         version: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = READ_TIMEOUT,
+        connect_timeout: float = CONNECT_TIMEOUT,
         retries: int = 3,
         backoff: float = 0.5,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
         cache_seconds: float = 0.0,
         verify_version: bool = True,
+        down_memory: float = DOWN_MEMORY_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -265,16 +304,21 @@ class HeadscaleClient:
         self._pinned = _minor(version) if version else None
         self.verify_version = verify_version
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.retries = retries
         self.backoff = backoff
         self.session = session or requests.Session()
         self._sleep = sleep
         self.calls = CallCounter()
         self._lock = threading.Lock()
-        # The live version: fetched once, by one thread; a refusal is final, a transient failure is retried.
-        self._version_lock = threading.Lock()
+        # The live version: fetched once, by one thread. A failed probe or a refusal, and a call that could not
+        # connect, are remembered (`_down`) for `down_memory` seconds; then the server is probed again.
+        self._version_lock = threading.RLock()
         self._server_version: str | None = None
-        self._version_refusal: UnsupportedError | None = None
+        self._confirmed = False
+        self._down: tuple[float, HeadscaleError] | None = None
+        self.down_memory = down_memory
+        self._monotonic = monotonic
         # Listings shared by the many resources one provider process diffs (one fetch per listing, however many
         # threads ask at once); a write empties them, and a read that started before a write is not kept.
         self.cache_seconds = cache_seconds
@@ -301,9 +345,10 @@ class HeadscaleClient:
         idempotent: bool,
         auth: bool = True,
     ) -> Any:
+        self._refuse_if_down(call)
         if auth and self.verify_version:
             self.confirm_version()
-        send = {"body": body, "query": query, "idempotent": idempotent, "auth": auth}
+        send = {"body": body, "query": query, "attempts": 1 + (self.retries if idempotent else 0), "auth": auth}
         if method != "GET":
             self._invalidate()
             try:
@@ -356,14 +401,16 @@ class HeadscaleClient:
         *,
         body: Any,
         query: Mapping[str, str] | None,
-        idempotent: bool,
+        attempts: int,
         auth: bool,
+        retry_timeouts: bool = True,
     ) -> Any:
-        attempts = 1 + (self.retries if idempotent else 0)
+        """Send, retrying transient failures up to `attempts` in all; a connect timeout is never retried (the
+        kernel retransmitted the SYN already), a read timeout only with `retry_timeouts`."""
         headers = {"Accept": "application/json"}
         if auth:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        last: HeadscaleError | None = None
+        last: TransientError | None = None
         for attempt in range(attempts):
             if attempt:
                 self._sleep(self.backoff * (2 ** (attempt - 1)))
@@ -375,20 +422,30 @@ class HeadscaleClient:
                     params=dict(query or {}),
                     data=json.dumps(body) if body is not None else None,
                     headers={**headers, **({"Content-Type": "application/json"} if body is not None else {})},
-                    timeout=self.timeout,
+                    timeout=(self.connect_timeout, self.timeout),
                 )
             except requests.RequestException as exc:
-                timed_out = isinstance(exc, requests.Timeout)
-                last = TransientError(
-                    call, f"no response from {self.base_url}: {type(exc).__name__}", timed_out=timed_out
-                )
+                last = self._no_response(call, exc)
+                final = isinstance(exc, requests.ConnectTimeout) or not retry_timeouts
+                if final and isinstance(exc, requests.Timeout):
+                    break
                 continue
             if response.status_code in _TRANSIENT_STATUS:
                 last = TransientError(call, _message(response), status=response.status_code)
                 continue
             return self._decode(call, response)
         assert last is not None
+        if isinstance(last, UnreachableError):
+            self._remember_down(last)
         raise last
+
+    def _no_response(self, call: str, exc: requests.RequestException) -> TransientError:
+        reason = _reason(exc, connect_timeout=self.connect_timeout, read_timeout=self.timeout)
+        if _not_connected(exc):
+            return UnreachableError(call, f"{self.base_url} is unreachable: {reason}")
+        return TransientError(
+            call, f"no response from {self.base_url}: {reason}", timed_out=isinstance(exc, requests.Timeout)
+        )
 
     def _count(self, call: str, method: str) -> None:
         with self._lock:
@@ -421,54 +478,100 @@ class HeadscaleClient:
     def server_version(self) -> str:
         """The live server's release as `/version` reports it (``v0.29.2``); fetched once, by one thread."""
         with self._version_lock:
+            self._refuse_if_down("Version")
             if self._server_version is None:
                 try:
-                    data = self._request("Version", "GET", "/version", idempotent=True, auth=False)
-                except NotFoundError:
-                    raise UnsupportedError(
-                        "Version",
-                        f"{self.base_url} has no /version endpoint: Headscale older than 0.27, or not Headscale "
-                        f"(this client speaks {', '.join(SUPPORTED_MINORS)})",
-                    ) from None
-                text = data.get("version") if isinstance(data, Mapping) else None
-                if not isinstance(text, str) or not text:
-                    raise UnsupportedError("Version", f"{self.base_url}/version names no version: {str(data)[:120]}")
-                self._server_version = text
+                    self._server_version = self._probe()
+                except HeadscaleError as exc:
+                    raise self._remember_down(exc) from None
             return self._server_version
+
+    def _probe(self) -> str:
+        attempts = 1 + min(self.retries, PROBE_RETRIES)
+        send = {"body": None, "query": None, "attempts": attempts, "auth": False, "retry_timeouts": False}
+        try:
+            data = self._send("Version", "GET", "/version", **send)
+        except NotFoundError:
+            raise UnsupportedError(
+                "Version",
+                f"{self.base_url} has no /version endpoint: Headscale older than 0.27, or not Headscale "
+                f"(this client speaks {', '.join(SUPPORTED_MINORS)})",
+            ) from None
+        except UnreachableError:
+            raise
+        except TransientError as exc:  # a gateway's 502/503/504 or a hung server: not serving, so nothing is sent
+            message = f"{self.base_url} is not serving: {exc.server_message}"
+            raise UnreachableError("Version", message, status=exc.status, timed_out=exc.timed_out) from None
+        text = data.get("version") if isinstance(data, Mapping) else None
+        if not isinstance(text, str) or not text:
+            raise UnsupportedError("Version", f"{self.base_url}/version names no version: {str(data)[:120]}")
+        return text
+
+    def _remember_down(self, error: HeadscaleError) -> HeadscaleError:
+        with self._version_lock:
+            self._down = (self._monotonic(), error)
+        return error
+
+    def _refuse_if_down(self, call: str) -> None:
+        """Raise the remembered failure of this server (a refusal as it was; anything else as `UnreachableError`
+        for this call, which is not sent); once `down_memory` has passed, forget it and probe again."""
+        with self._version_lock:
+            if self._down is None:
+                return
+            since, error = self._down
+            age = self._monotonic() - since
+            if age >= self.down_memory:
+                self._down, self._server_version, self._confirmed = None, None, False
+                return
+        if isinstance(error, UnsupportedError):
+            raise error
+        raise UnreachableError(
+            call,
+            f"not sent: {error}; that was {age:.1f} s ago and the server is not asked again within "
+            f"{self.down_memory:g} s of a failure",
+        )
+
+    def ask_again(self) -> None:
+        """Forget a remembered failure now: the next call probes the server again (providers do this before a write,
+        so a server that came back within `down_memory` is not refused)."""
+        with self._version_lock:
+            if self._down is not None:
+                self._down, self._server_version, self._confirmed = None, None, False
 
     def confirm_version(self) -> None:
         """Refuse a live server whose minor is unsupported or differs from the pin, naming both versions.
 
-        A refusal is kept (every later call raises it again without asking); a transient failure is not.
+        A refusal, like a failed probe, is remembered for `down_memory` seconds (later calls raise it without
+        asking); then the server is asked again (an upgrade may have rolled out meanwhile).
         """
-        if self._version_refusal is not None:
-            raise self._version_refusal
-        try:
+        with self._version_lock:
             server = self.server_version
-        except UnsupportedError as exc:
-            self._version_refusal = exc
-            raise
+            if self._confirmed:
+                return
+            refusal = self._refusal(server)
+            if refusal is not None:
+                raise self._remember_down(refusal)
+            self._confirmed = True
+
+    def _refusal(self, server: str) -> UnsupportedError | None:
         match = re.match(r"^v?(\d+)\.(\d+)", server.strip())
         live = f"{match.group(1)}.{match.group(2)}" if match else None
-        refusal: UnsupportedError | None = None
         if live not in SUPPORTED_MINORS:
             pin = f"; the stack pins {self._pinned}" if self._pinned else ""
-            refusal = UnsupportedError(
+            return UnsupportedError(
                 "Version",
                 f"Headscale at {self.base_url} runs {server}, which this provider does not speak "
                 f"({', '.join(SUPPORTED_MINORS)}){pin}",
             )
-        elif self._pinned is not None and live != self._pinned:
-            refusal = VersionMismatchError(
+        if self._pinned is not None and live != self._pinned:
+            return VersionMismatchError(
                 "Version",
                 f"Headscale at {self.base_url} runs {server} (minor {live}) but the stack pins {self._pinned}: "
                 "roll the server out to the pinned release first, or pin the release it runs",
                 pinned=self._pinned,
                 live=live,
             )
-        if refusal is not None:
-            self._version_refusal = refusal
-            raise refusal
+        return None
 
     @property
     def version(self) -> str:
@@ -554,7 +657,7 @@ class HeadscaleClient:
         body: dict[str, Any] = {
             "reusable": reusable,
             "ephemeral": ephemeral,
-            "expiration": format_time(expiration),
+            "expiration": wire_time(expiration),
             "aclTags": sorted(acl_tags),
         }
         if user_id is not None:
@@ -576,7 +679,7 @@ class HeadscaleClient:
 
     def create_api_key(self, *, expiration: datetime) -> str:
         """Mint an API key and return it (shown once); never retried."""
-        body = {"expiration": format_time(expiration)}
+        body = {"expiration": wire_time(expiration)}
         return str(self._request("CreateApiKey", "POST", "/api/v1/apikey", body=body, idempotent=False)["apiKey"])
 
     def expire_api_key(self, prefix: str) -> None:
@@ -608,6 +711,11 @@ class HeadscaleClient:
         return LivePolicy(text=data.get("policy", text) or text, updated_at=parse_time(data.get("updatedAt")))
 
 
+def minor(version: str) -> str:
+    """``0.29.2`` / ``v0.29`` → ``0.29``; an unsupported release is refused."""
+    return _minor(version)
+
+
 def _minor(version: str) -> str:
     match = re.match(r"^v?(\d+)\.(\d+)", version.strip())
     minor = f"{match.group(1)}.{match.group(2)}" if match else version
@@ -624,3 +732,43 @@ def _message(response: requests.Response) -> str:
     if isinstance(data, Mapping):
         return str(data.get("message") or data.get("detail") or data.get("title") or data)[:300]
     return str(data)[:300]
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and what it wraps: requests' first argument (urllib3's MaxRetryError), its `reason`, causes."""
+    seen: list[BaseException] = []
+    todo: list[Any] = [exc]
+    while todo and len(seen) < 12:
+        item = todo.pop(0)
+        if not isinstance(item, BaseException) or any(item is s for s in seen):
+            continue
+        seen.append(item)
+        todo += [*(item.args[:1] if item.args else ()), getattr(item, "reason", None), item.__cause__, item.__context__]
+    return seen
+
+
+def _not_connected(exc: requests.RequestException) -> bool:
+    """The request never reached the server: no connection (refused, timed out, name unresolved) or no TLS."""
+    if isinstance(exc, requests.ConnectTimeout | requests.exceptions.SSLError):
+        return True
+    return isinstance(exc, requests.ConnectionError) and any(
+        isinstance(c, urllib3.exceptions.NewConnectionError) for c in _causes(exc)
+    )
+
+
+def _reason(exc: requests.RequestException, *, connect_timeout: float, read_timeout: float) -> str:
+    """A short, key-free account of a failure without an answer."""
+    causes = _causes(exc)
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"no connection within {connect_timeout:g} s (ConnectTimeout)"
+    if isinstance(exc, requests.ReadTimeout):
+        return f"no answer within {read_timeout:g} s (ReadTimeout)"
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "the TLS handshake failed (SSLError)"
+    if any(isinstance(c, urllib3.exceptions.NameResolutionError | socket.gaierror) for c in causes):
+        return "its name does not resolve (DNS)"
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return "connection refused"
+    if any(isinstance(c, ConnectionResetError) for c in causes):
+        return "connection reset"
+    return type(exc).__name__

@@ -10,160 +10,102 @@ however many resources (and engine threads) ask for it; any write empties the li
 
 Keys are replaced, never updated: preview shows a replacement for a key that expired, was used (single-use),
 vanished, or entered its rotation window; Pulumi creates the new key before deleting (expiring) the old one.
+
+Where the server is, and which minor it must run, come from the stack config at `configure` (`headscaleApiUrl`, else
+`https://<tailnet.publicHostname>`; `headscale.version`), so a resource created by an older provider is read, diffed
+and deleted against today's URL and pin; the values pickled into the provider are only the fallback when the config
+lacks them. A server that cannot answer (refused, timed out, name unresolved, 502/503/504) or runs another minor
+than the pin (half-way through an upgrade) does not fail a `diff` or a `read`: they report no change and say why in
+one line on stderr (the dynamic provider host has no log channel to the engine; the engine shows a plugin's stderr).
+`create`, `update` and `delete` ask the server once more (it may be back: rolled out, restarted) and then fail at
+once, naming the URL; they never pretend to have succeeded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
-import math
-import re
-import threading
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import (
     CheckFailure,
     CheckResult,
-    ConfigureRequest,
     CreateResult,
     DiffResult,
     ReadResult,
     Resource,
-    ResourceProvider,
     UpdateResult,
 )
 
+from headscale_provider.base import (
+    API_KEY_CONFIG,
+    RECREATE_POLICIES,
+    ProviderError,
+    _as_recorded,
+    _HeadscaleProvider,
+    _no_change,
+    asks_again,
+    duration,
+    marked,
+    settle,
+    sha256,
+    survives_outage,
+    warn,
+)
 from headscale_provider.client import (
-    HeadscaleClient,
     HeadscaleError,
     NotFoundError,
     PreAuthKeyInfo,
     TransientError,
+    UnreachableError,
+    User,
     api_key_prefix,
     format_time,
+    wire_time,
 )
-
-API_KEY_CONFIG = "headscale-ha:bootstrapApiKey"
-API_URL_CONFIG = "headscale-ha:headscaleApiUrl"
-#: A run (one provider process) reads each listing once; writes through the shared client empty them.
-LIST_CACHE_SECONDS = math.inf
-RECREATE_POLICIES = ("always", "never", "reusableOnly")
-_DURATION = re.compile(r"(\d+)(h|m|s|d)")
-_DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-
-
-class ProviderError(Exception):
-    """A refusal or failure of a resource operation, phrased for the person running `pulumi up`."""
-
-
-def duration(text: str, *, field: str) -> timedelta:
-    """`168h`, `90d`, `1h30m` → timedelta; errors name the field."""
-    parts = _DURATION.findall(text or "")
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ProviderError(f"{field}: expected a duration such as 168h, 90d or 1h30m, got {text!r}")
-    return timedelta(seconds=sum(int(n) * _DURATION_UNITS[u] for n, u in parts))
-
-
-def settle(check: Callable[[], None], error: TransientError, *, seconds: float, rounds: int = 3) -> None:
-    """Run `check` now and, after a timeout (the server may still apply the request late), again over `seconds`."""
-    rounds = rounds if error.timed_out else 1
-    for index in range(rounds):
-        check()
-        if index < rounds - 1:
-            time.sleep(seconds / (rounds - 1))
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-_CLIENTS: dict[tuple[str, str, str | None], HeadscaleClient] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
-def shared_client(url: str, api_key: str, *, version: str | None) -> HeadscaleClient:
-    """The process-wide client for a server, key and version pin (created once, thread-safe)."""
-    key = (url.rstrip("/"), sha256(api_key), version)
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
-            client = HeadscaleClient(url, api_key, version=version, cache_seconds=LIST_CACHE_SECONDS)
-            _CLIENTS[key] = client
-        return client
-
-
-def forget_shared_clients() -> None:
-    """Drop the process-wide clients (tests; a new run in the same process)."""
-    with _CLIENTS_LOCK:
-        _CLIENTS.clear()
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-class _HeadscaleProvider(ResourceProvider):
-    """Shared plumbing: the client built in `configure`, an injectable clock for rotation decisions."""
-
-    serialize_as_secret_always = False  # nothing secret is captured: the key comes from config at run time
-
-    def __init__(self, *, api_url: str | None = None, version: str | None = None) -> None:
-        super().__init__()
-        self.api_url = api_url
-        self.version = version
-        self._client: HeadscaleClient | None = None
-        self._clock: Callable[[], datetime] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Only plain settings travel into Pulumi state; a configured client (with its key) never does.
-        return {"api_url": self.api_url, "version": self.version}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)
-
-    def configure(self, req: ConfigureRequest) -> None:
-        key = req.config.get(API_KEY_CONFIG)
-        url = req.config.get(API_URL_CONFIG) or self.api_url
-        if key and url:
-            self._client = shared_client(url, key, version=self.version)
-
-    def use(self, client: HeadscaleClient, *, clock: Callable[[], datetime] | None = None) -> _HeadscaleProvider:
-        """Tests and tools: talk to `client`, decide rotation with `clock`."""
-        self._client = client
-        self._clock = clock
-        return self
-
-    @property
-    def client(self) -> HeadscaleClient:
-        if self._client is None:
-            raise ProviderError(
-                f"no Headscale API access: set {API_KEY_CONFIG} (secret) and, if the public URL is not reachable "
-                f"from here, {API_URL_CONFIG}"
-            )
-        return self._client
-
-    def now(self) -> datetime:
-        return (self._clock or _utc_now)()
-
-
-# ------------------------------------------------------------------------------------------------ users
 
 
 class UserProvider(_HeadscaleProvider):
+    """Users are the tailnet's, not a site's: a create adopts the user of that name Headscale already holds (the
+    registry a promoted site restored has them), and a delete never runs as a side effect of a role change."""
+
+    kind = "User"
+
+    def _local_user(self, name: str) -> User | None:
+        """The user of that name created through the API or CLI (names are unique among those; OIDC logins make
+        users of their own, which may share a name); an OIDC-only namesake is refused, never adopted."""
+        found = self.client.list_users(name=name)
+        local = next((u for u in found if not u.provider_id), None)
+        if local is None and found:
+            raise ProviderError(
+                f"user {name!r} exists in Headscale only as an OIDC user (id {found[0].id}): creating another "
+                f"user of that name would make `{name}@` in the policy ambiguous; remove it from tailnet.users"
+            )
+        return local
+
+    @asks_again
     def create(self, props: dict[str, Any]) -> CreateResult:
-        existing = self.client.find_user(props["name"])
+        existing = self._local_user(props["name"])
         if existing is not None:
-            raise ProviderError(f"user {props['name']!r} already exists (id {existing.id}); import it instead")
+            return self._adopt(existing, props)
         user = self.client.create_user(
             props["name"], display_name=props.get("displayName", ""), email=props.get("email", "")
         )
         return CreateResult(user.id, {**props, "userId": user.id})
 
+    def _adopt(self, user: User, props: dict[str, Any]) -> CreateResult:
+        """Take the existing user as this resource's, with its id. The outputs carry its display name and e-mail as
+        they are live: where they differ from the config, the next diff shows the change (a recreate, which the
+        diff refuses while the user has nodes unless forceDelete), so nothing is hidden and nothing changes now."""
+        live = {"displayName": user.display_name, "email": user.email}
+        differs = [k for k, v in live.items() if (props.get(k) or "") != v]
+        note = f"; live {', '.join(differs)} differ from the config: the next preview shows it" if differs else ""
+        warn(f"User {props['name']!r}: adopted the user Headscale already holds (id {user.id}){note}")
+        return CreateResult(user.id, {**props, **live, "userId": user.id})
+
+    @survives_outage(_as_recorded)
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         found = self.client.list_users(id_=id_)
         if not found:
@@ -171,6 +113,7 @@ class UserProvider(_HeadscaleProvider):
         user = found[0]
         return ReadResult(id_, {**props, "name": user.name, "displayName": user.display_name, "email": user.email})
 
+    @survives_outage(_no_change)
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in ("displayName", "email") if olds.get(k, "") != news.get(k, "")]
         changed = replaces or olds.get("name") != news.get("name") or olds.get("forceDelete") != news.get("forceDelete")
@@ -186,27 +129,54 @@ class UserProvider(_HeadscaleProvider):
                 )
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
 
+    @asks_again
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         if olds.get("name") != news["name"]:
             self.client.rename_user(id_, news["name"])
         return UpdateResult({**news, "userId": id_})
 
+    @asks_again
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        """A user with nodes is kept in Headscale, nodes and all, unless ``forceDelete``: its devices stay online
-        when it leaves `tailnet.users` or the stack is destroyed (the resource leaves the state). Without nodes, or
-        with ``forceDelete``, the user (and its nodes) is deleted."""
+        """Delete the user in Headscale only when this stack manages the tailnet's users and means it:
+
+        - A stack whose config says it is not the active one (`role` standby: a demotion), or that has no API
+          access (bootstrapApiKey removed), only forgets the resource: the user, its nodes and keys stay in the
+          registry, which is the tailnet's (Pulumi forgets, the registry keeps; a stderr line says so).
+        - A user with nodes is kept unless forceDelete; forceDelete is the config's current word while the user is
+          still listed in `tailnet.users` (a recreate, or `pulumi destroy`), else the state's last word (the user
+          was removed from the list after forceDelete was set, as components/settings.py documents it).
+        - Without nodes, or forced, the user (and its nodes) is deleted.
+        A config without `role` (tests, tools) counts as the active stack.
+        """
+        reason = self._forget_reason()
+        if reason is not None:
+            warn(f"User {props.get('name')!r} (id {id_}): forgotten, not deleted in Headscale: {reason}")
+            return
         nodes = self.client.list_nodes(user=props["name"])
-        if nodes and not props.get("forceDelete"):
+        if nodes and not self._force_delete(props):
             return
         for node in nodes:
             self.client.delete_node(node.id)
         with contextlib.suppress(NotFoundError):
             self.client.delete_user(id_)
 
+    def _forget_reason(self) -> str | None:
+        if self._stack.role not in (None, "active"):
+            return f"this stack's role is {self._stack.role}; only the active stack manages the tailnet's users"
+        if self._client is None:
+            return f"this stack has no Headscale API access ({API_KEY_CONFIG} is not set)"
+        return None
+
+    def _force_delete(self, props: dict[str, Any]) -> bool:
+        listed = (self._stack.users or {}).get(props["name"])
+        return bool((listed if listed is not None else props).get("forceDelete"))
+
 
 class HeadscaleUser(Resource, module="headscale", name="User"):
-    """A Headscale user. Deleting the resource keeps a user that still has nodes (unless `force_delete`); a display
-    name or e-mail change of such a user is refused by the diff (the API can only recreate a user)."""
+    """A Headscale user. Creating it adopts a user of that name Headscale already holds. Deleting the resource keeps
+    a user that still has nodes (unless `force_delete`), and deletes nothing on a stack that is not the active one or
+    has no API access (see `UserProvider.delete`); a display name or e-mail change of a user with nodes is refused by
+    the diff (the API can only recreate a user)."""
 
     user_id: pulumi.Output[str]
 
@@ -229,6 +199,8 @@ class HeadscaleUser(Resource, module="headscale", name="User"):
 
 
 class PreAuthKeyProvider(_HeadscaleProvider):
+    kind = "PreAuthKey"
+
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = []
         for field in ("lifetime", "rotateBefore"):
@@ -255,35 +227,42 @@ class PreAuthKeyProvider(_HeadscaleProvider):
             raise ProviderError(f"user {name!r} does not exist in Headscale")
         return user.id
 
+    @asks_again
     def create(self, props: dict[str, Any]) -> CreateResult:
-        started = self.now()
-        expiration = started + duration(props["lifetime"], field="lifetime")
+        """Mint the key with a marked expiration (:func:`marked`): after a lost answer only the key this call minted
+        is expired; a call that was not sent at all (unreachable server) has nothing to clean up."""
+        expiration = marked(self.now() + duration(props["lifetime"], field="lifetime"))
+        user_id = self._user_id(props.get("user"))
         try:
             key = self.client.create_preauth_key(
-                user_id=self._user_id(props.get("user")),
+                user_id=user_id,
                 reusable=bool(props.get("reusable")),
                 ephemeral=bool(props.get("ephemeral")),
                 expiration=expiration,
                 acl_tags=list(props.get("aclTags") or []),
             )
+        except UnreachableError:
+            raise
         except TransientError as error:
-            # The key may exist without our having seen it: expire what matches, so no unknown live key remains.
-            settle(lambda: self._expire_orphans(props, expiration), error, seconds=self.client.timeout)
+            # The key may exist without our having seen it: expire it, so no unknown live key remains.
+            settle(lambda: self._expire_orphan(props, expiration), error, seconds=self.client.timeout)
             raise
         return CreateResult(key.id, self._outputs(props, key))
 
-    def _expire_orphans(self, props: dict[str, Any], expiration: datetime) -> None:
+    def _expire_orphan(self, props: dict[str, Any], expiration: datetime) -> None:
         wanted = tuple(sorted(props.get("aclTags") or []))
         try:
             for key in self.client.list_preauth_keys():
-                same_expiry = key.expiration is not None and abs((key.expiration - expiration).total_seconds()) < 2
-                if same_expiry and key.acl_tags == wanted and key.reusable == bool(props.get("reusable")):
+                same = key.acl_tags == wanted and key.reusable == bool(props.get("reusable"))
+                if same and key.expiration == expiration:
                     self.client.expire_preauth_key(key.id)
                     self.client.delete_preauth_key(key.id)
+                    warn(f"PreAuthKey create: the answer was lost; expired the key that call minted (id {key.id})")
         except HeadscaleError as exc:
             raise ProviderError(
                 "creating the pre-auth key failed with an unknown outcome and the check for a half-created key "
-                f"failed too ({exc}); list keys with `headscale preauthkeys list` and expire any unexpected one"
+                f"failed too ({exc}); list keys with `headscale preauthkeys list` and expire the one expiring at "
+                f"{wire_time(expiration)}, if any"
             ) from exc
 
     @staticmethod
@@ -311,6 +290,7 @@ class PreAuthKeyProvider(_HeadscaleProvider):
             return f"expires {format_time(live.expiration)}, inside the rotation window of {olds.get('rotateBefore')}"
         return None
 
+    @survives_outage(_no_change)
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         identity = ("user", "reusable", "ephemeral", "aclTags", "lifetime")
         replaces = [k for k in identity if _norm(olds.get(k)) != _norm(news.get(k))]
@@ -323,12 +303,14 @@ class PreAuthKeyProvider(_HeadscaleProvider):
         settings_changed = any(olds.get(k) != news.get(k) for k in ("rotateBefore", "recreateIfInvalid"))
         return DiffResult(changes=bool(replaces) or settings_changed, replaces=replaces, delete_before_replace=False)
 
+    @asks_again
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         # Only provider-side settings (rotation window, recreate policy) can change in place.
         return UpdateResult(
             {**olds, "rotateBefore": news["rotateBefore"], "recreateIfInvalid": news["recreateIfInvalid"]}
         )
 
+    @survives_outage(_as_recorded)
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         live = next((k for k in self.client.list_preauth_keys() if k.id == id_), None)
         if live is None:
@@ -336,6 +318,7 @@ class PreAuthKeyProvider(_HeadscaleProvider):
         expiration = format_time(live.expiration) if live.expiration else ""
         return ReadResult(id_, {**props, "expiration": expiration})
 
+    @asks_again
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         for step in (self.client.expire_preauth_key, self.client.delete_preauth_key):
             try:
@@ -391,26 +374,40 @@ class PreAuthKey(Resource, module="headscale", name="PreAuthKey"):
 
 
 class ApiKeyProvider(_HeadscaleProvider):
+    kind = "ApiKey"
+
+    @asks_again
     def create(self, props: dict[str, Any]) -> CreateResult:
-        expiration = self.now() + duration(props["lifetime"], field="lifetime")
-        before = {k.prefix for k in self.client.list_api_keys()}
+        """As a pre-auth key: a marked expiration, so a lost answer expires the key this call minted and no other
+        (an API key anyone else created meanwhile is left alone)."""
+        expiration = marked(self.now() + duration(props["lifetime"], field="lifetime"))
         try:
             key = self.client.create_api_key(expiration=expiration)
+        except UnreachableError:
+            raise
         except TransientError as error:
-
-            def expire_orphans() -> None:
-                for live in self.client.list_api_keys():
-                    if live.prefix not in before:  # minted by the lost call: expire it, nobody holds it
-                        self.client.expire_api_key(live.prefix)
-                        self.client.delete_api_key(live.prefix)
-
-            settle(expire_orphans, error, seconds=self.client.timeout)
+            settle(lambda: self._expire_orphan(expiration), error, seconds=self.client.timeout)
             raise
         prefix = api_key_prefix(key)
         live = next((k for k in self.client.list_api_keys() if k.prefix == prefix), None)
         key_id = live.id if live else prefix
         return CreateResult(key_id, {**props, "prefix": prefix, "expiration": format_time(expiration), "key": key})
 
+    def _expire_orphan(self, expiration: datetime) -> None:
+        try:
+            for live in self.client.list_api_keys():
+                if live.expiration == expiration:  # minted by the lost call: expire it, nobody holds it
+                    self.client.expire_api_key(live.prefix)
+                    self.client.delete_api_key(live.prefix)
+                    warn(f"ApiKey create: the answer was lost; expired the key that call minted ({live.prefix})")
+        except HeadscaleError as exc:
+            raise ProviderError(
+                "creating the API key failed with an unknown outcome and the check for a half-created key failed "
+                f"too ({exc}); list keys with `headscale apikeys list` and expire the one expiring at "
+                f"{wire_time(expiration)}, if any"
+            ) from exc
+
+    @survives_outage(_no_change)
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = ["lifetime"] if olds.get("lifetime") != news.get("lifetime") else []
         if not replaces:
@@ -425,13 +422,16 @@ class ApiKeyProvider(_HeadscaleProvider):
         changed = bool(replaces) or olds.get("rotateBefore") != news.get("rotateBefore")
         return DiffResult(changes=changed, replaces=replaces, delete_before_replace=False)
 
+    @asks_again
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult({**olds, "rotateBefore": news["rotateBefore"]})
 
+    @survives_outage(_as_recorded)
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         live = next((k for k in self.client.list_api_keys() if k.prefix == props.get("prefix")), None)
         return ReadResult(id_, props) if live else ReadResult(None, {})
 
+    @asks_again
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         for step in (self.client.expire_api_key, self.client.delete_api_key):
             try:
@@ -465,6 +465,8 @@ class ApiKey(Resource, module="headscale", name="ApiKey"):
 
 
 class NodeSettingsProvider(_HeadscaleProvider):
+    kind = "NodeSettings"
+
     def _select(self, props: dict[str, Any]) -> Any:
         nodes = [
             n
@@ -488,11 +490,13 @@ class NodeSettingsProvider(_HeadscaleProvider):
             live = self.client.rename_node(node_id, given)
         return live
 
+    @asks_again
     def create(self, props: dict[str, Any]) -> CreateResult:
         node = self._select(props)
         live = self._apply(node.id, node, props)
         return CreateResult(node.id, {**props, "nodeId": node.id, **_node_outputs(live)})
 
+    @survives_outage(_no_change)
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         if olds.get("nodeName") != news.get("nodeName") or olds.get("user") != news.get("user"):
             return DiffResult(changes=True, replaces=["nodeName"])
@@ -503,10 +507,12 @@ class NodeSettingsProvider(_HeadscaleProvider):
         drift = _wanted_differs(live, news)
         return DiffResult(changes=drift or olds.get("deleteOnDestroy") != news.get("deleteOnDestroy"), replaces=[])
 
+    @asks_again
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         live = self._apply(id_, self.client.get_node(id_), news)
         return UpdateResult({**news, "nodeId": id_, **_node_outputs(live)})
 
+    @survives_outage(_as_recorded)
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         try:
             live = self.client.get_node(id_)
@@ -514,6 +520,7 @@ class NodeSettingsProvider(_HeadscaleProvider):
             return ReadResult(None, {})
         return ReadResult(id_, {**props, **_node_outputs(live)})
 
+    @asks_again
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         if props.get("deleteOnDestroy"):
             with contextlib.suppress(NotFoundError):
@@ -569,6 +576,8 @@ class NodeSettings(Resource, module="headscale", name="NodeSettings"):
 class PolicyProvider(_HeadscaleProvider):
     """Owns the live policy in `apply` mode; only reports in `dryRun`."""
 
+    kind = "Policy"
+
     def _live(self) -> str:
         return self.client.get_policy().text
 
@@ -595,6 +604,7 @@ class PolicyProvider(_HeadscaleProvider):
             outputs["appliedSha256"] = props.get("appliedSha256")
         return outputs
 
+    @asks_again
     def create(self, props: dict[str, Any]) -> CreateResult:
         live = self._live()
         if props["mode"] == "apply":
@@ -602,6 +612,7 @@ class PolicyProvider(_HeadscaleProvider):
             live = props["policy"]
         return CreateResult("policy", self._outputs(props, live))
 
+    @survives_outage(_no_change)
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         live_sha = sha256(self._live())
         wanted = sha256(news["policy"])
@@ -613,6 +624,7 @@ class PolicyProvider(_HeadscaleProvider):
         )
         return DiffResult(changes=changed, replaces=[])
 
+    @asks_again
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         live = self._live()
         if news["mode"] == "apply":
@@ -620,10 +632,12 @@ class PolicyProvider(_HeadscaleProvider):
             live = news["policy"]
         return UpdateResult(self._outputs({**news, "appliedSha256": olds.get("appliedSha256")}, live))
 
+    @survives_outage(_as_recorded)
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         live = self._live()
         return ReadResult(id_, {**props, "liveSha256": sha256(live), "liveDiff": _diff(live, props["policy"])})
 
+    @asks_again
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         if props.get("mode") == "apply" and props.get("resetOnDestroy"):
             self.client.set_policy("{}")

@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from headscale_provider.base import (
+    forget_shared_clients,
+)
 from headscale_provider.client import HeadscaleClient
-from headscale_provider.resources import forget_shared_clients
 from tests.support.fake_headscale import FakeHeadscale
 
 VERSIONS = ("0.28.0", "0.29.2")

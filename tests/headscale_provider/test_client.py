@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import math
+import socket
 import threading
-from datetime import timedelta
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
 
 from headscale_provider.client import (
+    DOWN_MEMORY_SECONDS,
+    PROBE_RETRIES,
     HeadscaleClient,
     HeadscaleError,
     NotFoundError,
     TransientError,
     UnauthorizedError,
+    UnreachableError,
     UnsupportedError,
     VersionMismatchError,
     api_key_prefix,
     parse_time,
     redact,
 )
-from tests.support.fake_headscale import FakeHeadscale
+from tests.support.fake_headscale import FakeHeadscale, Unreachable
 
 
 def _writes(fake) -> list:
@@ -77,13 +83,101 @@ def test_a_release_the_provider_does_not_speak_is_refused(reported: str, fragmen
         assert _api_requests(fake) == []
 
 
-def test_a_transient_version_failure_is_retried_later(fake) -> None:
-    client = HeadscaleClient(fake.url, fake.admin_key, version=fake.version, retries=0)
+def test_a_transient_version_failure_is_remembered_then_probed_again(fake) -> None:
+    """Was: retried at the next call. A run diffs many resources: each asking again would cost a timeout each
+    (issue 24), so a failed probe stops every call for `down_memory` seconds, and is asked again after it."""
+    clock = Ticker()
+    client = HeadscaleClient(fake.url, fake.admin_key, version=fake.version, retries=0, monotonic=clock)
     fake.inject(path="/version", kind="status", status=503, times=1)
-    with pytest.raises(TransientError):
+    with pytest.raises(UnreachableError, match=r"is not serving"):
         client.list_users()
+    clock.now += DOWN_MEMORY_SECONDS - 1
+    with pytest.raises(UnreachableError, match=r"ListUsers failed: not sent: .*HTTP 503.* 29\.0 s ago") as caught:
+        client.list_users()
+    assert caught.value.status is None, "a call that was not sent has no status of its own"
+    assert [r.path for r in fake.requests] == ["/version"]
+    clock.now += 1
     assert client.list_users() == []
     assert [r.path for r in fake.requests].count("/version") == 2
+
+
+@dataclass
+class Ticker:
+    """A monotonic clock the test moves."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_refused_connection_is_probed_once_and_then_refused_at_once() -> None:
+    with Unreachable("refuse") as down:
+        client = HeadscaleClient(down.url, "k", version="0.29", backoff=0.01)
+        started = time.monotonic()
+        with pytest.raises(UnreachableError, match=rf"{down.url} is unreachable: connection refused"):
+            client.list_users()
+        assert client.calls.by_call == {"Version": 1 + PROBE_RETRIES}
+        with pytest.raises(UnreachableError, match=r"CreateUser failed: not sent: .*connection refused"):
+            client.create_user("alice")
+        with pytest.raises(UnreachableError):
+            _ = client.server_version
+        assert client.calls.by_call == {"Version": 1 + PROBE_RETRIES}, "nothing sent after the first failure"
+        assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("mode", ["blackhole", "silent"])
+def test_a_server_that_does_not_answer_costs_one_timeout(mode: str) -> None:
+    """`blackhole`: the SYN is dropped (a lost cluster), the connect timeout bounds it; `silent`: connected, no
+    answer, the read timeout bounds it. Neither is retried, and the second call is not sent."""
+    with Unreachable(mode) as down:
+        client = HeadscaleClient(down.url, "k", version="0.29", connect_timeout=0.3, timeout=0.3)
+        started = time.monotonic()
+        with pytest.raises(TransientError) as caught:
+            client.list_nodes()
+        first = time.monotonic() - started
+        assert 0.25 < first < 1.5
+        reason = "no connection within 0.3 s" if mode == "blackhole" else "no answer within 0.3 s"
+        assert reason in str(caught.value)
+        assert down.url in str(caught.value)
+        assert isinstance(caught.value, UnreachableError)
+        with pytest.raises(UnreachableError, match="not sent"):
+            client.list_nodes()
+        assert time.monotonic() - started - first < 0.1
+        assert client.calls.by_call == {"Version": 1}
+
+
+def test_an_unresolvable_name_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resolver answers "no such name" (patched: the test sends nothing beyond loopback)."""
+
+    def no_such_name(host: str, *args: object, **kwargs: object) -> list:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
+    client = HeadscaleClient("http://headscale.invalid", "k", version="0.29", retries=0)
+    with pytest.raises(UnreachableError, match=r"http://headscale.invalid is unreachable: its name does not resolve"):
+        client.list_users()
+
+
+def test_a_call_that_cannot_connect_stops_the_next_ones(fake) -> None:
+    """The probe succeeded, then the server went away: the first call that cannot connect is remembered too."""
+    client = HeadscaleClient(fake.url, fake.admin_key, version=fake.version, retries=1, backoff=0.0)
+    assert client.list_users() == []
+    fake.stop()
+    with pytest.raises(UnreachableError, match="connection refused"):
+        client.list_nodes()
+    with pytest.raises(UnreachableError, match="GetPolicy failed: not sent"):
+        client.get_policy()
+    assert client.calls.by_call == {"Version": 1, "ListUsers": 1, "ListNodes": 2}
+
+
+def test_a_lost_answer_is_not_remembered_as_down(fake, client) -> None:
+    """A reset after the request was sent is an unknown outcome, not an unreachable server: the next call goes."""
+    fake.inject(path="/api/v1/apikey", method="POST", kind="reset", after_apply=True)
+    with pytest.raises(TransientError) as caught:
+        client.create_api_key(expiration=datetime.now(UTC) + timedelta(days=1))
+    assert not isinstance(caught.value, UnreachableError)
+    assert len(client.list_api_keys()) == 2
 
 
 def test_listings_are_fetched_once_by_concurrent_callers(fake) -> None:
@@ -252,7 +346,14 @@ def test_the_client_refuses_to_be_pickled(client) -> None:
 
 
 def test_session_errors_are_typed(fake) -> None:
-    unreachable = HeadscaleClient("http://127.0.0.1:9", "k", version="0.29", retries=0, timeout=0.5)
-    with pytest.raises(TransientError, match="no response"):
-        unreachable.list_users()
+    with Unreachable("refuse") as down:
+        unreachable = HeadscaleClient(down.url, "k", version="0.29", retries=0, timeout=0.5)
+        with pytest.raises(UnreachableError, match="is unreachable: connection refused"):
+            unreachable.list_users()
+    assert issubclass(UnreachableError, TransientError)
     assert isinstance(requests.Session(), requests.Session)
+
+
+def test_timeouts_are_bounded_by_default() -> None:
+    client = HeadscaleClient("http://127.0.0.1:1", "k")
+    assert (client.connect_timeout, client.timeout) == (3.0, 10.0)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,17 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-from headscale_provider.resources import API_KEY_CONFIG, API_URL_CONFIG, PolicyProvider, PreAuthKeyProvider
-from tests.support.fake_headscale import FakeHeadscale
+from headscale_provider.base import (
+    API_URL_CONFIG,
+    HEADSCALE_CONFIG,
+)
+from headscale_provider.resources import (
+    API_KEY_CONFIG,
+    PolicyProvider,
+    PreAuthKeyProvider,
+    UserProvider,
+)
+from tests.support.fake_headscale import FakeHeadscale, Unreachable
 from tests.support.litestream_lab import stop_process
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -45,23 +56,39 @@ def _urn(kind: str, name: str) -> str:
     return f"urn:pulumi:test::headscale-ha::pulumi-python:dynamic:Resource::{kind}-{name}"
 
 
+class Host:
+    """The host's gRPC stub (attributes pass through) and what the host wrote on stderr."""
+
+    def __init__(self, stub: provider_pb2_grpc.ResourceProviderStub, stderr: Path) -> None:
+        self.stub = stub
+        self.stderr_path = stderr
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stub, name)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
 @pytest.fixture
-def host() -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
+def host(tmp_path: Path) -> Iterator[Host]:
     """The SDK's dynamic provider host in its own process, as the engine starts it; stopped by its pid."""
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "PULUMI_PROJECT": "headscale-ha"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pulumi.dynamic"],
-        cwd=PROJECT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    stderr = tmp_path / "host.stderr"
+    with stderr.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pulumi.dynamic"],
+            cwd=PROJECT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+        )
     try:
         assert process.stdout is not None
         port = int(process.stdout.readline().decode().strip())
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(channel).result(timeout=30)
-        yield provider_pb2_grpc.ResourceProviderStub(channel)
+        yield Host(provider_pb2_grpc.ResourceProviderStub(channel), stderr)
         channel.close()
     finally:
         stop_process(process, timeout=10)
@@ -74,14 +101,12 @@ def server(request: pytest.FixtureRequest) -> Iterator[FakeHeadscale]:
         assert fake.contract_violations == []
 
 
-def configure(host: provider_pb2_grpc.ResourceProviderStub, fake: FakeHeadscale) -> None:
-    config = {API_KEY_CONFIG: fake.admin_key, API_URL_CONFIG: fake.url}
+def configure(host: Host, fake: FakeHeadscale, **extra: str) -> None:
+    config = {API_KEY_CONFIG: fake.admin_key, API_URL_CONFIG: fake.url, **extra}
     host.Configure(provider_pb2.ConfigureRequest(args=_struct(config), acceptSecrets=False), timeout=30)
 
 
-def lifecycle(
-    host: provider_pb2_grpc.ResourceProviderStub, kind: str, blob: str, inputs: dict[str, Any]
-) -> dict[str, Any]:
+def lifecycle(host: Host, kind: str, blob: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """Check → Create → Diff (no change) → Read → Delete, as the engine sends them; the created outputs."""
     urn = _urn(kind, "one")
     news = {**inputs, PROVIDER_KEY: blob}
@@ -153,3 +178,56 @@ def test_without_the_key_in_config_the_provider_says_what_to_set(host, server) -
     with pytest.raises(grpc.RpcError) as caught:
         host.Create(provider_pb2.CreateRequest(urn=_urn("Policy", "y"), properties=_struct(inputs)), timeout=30)
     assert API_KEY_CONFIG in caught.value.details()
+
+
+KEY_INPUTS = {
+    "user": None,
+    "reusable": False,
+    "ephemeral": False,
+    "aclTags": ["tag:router"],
+    "lifetime": "1h",
+    "rotateBefore": "10m",
+    "recreateIfInvalid": "always",
+}
+
+
+def test_configure_carries_the_url_and_pin_of_today_to_resources_of_an_older_provider(host, server) -> None:
+    """The blob in the state names a URL that refuses and the other minor (a provider from before an upgrade and
+    a URL change); the stack config sent with Configure, the `headscale` object as the engine sends it (JSON
+    text), decides: the whole lifecycle runs against today's server with today's pin."""
+    other = "0.28.0" if server.version == "0.29.2" else "0.29.2"
+    with Unreachable("refuse") as old:
+        configure(host, server, **{HEADSCALE_CONFIG: json.dumps({"version": server.version, "image": "x"})})
+        blob = serialize_provider(PreAuthKeyProvider(api_url=old.url, version=other))
+        outs = lifecycle(host, "PreAuthKey", blob, KEY_INPUTS)
+    assert outs["key"].startswith("hskey-auth-")
+    assert [r.path for r in server.requests].count("/version") == 1
+
+
+def test_an_unreachable_server_makes_diff_and_read_report_no_change_and_writes_fail(host) -> None:
+    """As a preview of the promotion with the lost active's URL: Diff answers DIFF_NONE, Read the state as it is,
+    the host says why on its stderr (the engine shows a plugin's stderr), and Create fails naming the URL."""
+    with Unreachable("refuse") as down:
+        config = {API_KEY_CONFIG: "hskey-api-abcdefghijkl-" + "s" * 64, API_URL_CONFIG: down.url}
+        host.Configure(provider_pb2.ConfigureRequest(args=_struct(config), acceptSecrets=False), timeout=30)
+        blob = serialize_provider(PreAuthKeyProvider(version="0.29.2"))
+        user_blob = serialize_provider(UserProvider(version="0.29.2"))
+        state = _struct({**KEY_INPUTS, "keyId": "7", "prefix": "p", "expiration": "", "key": "k", PROVIDER_KEY: blob})
+        news = _struct({**KEY_INPUTS, PROVIDER_KEY: blob})
+        started = time.monotonic()
+        diff = host.Diff(provider_pb2.DiffRequest(id="7", urn=_urn("PreAuthKey", "a"), olds=state, news=news))
+        assert diff.changes == provider_pb2.DiffResponse.DIFF_NONE
+        read = host.Read(provider_pb2.ReadRequest(id="7", urn=_urn("PreAuthKey", "a"), properties=state))
+        assert read.id == "7"
+        assert _values(read.properties)["keyId"] == "7"
+        user = {"name": "alice", "displayName": "", "email": "", "forceDelete": False, PROVIDER_KEY: user_blob}
+        with pytest.raises(grpc.RpcError) as caught:
+            host.Create(provider_pb2.CreateRequest(urn=_urn("User", "alice"), properties=_struct(user)), timeout=30)
+        elapsed = time.monotonic() - started
+    assert down.url in caught.value.details()
+    assert "UnreachableError" in caught.value.details()
+    assert elapsed < 3, "one probe for the diffs and reads, one more for the write; not one per call"
+    lines = [line for line in host.stderr().splitlines() if line.startswith("headscale-ha provider:")]
+    assert len(lines) == 2
+    assert all(down.url in line and "reports no change" in line for line in lines)
+    assert "s" * 20 not in host.stderr()

@@ -4,14 +4,31 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import re
 import threading
+import time
+from collections.abc import Callable
 
 import dill
 import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from headscale_provider.client import HeadscaleError, TransientError, UnsupportedError
+from headscale_provider.base import (
+    StackSettings,
+    forget_shared_clients,
+)
+from headscale_provider.client import (
+    CONNECT_TIMEOUT,
+    PROBE_RETRIES,
+    HeadscaleClient,
+    HeadscaleError,
+    TransientError,
+    UnreachableError,
+    UnsupportedError,
+    api_key_prefix,
+)
 from headscale_provider.resources import (
     ApiKeyProvider,
     NodeSettingsProvider,
@@ -20,9 +37,8 @@ from headscale_provider.resources import (
     ProviderError,
     UserProvider,
     duration,
-    forget_shared_clients,
 )
-from tests.support.fake_headscale import FakeHeadscale
+from tests.support.fake_headscale import FakeHeadscale, Unreachable
 
 KEY_PROPS = {
     "user": None,
@@ -104,10 +120,105 @@ def test_a_user_with_nodes_refuses_a_change_that_recreates_it(providers, client,
     assert users.diff(created.id, created.outs, {**props, "name": "dorothea"}).replaces == []
 
 
-def test_existing_user_is_not_adopted_silently(providers, client) -> None:
-    client.create_user("carol")
-    with pytest.raises(ProviderError, match="already exists"):
-        providers(UserProvider).create({"name": "carol", "displayName": "", "email": "", "forceDelete": False})
+def test_an_existing_user_is_adopted_with_its_id(providers, client, fake, capsys) -> None:
+    """Was `test_existing_user_is_not_adopted_silently` (create refused "already exists ... import it instead").
+    Users are the tailnet's, not a site's (issue 24): the site promoted to active finds them in the registry it
+    restored and must take them over in one `up`, so a create adopts the user of that name, says so on stderr,
+    and touches nothing in Headscale."""
+    existing = client.create_user("carol", display_name="Carol", email="carol@example.com")
+    fake.register_node("carol-phone", user="carol")
+    fake.reset_requests()
+    props = {"name": "carol", "displayName": "Carol", "email": "carol@example.com", "forceDelete": False}
+    users = providers(UserProvider)
+    created = users.create(dict(props))
+    assert created.id == existing.id
+    assert created.outs == {**props, "userId": existing.id}
+    assert [r.method for r in fake.requests] == ["GET"], "adopting writes nothing"
+    assert f"User 'carol': adopted the user Headscale already holds (id {existing.id})" in capsys.readouterr().err
+    assert users.diff(created.id, created.outs, dict(props)).changes is False
+    assert [n.name for n in client.list_nodes(user="carol")] == ["carol-phone"]
+
+
+def test_an_adopted_user_whose_details_differ_shows_them_live_at_the_next_diff(providers, client, capsys) -> None:
+    """The choice for differing details: adopt, record them as they are live, let the next diff show the change
+    (the API can only recreate a user, so the diff asks for a replacement, refused while the user has nodes)."""
+    existing = client.create_user("erin", display_name="Erin E.")
+    props = {"name": "erin", "displayName": "Erin", "email": "erin@example.com", "forceDelete": False}
+    users = providers(UserProvider)
+    created = users.create(dict(props))
+    assert (created.id, created.outs["displayName"], created.outs["email"]) == (existing.id, "Erin E.", "")
+    assert "live displayName, email differ from the config" in capsys.readouterr().err
+    assert users.diff(created.id, created.outs, dict(props)).replaces == ["displayName", "email"]
+    assert client.find_user("erin") == existing, "nothing changed in Headscale"
+
+
+def test_an_oidc_namesake_is_refused_not_adopted(providers, client, fake) -> None:
+    oidc = client.create_user("frida")
+    with fake.lock:
+        fake.users[int(oidc.id)].provider_id = "https://idp.example.com/frida"
+    with pytest.raises(ProviderError, match=r"'frida' exists in Headscale only as an OIDC user"):
+        providers(UserProvider).create({"name": "frida", "displayName": "", "email": "", "forceDelete": False})
+    assert [u.id for u in client.list_users(name="frida")] == [oidc.id]
+
+
+def _stack_config(fake, **values) -> ConfigureRequest:
+    """A ConfigureRequest as the engine sends it: the whole stack config, structured values as JSON text."""
+    config = {"headscale-ha:bootstrapApiKey": fake.admin_key, "headscale-ha:headscaleApiUrl": fake.url}
+    for key, value in values.items():
+        config[f"headscale-ha:{key}"] = value if isinstance(value, str) else json.dumps(value)
+    return ConfigureRequest(Config(config, "headscale-ha"))
+
+
+def _user_config(force: bool) -> dict:
+    return {"publicHostname": "headscale.example.com", "users": [{"name": "bob", "forceDelete": force}]}
+
+
+@pytest.mark.parametrize("with_nodes", [True, False])
+def test_a_demoted_stack_forgets_its_users_and_deletes_nothing(with_nodes: bool, fake, client, capsys) -> None:
+    """A demotion (role standby) stops registering users: the engine deletes them with their old state, forceDelete
+    and all. The registry is the tailnet's: nothing is deleted, whatever forceDelete says, with or without nodes."""
+    bob = client.create_user("bob")
+    if with_nodes:
+        fake.register_node("bob-laptop", user="bob")
+    users = UserProvider()
+    users.configure(_stack_config(fake, role="standby", tailnet=_user_config(True)))
+    fake.reset_requests()
+    users.delete(bob.id, {"name": "bob", "displayName": "", "email": "", "forceDelete": True, "userId": bob.id})
+    assert fake.requests == [], "not even a listing"
+    assert client.find_user("bob") == bob
+    assert len(client.list_nodes(user="bob")) == int(with_nodes)
+    assert "forgotten, not deleted in Headscale: this stack's role is standby" in capsys.readouterr().err
+
+
+def test_a_stack_without_api_access_forgets_its_users(fake, client, capsys) -> None:
+    """bootstrapApiKey removed: the users leave the program and the state, not the registry (was: the delete
+    failed with "no Headscale API access")."""
+    bob = client.create_user("bob")
+    users = UserProvider()
+    users.configure(ConfigureRequest(Config({"headscale-ha:role": "active"}, "headscale-ha")))
+    users.delete(bob.id, {"name": "bob", "forceDelete": True})
+    assert client.find_user("bob") == bob
+    assert "bootstrapApiKey is not set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("listed", "in_state", "deleted"),
+    [
+        (True, False, True),  # a recreate after forceDelete was set: the config's current word
+        (False, True, False),  # forceDelete just turned off in the config: not forced
+        (None, True, True),  # removed from tailnet.users after forceDelete was set: the state's last word
+        (None, False, False),
+    ],
+)
+def test_force_delete_is_the_active_configs_word(listed, in_state, deleted, fake, client) -> None:
+    bob = client.create_user("bob")
+    fake.register_node("bob-laptop", user="bob")
+    tailnet = _user_config(bool(listed)) if listed is not None else {"users": []}
+    users = UserProvider()
+    users.configure(_stack_config(fake, role="active", tailnet=tailnet))
+    users.delete(bob.id, {"name": "bob", "forceDelete": in_state})
+    assert (client.find_user("bob") is None) is deleted
+    assert (client.list_nodes() == []) is deleted
 
 
 # ------------------------------------------------------------------------------------------------ pre-auth keys
@@ -454,7 +565,7 @@ def test_providers_refuse_a_server_that_is_not_the_pinned_release(server, report
         keys = _configured(PreAuthKeyProvider, fake, pin)
         with pytest.raises(UnsupportedError, match=r"does not speak|but the stack pins"):
             keys.create(dict(KEY_PROPS))
-        assert [r.path for r in fake.requests] == ["/version"], "asked once, nothing read or written"
+        assert [r.path for r in fake.requests] == ["/version"] * 2, "asked once per write, nothing read or written"
         assert fake.policy_text is None
 
 
@@ -494,3 +605,210 @@ def test_every_provider_of_a_run_shares_one_client_and_one_fetch_per_listing(fak
     assert paths.count("/version") == 1
     assert paths.count("/api/v1/preauthkey") == 1
     assert paths.count("/api/v1/user") == 1
+
+
+# ------------------------------------------------------------------------------------------------ orphan clean-up
+
+ROUTER_KEY = {**KEY_PROPS, "reusable": False, "aclTags": ["tag:subnet-router-hydra"], "recreateIfInvalid": "always"}
+
+
+def test_a_failed_second_replica_key_keeps_the_first(providers, fake, clock, capsys) -> None:
+    """Issue 24's reproduction: the routers' keys are alike (same tag, single-use, same lifetime, same second) and
+    the second one's answer is lost after the server minted it. Only that key is expired: the clean-up matches the
+    request's marked expiration, to the microsecond, not "same tags within 2 s"."""
+    keys = providers(PreAuthKeyProvider)
+    first = keys.create(dict(ROUTER_KEY))
+    fake.inject(path="/api/v1/preauthkey", method="POST", kind="status", status=503, after_apply=True)
+    with pytest.raises(TransientError, match="CreatePreAuthKey"):
+        keys.create(dict(ROUTER_KEY))
+    assert [str(k.id) for k in _live_keys(fake, clock)] == [first.id], "the first replica's key is kept"
+    with fake.lock:
+        assert len(fake.preauth_keys) == 1, "the orphan was expired and deleted"
+    assert "expired the key that call minted" in capsys.readouterr().err
+    assert keys.diff(first.id, first.outs, dict(ROUTER_KEY)).changes is False
+
+
+def test_keys_carry_a_marker_expiration_of_their_own(providers, fake) -> None:
+    keys = providers(PreAuthKeyProvider)
+    created = [keys.create(dict(ROUTER_KEY)) for _ in range(3)]
+    sent = [r.body["expiration"] for r in fake.requests if r.method == "POST" and r.path == "/api/v1/preauthkey"]
+    assert len(set(sent)) == 3
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", text) for text in sent)
+    assert len({c.outs["expiration"] for c in created}) == 1, "outputs keep whole seconds"
+
+
+def test_a_failed_api_key_create_expires_only_its_own_key(providers, fake, client, clock) -> None:
+    """The API-key variant used to expire any key that appeared since its listing; now only the marked one."""
+    api_keys = providers(ApiKeyProvider)
+    mine = api_keys.create({"lifetime": "90d", "rotateBefore": "14d"})
+    foreign = api_key_prefix(fake.add_api_key(expiration=clock.now + duration("90d", field="lifetime")))
+    fake.inject(path="/api/v1/apikey", method="POST", kind="status", status=503, after_apply=True)
+    with pytest.raises(TransientError):
+        api_keys.create({"lifetime": "90d", "rotateBefore": "14d"})
+    live = {k.prefix for k in client.list_api_keys() if not k.expired(clock.now)}
+    assert live == {api_key_prefix(fake.admin_key), mine.outs["prefix"], foreign}
+
+
+def test_a_create_that_was_not_sent_cleans_up_nothing(fake, clock) -> None:
+    with Unreachable("refuse") as down:
+        keys = PreAuthKeyProvider().use(HeadscaleClient(down.url, "k", backoff=0.0), clock=clock)
+        with pytest.raises(UnreachableError, match=rf"{down.url} is unreachable: connection refused"):
+            keys.create(dict(ROUTER_KEY))
+        assert keys.client.calls.by_call == {"Version": 2}, "no listing for orphans: nothing can have been minted"
+
+
+# ------------------------------------------------------------------------------------------------ an unreachable server
+
+USER = {"name": "alice", "displayName": "", "email": "", "forceDelete": False}
+API_KEY_PROPS = {"lifetime": "90d", "rotateBefore": "14d", "prefix": "abcdefghijkl"}
+NODE = {"nodeName": "box", "user": None, "tags": None, "approvedRoutes": None, "givenName": None}
+
+
+def _every_resource() -> list[tuple[type, str, dict]]:
+    """One resource of each kind, as its state would hold it."""
+    return [
+        (UserProvider, "1", USER),
+        (PreAuthKeyProvider, "2", ROUTER_KEY),
+        (ApiKeyProvider, "3", API_KEY_PROPS),
+        (NodeSettingsProvider, "4", {**NODE, "deleteOnDestroy": False}),
+        (PolicyProvider, "policy", {**_policy_props(), "liveSha256": "x"}),
+    ]
+
+
+def _down_config(url: str, **values) -> ConfigureRequest:
+    config = {"headscale-ha:bootstrapApiKey": "hskey-api-abcdefghijkl-" + "s" * 64, "headscale-ha:headscaleApiUrl": url}
+    config["headscale-ha:headscale"] = json.dumps({"version": "0.29.2"})
+    config.update(values)
+    return ConfigureRequest(Config(config, "headscale-ha"))
+
+
+@pytest.mark.parametrize("mode", ["refuse", "blackhole"])
+def test_diff_and_read_survive_a_server_that_does_not_answer(mode: str, capsys) -> None:
+    """What a preview of the promotion does with the lost active's URL: every diff and read reports no change and
+    says why on stderr; the version probe is sent once for the whole run, and the run takes one connect timeout at
+    most (blackhole: the default CONNECT_TIMEOUT, 3 s) instead of one per resource."""
+    with Unreachable(mode) as down:
+        started = time.monotonic()
+        clients = set()
+        for kind, id_, props in _every_resource():
+            provider = kind()
+            provider.configure(_down_config(down.url))
+            clients.add(id(provider.client))
+            diff = provider.diff(id_, dict(props), dict(props))
+            assert (diff.changes, diff.replaces) == (False, [])
+            read = provider.read(id_, dict(props))
+            assert (read.id, read.outs) == (id_, props)
+        elapsed = time.monotonic() - started
+        (client,) = {provider.client}
+    assert len(clients) == 1, "one client for the server: one probe, one remembered failure"
+    assert client.calls.by_call == {"Version": 1 + PROBE_RETRIES if mode == "refuse" else 1}
+    assert elapsed < (1.5 if mode == "refuse" else CONNECT_TIMEOUT + 1.5)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 9, "one line per diff and per read that needed the server (a user's diff does not)"
+    assert all(down.url in line and "reports no change" in line for line in lines)
+    assert all("s" * 20 not in line for line in lines), "never the key"
+    assert "User 1: read reports no change" in lines[0]
+    assert "PreAuthKey 2: diff reports no change" in lines[1]
+
+
+def _write_fails_fast(down: Unreachable, write: Callable[[], object]) -> None:
+    started = time.monotonic()
+    with pytest.raises(UnreachableError, match=re.escape(down.url)):
+        write()
+    assert time.monotonic() - started < 1.0, "one probe (and its one retry), never a success"
+
+
+def test_writes_fail_fast_naming_the_url() -> None:
+    """Each write asks the server once more (it may be back) and fails at once when it is not."""
+    with Unreachable("refuse") as down:
+        for kind, id_, props in _every_resource():
+            provider = kind()
+            provider.configure(_down_config(down.url))
+            provider.client.backoff = 0.01  # the shared client's pause before its one retry (0.5 s): kept short here
+            _write_fails_fast(down, lambda p=provider, v=props: p.create(dict(v)))
+            gone = dict(props) | {"deleteOnDestroy": True, "resetOnDestroy": True}
+            _write_fails_fast(down, lambda p=provider, i=id_, v=gone: p.delete(i, v))
+        users = UserProvider()
+        users.configure(_down_config(down.url))
+        _write_fails_fast(down, lambda: users.update("1", USER, {**USER, "name": "alicia"}))
+        assert users.client.calls.by_call == {"Version": 11 * (1 + PROBE_RETRIES)}
+
+
+def test_a_server_back_within_the_memory_is_written_to(fake, clock, capsys) -> None:
+    """A crash-looping Headscale that the same `up` fixes (or an upgrade that rolls out meanwhile): the diffs that
+    ran while it failed reported no change; the create that comes after the rollout asks again and succeeds."""
+    keys = PreAuthKeyProvider(version=fake.version)
+    keys.configure(_stack_config(fake))
+    keys.use(keys.client, clock=clock)
+    created = keys.create(dict(ROUTER_KEY))
+    forget_shared_clients()
+    keys.configure(_stack_config(fake))
+    keys.use(keys.client, clock=clock)
+    fake.inject(path="/version", kind="status", status=503, times=1 + PROBE_RETRIES)
+    assert keys.diff(created.id, created.outs, dict(ROUTER_KEY)).changes is False
+    assert keys.read(created.id, created.outs).outs == created.outs, "remembered: not asked again"
+    assert "is not serving" in capsys.readouterr().err
+    second = keys.create(dict(ROUTER_KEY))
+    assert {str(k.id) for k in _live_keys(fake, clock)} == {created.id, second.id}
+    assert [r.path for r in fake.requests].count("/version") == 2 + (1 + PROBE_RETRIES)
+
+
+def test_a_half_upgraded_server_is_diffed_as_unchanged_and_written_to_never(fake, clock, capsys) -> None:
+    """Preview of a minor upgrade: the config pins the new minor, the server still runs the old one."""
+    other = "0.28.0" if fake.version == "0.29.2" else "0.29.2"
+    seeded = PreAuthKeyProvider().use(HeadscaleClient(fake.url, fake.admin_key), clock=clock)
+    created = seeded.create(dict(ROUTER_KEY))
+    keys = PreAuthKeyProvider(version=fake.version)
+    keys.configure(_stack_config(fake, headscale={"version": other}))
+    assert keys.diff(created.id, created.outs, dict(ROUTER_KEY)).changes is False
+    assert keys.read(created.id, created.outs).outs == created.outs
+    assert f"but the stack pins {other.rsplit('.', 1)[0]}" in capsys.readouterr().err
+    with pytest.raises(UnsupportedError, match="but the stack pins"):
+        keys.delete(created.id, created.outs)
+    assert [str(k.id) for k in _live_keys(fake, clock)] == [created.id]
+
+
+# ------------------------------------------------------------------------------------------------ the config decides
+
+
+def test_the_stack_config_wins_over_the_pickled_url_and_pin(fake, clock) -> None:
+    """A resource created before a minor upgrade (or a URL change) carries the old provider in its state; its read,
+    diff and delete run with the config of today."""
+    other = "0.28.0" if fake.version == "0.29.2" else "0.29.2"
+    with Unreachable("refuse") as old:
+        created = (
+            PreAuthKeyProvider().use(HeadscaleClient(fake.url, fake.admin_key), clock=clock).create(dict(ROUTER_KEY))
+        )
+        stale = dill.loads(base64.b64decode(serialize_provider(PreAuthKeyProvider(api_url=old.url, version=other))))
+        stale.configure(_stack_config(fake, headscale={"version": fake.version}))
+        assert (stale.client.base_url, stale.client.version) == (fake.url, fake.version.rsplit(".", 1)[0])
+        stale.use(stale.client, clock=clock)
+        assert stale.diff(created.id, created.outs, dict(ROUTER_KEY)).changes is False
+        assert stale.read(created.id, created.outs).id == created.id
+        stale.delete(created.id, created.outs)
+    assert _live_keys(fake, clock) == []
+
+
+def test_the_pickled_url_and_pin_are_the_fallback(fake) -> None:
+    provider = PolicyProvider(api_url=fake.url, version=fake.version)
+    provider.configure(ConfigureRequest(Config({"headscale-ha:bootstrapApiKey": fake.admin_key}, "headscale-ha")))
+    assert (provider.client.base_url, provider.client.version) == (fake.url, fake.version.rsplit(".", 1)[0])
+
+
+def test_stack_settings_read_what_the_engine_sends() -> None:
+    tailnet = {"publicHostname": "headscale.example.com", "users": [{"name": "alice", "forceDelete": True}]}
+    config = Config(
+        {
+            "headscale-ha:tailnet": json.dumps(tailnet),
+            "headscale-ha:headscale": json.dumps({"version": "0.29.2", "image": "x"}),
+            "headscale-ha:role": "active",
+        },
+        "headscale-ha",
+    )
+    settings = StackSettings.from_config(config)
+    assert settings.api_url == "https://headscale.example.com", "program/args.py api_url's default"
+    assert (settings.version, settings.role) == ("0.29.2", "active")
+    assert settings.users == {"alice": {"name": "alice", "forceDelete": True}}
+    explicit = StackSettings.from_config(Config({"headscale-ha:headscaleApiUrl": "http://10.0.0.1:8080"}, "p"))
+    assert (explicit.api_url, explicit.version, explicit.users) == ("http://10.0.0.1:8080", None, None)
+    assert StackSettings.from_config(Config({"headscale-ha:headscale": "{not json"}, "p")).version is None

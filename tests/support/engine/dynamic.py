@@ -14,6 +14,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,12 +59,15 @@ class DynamicHost:
 
     def __init__(self, config: Mapping[str, Any], project: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(PROJECT), "PULUMI_PROJECT": project}
+        # The engine shows a plugin's stderr as info lines: kept in a file (a pipe nobody reads would block the
+        # host once full), read back by ``messages``.
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the host; closed by its owner
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pulumi.dynamic"],
             cwd=PROJECT,
             env=env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self.stderr,
         )
         assert self.process.stdout is not None
         port = int(self.process.stdout.readline().decode().strip())
@@ -75,6 +79,11 @@ class DynamicHost:
     def close(self) -> None:
         self.channel.close()
         stop_process(self.process, timeout=10)
+
+    def messages(self) -> list[str]:
+        """What the providers wrote to stderr (their warnings), one entry per line."""
+        self.stderr.seek(0)
+        return [line for line in self.stderr.read().decode(errors="replace").splitlines() if line.strip()]
 
     def _call(self, method: str, request: Any) -> Any:
         try:

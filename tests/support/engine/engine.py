@@ -116,6 +116,8 @@ class Deployment:
     def close(self) -> None:
         if self._host is not None:
             self._host.close()
+            self.result.warnings += self._host.messages()
+            self._host.stderr.close()
 
     def _instantiate(self, package: str, inputs: Mapping[str, Any]) -> Provider:
         if package == "kubernetes":
