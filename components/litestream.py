@@ -8,10 +8,11 @@ sidecar (an init container with restartPolicy Always) that replicates while the 
 The served witness: the restore's markers live on the two volumes they protect (the data claim and the NFS backup
 directory), so losing both looks exactly like a first start. :meth:`LitestreamBackup.record_served` writes a third
 witness outside both, the ConfigMap `<app>-served` (key `served: "true"`), once the application's Deployment has
-rolled out ready; the restore container reads it through an optional ConfigMap volume and refuses an empty start
-while it exists (exit 24), unless ``allow_empty_start`` holds today's UTC date. The witness is a ConfigMapPatch
-(server-side apply: created if absent, adopted if a retained one exists, so a site that is demoted and promoted
-again never fails with AlreadyExists) and is retained on delete: `destroy` and a demotion leave it in the cluster.
+rolled out ready (on a standby too, for the day it is promoted); the restore container reads it through an optional
+ConfigMap volume and refuses an empty start while it exists (exit 24), unless ``allow_empty_start`` holds today's UTC
+date. The witness is a ConfigMapPatch (server-side apply: created if absent, adopted if a retained one exists, so a
+site that is demoted and promoted again never fails with AlreadyExists) and is retained on delete: `destroy` and a
+demotion leave it in the cluster.
 """
 
 from __future__ import annotations
@@ -257,11 +258,13 @@ class LitestreamBackup(pulumi.ComponentResource):
         """Write the served witness once ``deployment`` (the application's) has rolled out ready.
 
         pulumi-kubernetes awaits a Deployment's readiness on create and update, and a dependent is created only
-        after its dependency succeeded: the witness appears after the first ready rollout. Only where the
-        application serves (``replicas`` > 0) and the restore reads the witness (not on a standby). None otherwise:
-        a witness written earlier stays in the cluster (retained), only Pulumi's state forgets it.
+        after its dependency succeeded: the witness appears after the first ready rollout. Written where the
+        application serves (``replicas`` > 0), and on a standby (``require_backup``): a standby exists because the
+        tailnet has served, so once promoted (its restore then reads the witness) it must restore the backup and
+        never start empty, even before it has served there. None otherwise (an active site at 0 replicas): a witness
+        written earlier stays in the cluster (retained), only Pulumi's state forgets it.
         """
-        if replicas <= 0 or not self._args.reads_witness:
+        if not self._args.require_backup and (replicas <= 0 or not self._args.reads_witness):
             return None
         app = self._args.app
         self.served = k8s.core.v1.ConfigMapPatch(

@@ -253,9 +253,16 @@ def test_the_restore_reads_the_witness_through_an_optional_volume(run_stack) -> 
         assert all(m["name"] != SERVED_VOLUME for c in others for m in c.get("volumeMounts", []))
 
 
-def test_a_standby_neither_writes_nor_reads_the_witness(run_stack) -> None:
+def test_a_standby_writes_the_witness_for_its_promotion_but_does_not_read_it(run_stack) -> None:
+    """A promoted standby has never served where it runs; the witness it wrote as a standby makes its restore refuse
+    an empty start once promoted (its REQUIRE_BACKUP is off then), as on the site that served."""
     run = run_stack("cosmos")
-    assert _witnesses(run) == {}
+    witnesses = _witnesses(run)
+    assert set(witnesses) == {served_config_map("headscale"), served_config_map("headplane")}
+    deployments = {r.inputs["metadata"]["name"]: r for r in run.of_type(DEPLOYMENT_TYPE)}
+    for app in ("headscale", "headplane"):
+        assert deployments[app].urn in witnesses[f"{app}-served"].dependencies
+        assert witnesses[f"{app}-served"].retain_on_delete
     for app in ("headscale", "headplane"):
         pod, restore = _restore(run, app)
         env = {e["name"]: e.get("value") for e in restore["env"]}

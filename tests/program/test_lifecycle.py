@@ -275,6 +275,37 @@ def test_rotating_the_identity_updates_the_retained_secret_in_place(lab: Lab) ->
     assert after["stringData"] != before["stringData"]
 
 
+def _restore_env(cluster: Cluster) -> dict[str, str]:
+    deployment = cluster.find("Deployment", "headscale", "headscale")
+    (restore,) = [c for c in deployment["spec"]["template"]["spec"]["initContainers"] if c["name"] == "restore"]
+    return {e["name"]: e.get("value") for e in restore["env"]}
+
+
+def test_promotion_with_the_active_gone_then_demotion_when_it_returns(lab: Lab) -> None:
+    """The failover runbook with hydra lost: cosmos is promoted without touching hydra; its restore must find a
+    backup (the witness its standby life wrote refuses an empty start). When hydra returns it is demoted and
+    follows cosmos; nothing is replaced on either site."""
+    witness = lab.cosmos.find("ConfigMap", "headscale-served", "headscale")
+    assert witness is not None
+    assert witness["data"] == {"served": "true"}
+    cosmos_active = {"headscale-ha:tailnet.activeSite": "cosmos", "headscale-ha:role": "active"}
+    promoted = lab.run("up", "cosmos", cosmos_active)
+    assert promoted.error is None, promoted.text()
+    assert "replace" not in _kinds(promoted), promoted.text()
+    assert lab.cosmos.find("Deployment", "headscale", "headscale")["spec"]["replicas"] == 1
+    env = _restore_env(lab.cosmos)
+    assert env["REQUIRE_BACKUP"] == "false"
+    assert env["SERVED_FILE"].endswith("/served")  # present: the restore refuses to start empty (exit 24)
+    hydra_standby = {"headscale-ha:tailnet.activeSite": "cosmos", "headscale-ha:role": "standby"}
+    demoted = lab.run("up", "hydra", hydra_standby)
+    assert demoted.error is None, demoted.text()
+    assert "replace" not in _kinds(demoted), demoted.text()
+    assert lab.hydra.find("Deployment", "headscale", "headscale")["spec"]["replicas"] == 0
+    assert _restore_env(lab.hydra)["REQUIRE_BACKUP"] == "true"
+    for stack, change in (("hydra", hydra_standby), ("cosmos", cosmos_active)):
+        assert lab.run("up", stack, change).changes() == []
+
+
 # ------------------------------------------------------------------------------------------------ migration
 
 
