@@ -42,6 +42,16 @@ from tests.support.litestream_lab import stop_process
 
 PROJECT = Path(__file__).resolve().parents[2]
 PROVIDER_KEY = "__provider"
+#: A router key's inputs, as the program registers them.
+KEY_INPUTS = {
+    "user": None,
+    "reusable": False,
+    "ephemeral": False,
+    "aclTags": ["tag:router"],
+    "lifetime": "1h",
+    "rotateBefore": "10m",
+    "recreateIfInvalid": "always",
+}
 
 
 def _struct(values: dict[str, Any]) -> Any:
@@ -134,15 +144,7 @@ def test_the_engine_path_creates_reads_and_deletes_with_the_serialized_provider(
     policy_blob = serialize_provider(PolicyProvider(version=server.version))
     for blob in (key_blob, policy_blob):
         assert server.admin_key.encode() not in base64.b64decode(blob), "the API key is never pickled"
-    key_inputs = {
-        "user": None,
-        "reusable": False,
-        "ephemeral": False,
-        "aclTags": ["tag:router"],
-        "lifetime": "1h",
-        "rotateBefore": "10m",
-        "recreateIfInvalid": "always",
-    }
+    key_inputs = dict(KEY_INPUTS)
     outs = lifecycle(host, "PreAuthKey", key_blob, key_inputs)
     assert outs["key"].startswith("hskey-auth-")
     assert server.admin_key not in str(outs)
@@ -178,17 +180,6 @@ def test_without_the_key_in_config_the_provider_says_what_to_set(host, server) -
     with pytest.raises(grpc.RpcError) as caught:
         host.Create(provider_pb2.CreateRequest(urn=_urn("Policy", "y"), properties=_struct(inputs)), timeout=30)
     assert API_KEY_CONFIG in caught.value.details()
-
-
-KEY_INPUTS = {
-    "user": None,
-    "reusable": False,
-    "ephemeral": False,
-    "aclTags": ["tag:router"],
-    "lifetime": "1h",
-    "rotateBefore": "10m",
-    "recreateIfInvalid": "always",
-}
 
 
 def test_configure_carries_the_url_and_pin_of_today_to_resources_of_an_older_provider(host, server) -> None:
