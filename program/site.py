@@ -45,7 +45,7 @@ from program.config import StackConfig
 from program.failover import promotion_steps
 from program.inventory import must_back_up
 from program.recovery import recovery_model
-from program.standby import CHECKED_OUTPUTS, follow_active
+from program.standby import standby_gate
 
 
 def namespace_labels() -> dict[str, str]:
@@ -132,7 +132,13 @@ class TailnetSite(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:site:TailnetSite", name, None, opts)
-        provider = kubernetes_provider(name, config, pulumi.ResourceOptions(parent=self))
+        # A standby must be able to take over: same release, a stage that follows, the same identity. The check
+        # is a gate: the provider, so every resource of the stack, waits for it, and a mismatch fails the run
+        # before any step, naming every difference (program/standby.py).
+        gate = standby_gate(name, config, pulumi.ResourceOptions(parent=self)) if config.role is Role.STANDBY else None
+        provider = kubernetes_provider(
+            name, config, pulumi.ResourceOptions(parent=self, depends_on=[gate.opens] if gate is not None else None)
+        )
         child = pulumi.ResourceOptions(parent=self, provider=provider)
 
         # Namespaces that hold state are retained: deleting one would delete the claims, the identity Secret and
@@ -301,14 +307,6 @@ class TailnetSite(pulumi.ComponentResource):
                     config.kubeconfig.get_secret_value(), gateway_ip=config.site.gateway_ip, port=api_port
                 )
             )
-        if config.role is Role.STANDBY:
-            # A standby must be able to take over: same release, a stage that follows, the same identity. The check
-            # reads the active site's stack; a mismatch fails the run, naming every difference.
-            active_site = config.tailnet.site(config.tailnet.active_site)
-            self.outputs["follows"] = follow_active(
-                name,
-                active_stack=config.tailnet.stack_of(active_site),
-                own={key: self.outputs[key] for key in CHECKED_OUTPUTS},
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+        if gate is not None:
+            self.outputs["follows"] = gate.follows
         self.register_outputs(self.outputs)

@@ -12,16 +12,26 @@ migration errors). A standby on another release would, at promotion, either run 
 restores or migrate the registry forward so that a failback to the old active's release no longer reads it. The
 release lives in Pulumi.yaml, shared by every stack, so the two only differ when a stack file overrides it or
 when an upgrade has been deployed to one stack and not yet to the other (upgrade the active first).
+
+The check is a gate, not a late failure: the standby's own values come from its config (and the identity stack's
+plain fingerprint) before anything of it is registered, and the stack's Kubernetes provider depends on the
+check's Output. A mismatch rejects that Output, so the provider's registration fails and with it every resource
+that waits for the provider; `pulumi preview` and `pulumi up` (``--skip-preview`` too) stop before any step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
+from components.headscale import IdentityFromStack, ImportedIdentity
+from components.identity import identity_fingerprint
 from components.settings import PROJECT, DatabaseStage
+from program.args import identity_source
+from program.config import StackConfig
 
 #: The outputs every site stack exports, and which a standby requires of its active.
 HEADSCALE_VERSION = "headscaleVersion"
@@ -105,20 +115,61 @@ def check(active_stack: str, own: Mapping[str, Any], active: Mapping[str, Any]) 
     return {"stack": active_stack, **{key: active[key] for key in CHECKED_OUTPUTS}}
 
 
+@dataclass(frozen=True)
+class StandbyGate:
+    """The check as the program uses it: what the Kubernetes provider waits for, and the stack's ``follows``."""
+
+    #: The active stack's StackReference once the check passed; rejected with StandbyMismatch otherwise. As a
+    #: ``depends_on`` of the provider it fails the provider's registration, and with it every resource that waits
+    #: for the provider or for a component that does (all of the site's but the reads): nothing is touched.
+    opens: pulumi.Output[pulumi.Resource]
+    #: What the standby verified: the active's stack and the agreed values (the ``follows`` output).
+    follows: pulumi.Output[dict[str, Any]]
+
+
 def follow_active(
     name: str,
     *,
     active_stack: str,
     own: Mapping[str, pulumi.Input[Any]],
     opts: pulumi.ResourceOptions | None = None,
-) -> pulumi.Output[dict[str, Any]]:
-    """Reference the active site's stack and check it; the Output fails the run on a mismatch.
+) -> StandbyGate:
+    """Reference the active site's stack and check it against ``own`` (this stack's ``CHECKED_OUTPUTS``).
 
-    ``own`` holds this stack's values of ``CHECKED_OUTPUTS`` (Outputs allowed). A missing output of the active
-    stack fails the run as ``require_output`` does.
+    ``own`` must not depend on this stack's resources: the gate is awaited before any of them is registered. A
+    missing output of the active stack fails the run as ``require_output`` does.
     """
     reference = pulumi.StackReference(f"{name}-active", stack_name=active_stack, opts=opts)
     theirs = {key: reference.require_output(key) for key in CHECKED_OUTPUTS}
-    return pulumi.Output.all(pulumi.Output.all(**own), pulumi.Output.all(**theirs)).apply(
+    follows = pulumi.Output.all(pulumi.Output.all(**own), pulumi.Output.all(**theirs)).apply(
         lambda both: check(active_stack, both[0], both[1])
     )
+    return StandbyGate(opens=follows.apply(lambda _: reference), follows=follows)
+
+
+def own_fingerprint(name: str, config: StackConfig, opts: pulumi.ResourceOptions) -> pulumi.Input[str]:
+    """The fingerprint of the Noise key this site will serve with, known without any resource of the stack.
+
+    From the same source HeadscaleServer takes its keys from (``identity_source``): the identity stack's plain
+    ``fingerprint`` output, read here a second time under a name of its own (HeadscaleServer's read is created
+    after the provider, too late for the gate); or the key imported on this stack, hashed as the server does.
+    """
+    identity = identity_source(config)
+    if isinstance(identity, IdentityFromStack):
+        read = pulumi.StackReference(f"{name}-standby-check-identity", stack_name=identity.stack_name, opts=opts)
+        return read.require_output("fingerprint")
+    if isinstance(identity, ImportedIdentity) and isinstance(identity.noise_private_key, str):
+        return identity_fingerprint(identity.noise_private_key)
+    # Not reached: identity_source gives a site either imported keys or the identity stack.
+    raise TypeError(f"a site's identity is imported keys or the identity stack, not {type(identity).__name__}")
+
+
+def standby_gate(name: str, config: StackConfig, opts: pulumi.ResourceOptions) -> StandbyGate:
+    """The gate of a standby stack, from its config alone: its own release and stage, and its identity."""
+    own: dict[str, pulumi.Input[Any]] = {
+        HEADSCALE_VERSION: config.headscale.version,
+        DATABASE_STAGE: config.database.stage.value,
+        IDENTITY_FINGERPRINT: own_fingerprint(name, config, opts),
+    }
+    active_stack = config.tailnet.stack_of(config.tailnet.site(config.tailnet.active_site))
+    return follow_active(name, active_stack=active_stack, own=own, opts=opts)
