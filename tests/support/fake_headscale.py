@@ -607,6 +607,7 @@ class FakeHeadscale:
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._handler_threads: set[threading.Thread] = set()
+        self._held: list[socket.socket] = []  # while dark: the port kept (first), and a blackhole's fillers
 
     # -- clock ------------------------------------------------------------------------------------------------
 
@@ -632,13 +633,14 @@ class FakeHeadscale:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
-    def start(self) -> FakeHeadscale:
+    def start(self, port: int = 0) -> FakeHeadscale:
+        """Serve on 127.0.0.1 (``port`` 0: any free port; else that one, as ``come_back`` does)."""
         if self._server is not None:
             return self
         if not self.admin_key:
             self.admin_key = self.add_api_key(expiration=self.now + timedelta(days=90))
         self._stopping.clear()
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server(("127.0.0.1", port), _Handler)
         server.fake = self
         self._server = server
         self.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -650,6 +652,7 @@ class FakeHeadscale:
 
     def stop(self) -> None:
         """Stop serving, drop open (keep-alive) connections and wait for every handler thread."""
+        self._release_port()
         server, self._server = self._server, None
         if server is None:
             return
@@ -673,6 +676,58 @@ class FakeHeadscale:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
                 with self._record_lock:
                     self._handler_threads.discard(thread)
+
+    @property
+    def dark(self) -> bool:
+        """True between ``go_dark`` and ``come_back``: the URL refuses connections."""
+        return bool(self._held)
+
+    def go_dark(self, mode: str = "refuse") -> None:
+        """The host is gone: stop serving and keep the port (no other process takes it) until ``come_back``; the
+        registry is kept. ``mode`` as :class:`Unreachable`'s: ``refuse`` (bound, not listening: connections are
+        refused, a host that is up without Headscale) or ``blackhole`` (a full accept queue: every SYN is dropped
+        and a connect hangs until its timeout, an address whose cluster is gone)."""
+        if mode not in ("refuse", "blackhole"):
+            raise ValueError(f"mode is refuse or blackhole, got {mode!r}")
+        if self._held:
+            return
+        port = int(self.url.rsplit(":", 1)[1])
+        self.stop()
+        hold = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hold.bind(("127.0.0.1", port))
+        self._held = [hold]
+        if mode == "blackhole":
+            hold.listen(0)
+            self._held += _fill_accept_queue(port)
+
+    def come_back(self) -> None:
+        """Serve again at the same URL (the registry as it was)."""
+        if not self._held:
+            return
+        port = self._held[0].getsockname()[1]
+        self._release_port()
+        self.start(port=port)
+
+    def _release_port(self) -> None:
+        for sock in reversed(self._held):
+            with contextlib.suppress(OSError):
+                sock.close()
+        self._held = []
+
+    def restart_as(self, version: str) -> None:
+        """Headscale restarted on another release with the same database: the registry is kept, the API (routes,
+        contract, policy dialect, ``/version``) becomes that release's. An upgrade is this plus the migration,
+        which the fake's registry does not need."""
+        version = normalize_version(version)
+        if version not in SUPPORTED_VERSIONS:
+            raise ValueError(f"unsupported Headscale version {version!r} (supported: {', '.join(SUPPORTED_VERSIONS)})")
+        with self.lock:
+            self.version = version
+            self.minor = ".".join(version.split(".")[:2])
+            self._routes = tuple(r for r in _ROUTES if r.new_in is None or self.minor >= r.new_in)
+            swagger = find_swagger(version)
+            self.contract = None if swagger is None else SwaggerContract(swagger, version=version)
 
     def __enter__(self) -> FakeHeadscale:
         return self.start()
@@ -1575,6 +1630,17 @@ class _Handler(BaseHTTPRequestHandler):
 UNREACHABLE_MODES = ("refuse", "blackhole", "silent")
 
 
+def _fill_accept_queue(port: int) -> list[socket.socket]:
+    """Connect to a listening socket of backlog 0 until its accept queue holds an established connection (and one
+    more waits): the kernel then drops every further SYN. The caller closes the sockets."""
+    filler = socket.create_connection(("127.0.0.1", port), timeout=2)
+    extra = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    extra.setblocking(False)
+    with contextlib.suppress(BlockingIOError):
+        extra.connect(("127.0.0.1", port))
+    return [filler, extra]
+
+
 class Unreachable:
     """An address on 127.0.0.1 where Headscale does not answer, as a lost or broken site looks from outside.
 
@@ -1609,14 +1675,7 @@ class Unreachable:
         return self
 
     def _fill(self, port: int) -> None:
-        """Connect until the accept queue (one entry for a backlog of 0) holds an established connection."""
-        filler = socket.create_connection(("127.0.0.1", port), timeout=2)
-        self._sockets.append(filler)
-        extra = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        extra.setblocking(False)
-        with contextlib.suppress(BlockingIOError):
-            extra.connect(("127.0.0.1", port))
-        self._sockets.append(extra)
+        self._sockets += _fill_accept_queue(port)
 
     def stop(self) -> None:
         for sock in reversed(self._sockets):

@@ -12,12 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
+from components.endpoint import NAME as ROUTE
 from tests.support.engine.apiserver import Cluster
 from tests.support.engine.engine import Engine
+from tests.support.engine.lifecycle import _headscale_serves
 from tests.support.engine.state import UNKNOWN as WIRE_UNKNOWN
 from tests.support.engine.state import ResourceState, RunResult
-from tests.support.engine.world import World, kubeconfig_for
+from tests.support.engine.world import StepError, World, kubeconfig_for
+from tests.support.fake_headscale import FakeHeadscale
 from tools.harness import UNKNOWN
 from tools.kubernetes_rules import provider_replacement
 
@@ -655,3 +659,78 @@ TWO = (
 def test_provider_replacement(old: dict, new: dict, why: str | None) -> None:
     result = provider_replacement(old, new)
     assert (result is None) if why is None else (why in str(result)), result
+
+
+# ------------------------------------------------------------------------------------------------ the public URL
+
+
+def _headscale_site(name: str, server: str, *, image: str, replicas: int) -> Cluster:
+    """A cluster with what `World.serves` looks at: Headscale's Deployment and the public HTTPRoute."""
+    cluster = Cluster(name, server=server)
+    cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "headscale"}})
+    containers = [{"name": "litestream", "image": "litestream:0.5.17"}, {"name": "headscale", "image": image}]
+    cluster.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "headscale", "namespace": "headscale"},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": containers}}},
+        }
+    )
+    route = {"name": ROUTE, "namespace": "headscale"}
+    cluster.create({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": route})
+    return cluster
+
+
+def _headscale_spec(cluster: Cluster) -> dict[str, Any]:
+    key = next(k for k in cluster.objects if k[1] == "Deployment")
+    return cluster.objects[key].body["spec"]
+
+
+def test_the_public_url_answers_as_the_site_that_serves_it() -> None:
+    """World.serves/sync_headscale: the release follows the serving Deployment's image; nothing serving is a 503;
+    the site DNS points at lost is a refused connection (and its API server times out); DNS moves to the site that
+    serves next, and stays there when the lost site returns still running Headscale."""
+    hydra = _headscale_site("hydra", "https://10.10.0.10:6443", image="ghcr.io/juanfont/headscale:0.28.0", replicas=1)
+    cosmos = _headscale_site("cosmos", "https://10.20.0.10:6443", image="ghcr.io/juanfont/headscale:0.28.0", replicas=0)
+    fake = FakeHeadscale(version="0.28.0").start()
+    world = World(clusters={"hydra": hydra, "cosmos": cosmos}, headscale=fake, serves=_headscale_serves)
+    world.dns_site = "hydra"
+
+    def answer() -> int | str:
+        world.sync_headscale()
+        try:
+            return requests.get(f"{fake.url}/version", timeout=2).json().get("version") or 503
+        except ValueError:
+            return 503
+        except requests.ConnectionError:
+            return "refused"
+
+    try:
+        url = fake.url
+        fake.add_user("alice")
+        assert (answer(), world.serves(world)) == ("v0.28.0", ("hydra", "0.28.0"))
+        _headscale_spec(hydra)["template"]["spec"]["containers"][1]["image"] = (
+            "ghcr.io/juanfont/headscale:v0.29.2@sha256:" + "0" * 64
+        )
+        assert (answer(), world.serves(world)) == ("v0.29.2", ("hydra", "0.29.2"))
+        assert [u.name for u in fake.users.values()] == ["alice"]  # the same registry, upgraded
+        hydra.unready.add("headscale")
+        assert (answer(), world.serves(world)) == (503, None)
+        hydra.unready.clear()
+        _headscale_spec(hydra)["replicas"] = 0
+        assert answer() == 503  # the gateway answers, without an upstream
+        _headscale_spec(hydra)["replicas"] = 1
+        world.lost.add("hydra")
+        assert (answer(), world.serves(world), fake.dark) == ("refused", None, True)
+        with pytest.raises(StepError, match="i/o timeout"):
+            world.cluster_of(kubeconfig_for(hydra))
+        _headscale_spec(cosmos)["replicas"] = 1  # cosmos promoted (on 0.28.0 still: the fake follows its image)
+        assert (answer(), world.serves(world), world.dns_site) == ("v0.28.0", ("cosmos", "0.28.0"), "cosmos")
+        assert fake.url == url
+        world.lost.discard("hydra")  # back, its Headscale still running: DNS points at cosmos
+        assert (answer(), world.serves(world)) == ("v0.28.0", ("cosmos", "0.28.0"))
+        _headscale_spec(cosmos)["replicas"] = 0
+        assert (answer(), world.dns_site) == ("v0.29.2", "hydra")
+    finally:
+        fake.stop()

@@ -734,3 +734,63 @@ def test_policies_are_read_as_headscale_reads_them(fake: FakeHeadscale, api: Api
     unquoted = api("PUT", "/policy", json={"policy": "{acls: []}"})  # HuJSON is not JSON5
     assert unquoted.status_code == 500
     assert fake.policy_text == spelled
+
+
+# -- restarts and outages of the same server ---------------------------------------------------------------------------
+
+
+def test_restart_as_another_release_keeps_the_registry_and_switches_the_api() -> None:
+    with FakeHeadscale(version="0.28.0") as server:
+        api = Api(server)
+        alice = make_user(api)
+        key = make_key(api, user=alice)
+        url, admin = server.url, server.admin_key
+        assert api("POST", "/policy/check", json={"policy": "{}"}).status_code == 404  # no such route in 0.28
+        take_violations(server)
+        server.restart_as("v0.29.2")
+        assert (server.url, server.admin_key, server.version, server.minor) == (url, admin, "0.29.2", "0.29")
+        assert requests.get(f"{url}/version", timeout=5).json()["version"] == "v0.29.2"
+        assert api.ok("GET", "/user")["users"][0]["id"] == alice
+        assert [k["id"] for k in api.ok("GET", "/preauthkey")["preAuthKeys"]] == [key["id"]]
+        assert api.ok("POST", "/policy/check", json={"policy": "{}"}) == {}
+        with pytest.raises(ValueError, match="unsupported Headscale version"):
+            server.restart_as("0.30.0")
+        assert server.version == "0.29.2"
+        api.session.close()
+        assert server.contract_violations == []
+
+
+def test_going_dark_refuses_connections_until_it_comes_back_at_the_same_url() -> None:
+    with FakeHeadscale() as server:
+        api = Api(server)
+        make_user(api)
+        url = server.url
+        server.go_dark()
+        server.go_dark()  # idempotent
+        assert server.dark
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"{url}/health", timeout=2)
+        server.come_back()
+        server.come_back()  # idempotent
+        assert not server.dark
+        assert server.url == url
+        assert [u["name"] for u in api.ok("GET", "/user")["users"]] == ["alice"]
+        server.go_dark()
+        api.session.close()
+    assert not server.dark  # stop releases the kept port
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))):
+        pass
+
+
+def test_going_dark_as_a_blackhole_lets_connects_time_out() -> None:
+    with FakeHeadscale() as server:
+        url = server.url
+        server.go_dark("blackhole")
+        started = time.monotonic()
+        with pytest.raises(requests.ConnectTimeout):
+            requests.get(f"{url}/health", timeout=(0.5, 0.5))
+        assert time.monotonic() - started >= 0.4
+        with pytest.raises(ValueError, match="refuse or blackhole"):
+            server.go_dark("silent")
+        server.come_back()
+        assert requests.get(f"{url}/health", timeout=5).status_code == 200

@@ -1,5 +1,6 @@
 """A lab for lifecycle tests: two clusters (hydra, cosmos), the identity stack and the two site stacks of this
-repository, run by the engine model with their real config; optionally a fake Headscale behind hydra's public URL.
+repository, run by the engine model with their real config; optionally a fake Headscale behind the public URL (served
+by whichever site runs it), and more sites (``extra_sites``, with their stack files in a project copy).
 
 ``lab.run("up", "hydra", overrides={"headscale-ha:gateway.routers.replicas": 3})`` runs `pulumi up` of hydra with
 that config value changed (a dotted path inside a key's object, as `pulumi config set --path` does).
@@ -15,6 +16,7 @@ from typing import Any
 from components.endpoint import NAME as ROUTE
 from program.config import SECRET_KEYS
 from tests.support.engine.apiserver import Cluster
+from tests.support.engine.dynamic import DynamicHost
 from tests.support.engine.engine import Engine
 from tests.support.engine.state import RunResult
 from tests.support.engine.world import World, kubeconfig_for
@@ -29,17 +31,25 @@ API_KEY = "headscale-ha:bootstrapApiKey"
 API_URL = "headscale-ha:headscaleApiUrl"
 
 
-def _headscale_serves(world: World) -> bool:
-    """Headscale answers at its public URL while hydra runs it: the Deployment with a replica, its route."""
-    cluster = world.clusters["hydra"]
-    deployment = cluster.find("Deployment", "headscale", "headscale")
-    route = cluster.find("HTTPRoute", ROUTE, "headscale")
-    return (
-        deployment is not None
-        and route is not None
-        and (deployment.get("spec") or {}).get("replicas", 1) > 0
-        and "headscale" not in cluster.unready
-    )
+def _headscale_serves(world: World) -> tuple[str, str] | None:
+    """The site whose cluster runs Headscale behind its public route (a Deployment with a replica, pods ready, the
+    HTTPRoute), and the release its image runs; None when no reachable site does. The public name keeps pointing at
+    the site it points at (``world.dns_site``) while that one serves: another site that serves too (an old active
+    back from a loss before it was fenced, a second writer) is not what the URL reaches."""
+    for site in sorted(world.clusters, key=lambda name: name != world.dns_site):
+        cluster = world.clusters[site]
+        if site in world.lost:
+            continue
+        deployment = cluster.find("Deployment", "headscale", "headscale")
+        route = cluster.find("HTTPRoute", ROUTE, "headscale")
+        if deployment is None or route is None or "headscale" in cluster.unready:
+            continue
+        if (deployment.get("spec") or {}).get("replicas", 1) == 0:
+            continue
+        containers = deployment["spec"]["template"]["spec"]["containers"]
+        image = next(c["image"] for c in containers if c["name"] == "headscale")
+        return site, image.split("@", 1)[0].rsplit(":", 1)[1].removeprefix("v")
+    return None
 
 
 def _needs_headscale(type_: str) -> tuple[str, ...]:
@@ -87,14 +97,32 @@ def migration_job(cluster: Cluster, job: dict[str, Any]) -> str | None:
 
 
 class Lab:
-    def __init__(self, *, api: bool = False, headscale_version: str = "0.29.2", env: Mapping[str, str] = ()) -> None:
+    """``project_dir``: the project whose stack files the runs read (a copy a test edits, as a user would);
+    ``headscale_version``: the release the fake Headscale runs before any site serves; ``extra_sites``: more
+    clusters (site name → API server URL, the ambient kubeconfig of the stack of that name), for a project copy
+    whose ``tailnet.sites`` and ``Pulumi.<site>.yaml`` add them."""
+
+    def __init__(
+        self,
+        *,
+        api: bool = False,
+        headscale_version: str = "0.29.2",
+        env: Mapping[str, str] = (),
+        project_dir: Path = PROJECT_DIR,
+        extra_sites: Mapping[str, str] | None = None,
+    ) -> None:
+        self.project_dir = project_dir
         self.hydra = Cluster("hydra", server="https://10.10.0.10:6443", job_runner=migration_job)
         self.cosmos = Cluster("cosmos", server="https://10.20.0.10:6443", job_runner=migration_job)
+        clusters = {"hydra": self.hydra, "cosmos": self.cosmos}
+        for site, server in (extra_sites or {}).items():
+            clusters[site] = Cluster(site, server=server, job_runner=migration_job)
+        #: Every site's stack (a stack named as its site), the shipped ones first.
+        self.sites = tuple(clusters)
         self.world = World(
-            clusters={"hydra": self.hydra, "cosmos": self.cosmos},
+            clusters=clusters,
             ambient_kubeconfig={
-                "hydra": kubeconfig_for(self.hydra),
-                "cosmos": kubeconfig_for(self.cosmos),
+                **{site: kubeconfig_for(cluster) for site, cluster in clusters.items()},
                 IDENTITY: kubeconfig_for(self.hydra),
             },
             env=dict(env),
@@ -105,6 +133,7 @@ class Lab:
             self.headscale = FakeHeadscale(version=headscale_version).start()
             self.world.headscale = self.headscale
             self.world.serves = _headscale_serves
+            self.world.dns_site = SITES[0]
             self.world.needs = _needs_headscale
             self.world.sync_headscale()
         self.overrides: dict[str, dict[str, Any]] = {}
@@ -114,8 +143,7 @@ class Lab:
             self.headscale.stop()
 
     def config(self, stack: str, overrides: Mapping[str, Any] | None = None) -> tuple[str, dict[str, str], frozenset]:
-        directory = IDENTITY_DIR if stack == IDENTITY else PROJECT_DIR
-        settings = read_stack_settings(directory, stack, placeholders=PLACEHOLDERS)
+        settings = read_stack_settings(self._directory(stack), stack, placeholders=PLACEHOLDERS)
         config = dict(settings.config)
         secret_keys = set(settings.secret_keys)
         if self.headscale is not None and stack != IDENTITY:
@@ -133,7 +161,7 @@ class Lab:
         self, kind: str, stack: str, overrides: Mapping[str, Any] | None = None, *, replace: tuple[str, ...] = ()
     ) -> RunResult:
         project, config, secret_keys = self.config(stack, overrides)
-        program = IDENTITY_DIR / "__main__.py" if stack == IDENTITY else None
+        program = IDENTITY_DIR / "__main__.py" if stack == IDENTITY else None  # the site program: the engine's
         return self.engine.run(
             kind,
             project=project,
@@ -145,8 +173,11 @@ class Lab:
         )
 
     def unprotect(self, stack: str, name: str) -> None:
-        project = read_stack_settings(IDENTITY_DIR if stack == IDENTITY else PROJECT_DIR, stack).project
+        project = read_stack_settings(self._directory(stack), stack).project
         self.engine.unprotect(project, stack, name)
+
+    def _directory(self, stack: str) -> Path:
+        return IDENTITY_DIR if stack == IDENTITY else self.project_dir
 
     def deploy(self, stack: str, overrides: Mapping[str, Any] | None = None) -> tuple[RunResult, RunResult]:
         """`pulumi preview`, then `pulumi up`; both must succeed."""
@@ -159,6 +190,25 @@ class Lab:
     def first_deployment(self) -> dict[str, tuple[RunResult, RunResult]]:
         """The documented order: the identity stack, the active site, the standby."""
         return {stack: self.deploy(stack) for stack in (IDENTITY, *SITES)}
+
+    def read_live(self, stack: str) -> tuple[dict[str, tuple[str, dict[str, Any]]], list[str]]:
+        """What the Headscale providers' Read answers for each Headscale API resource in the stack's state, as
+        `pulumi refresh` would call it (the SDK's host, the stack's config): name → (id, outputs), id "" for one the
+        server no longer has; and the providers' stderr lines. The engine model has no refresh: the state is not
+        changed, and Kubernetes objects are not read."""
+        project, config, _ = self.config(stack)
+        host = DynamicHost(config, project)
+        try:
+            found = {
+                resource.name: host.read(resource.urn, resource.id, resource.outputs)
+                for resource in self.resources(stack).values()
+                if resource.type.startswith("pulumi-python:dynamic/headscale:")
+            }
+        finally:
+            host.close()
+        messages = host.messages()
+        host.stderr.close()
+        return found, messages
 
     def resources(self, stack: str) -> dict[str, Any]:
         for state in self.world.stacks.values():

@@ -48,7 +48,14 @@ class World:
     """Everything the runs share: the clusters, the stacks' states and the environment of the `pulumi` process.
 
     ``ambient_kubeconfig``: the kubeconfig pulumi-kubernetes loads when a provider has none (by stack);
-    ``headscale``: the fake Headscale the dynamic providers reach, up while ``serves`` says the cluster runs it.
+    ``headscale``: the fake Headscale the dynamic providers reach at the tailnet's public URL. ``serves`` says which
+    site runs it and on which release (None: no site does); ``lost``: the sites whose cluster is gone (its API
+    server and its addresses do not answer).
+
+    The public name points at the site that served last (``dns_site``; DNS failover moves it when another site
+    serves). While nothing serves, the URL answers 503 (the gateway has no upstream), unless the site it points at
+    is lost: then its address refuses connections (``lost_mode`` "refuse") or drops every packet ("blackhole", a
+    connect hangs until its timeout).
     """
 
     clusters: dict[str, Cluster]
@@ -56,7 +63,10 @@ class World:
     stacks: dict[str, StackState] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     headscale: Any = None
-    serves: Callable[[World], bool] | None = None
+    serves: Callable[[World], tuple[str, str] | None] | None = None
+    lost: set[str] = field(default_factory=set)
+    lost_mode: str = "refuse"
+    dns_site: str = ""
     #: For a resource type, the names of the resources (of its stack) it must depend on: what runs the server its
     #: provider talks to. Without such an edge the engine runs both at once, so the model fails the step.
     needs: Callable[[str], tuple[str, ...]] | None = None
@@ -68,16 +78,32 @@ class World:
             raise StepError("pulumi-kubernetes: no kubeconfig (none set and no ambient one)")
         for cluster in self.clusters.values():
             if cluster.server == active.get("server"):
+                if cluster.name in self.lost:
+                    raise StepError(
+                        f'pulumi-kubernetes: failed to read resource state: Get "{cluster.server}/api": dial tcp '
+                        f"{cluster.server.split('//', 1)[1]}: i/o timeout"
+                    )
                 return cluster
         raise StepError(f"pulumi-kubernetes: cannot reach {active.get('server')}: no such cluster")
 
     def sync_headscale(self) -> None:
-        """Headscale answers while its cluster runs it; otherwise the public URL answers 503 (no upstream)."""
+        """Make the fake answer as the public URL would now (see the class docstring)."""
         if self.headscale is None or self.serves is None:
             return
         self.headscale.clear_faults()
-        if not self.serves(self):
+        served = self.serves(self)
+        if served is None:
+            if self.dns_site in self.lost:
+                self.headscale.go_dark(self.lost_mode)
+                return
+            self.headscale.come_back()
             self.headscale.inject(kind="status", status=503, times=-1)
+            return
+        site, version = served
+        self.dns_site = site
+        self.headscale.come_back()
+        if version != self.headscale.version:
+            self.headscale.restart_as(version)
 
 
 @dataclass
