@@ -11,13 +11,18 @@ DEV_STAMP := $(VENV)/.dev-installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 STACK ?=
+SITE ?=
+LOST ?=
+CONFIRM ?=
+VERSION ?=
+IMAGE ?=
 BASE ?= HEAD
 ASSUME_SECRETS ?=
 DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
 # apt-get runs as root: directly when we are root, else through sudo.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo,NO_SUDO))
 
-.PHONY: deps plan validate checkov test lint bench docs diff clean
+.PHONY: deps plan validate checkov test lint bench docs diff clean promote demote upgrade
 
 deps:
 	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
@@ -81,6 +86,21 @@ docs: $(RUNTIME_STAMP)
 	$(PY) -m tools.recovery_table --write
 	$(PY) -m tools.alerts_table --write
 	$(PY) -m tools.availability_docs --write
+
+# The runbooks (tools/runbook.py, the `failover` output's commands): each prints every pulumi and kubectl command
+# it runs, stops at the first that fails, and is safe to run again. LOST=<the old active> skips that site's fence
+# after you type its name (or CONFIRM=<the same name>, without a terminal).
+promote: $(RUNTIME_STAMP)
+	@test -n "$(SITE)" || { echo "promote: SITE=<the site to make active> is required" >&2; exit 2; }
+	$(PY) -m tools.runbook promote $(SITE) $(if $(LOST),--lost $(LOST)) $(if $(CONFIRM),--confirm-lost $(CONFIRM))
+
+demote: $(RUNTIME_STAMP)
+	@test -n "$(SITE)" || { echo "demote: SITE=<the returning former active> is required" >&2; exit 2; }
+	$(PY) -m tools.runbook demote $(SITE)
+
+upgrade: $(RUNTIME_STAMP)
+	@test -n "$(VERSION)" -a -n "$(IMAGE)" || { echo "upgrade: VERSION=<x.y.z> IMAGE=<ref with that tag> are required" >&2; exit 2; }
+	$(PY) -m tools.runbook upgrade $(VERSION) $(IMAGE)
 
 bench: $(DEV_STAMP)
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

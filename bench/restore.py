@@ -43,7 +43,14 @@ from components.config_types import quantity_value
 from components.litestream_config import parse_go_duration
 from components.settings import PROJECT, Litestream, LocalStorage
 from program.config import StackConfig, parse_stack_config
-from program.recovery import MEASURED_FILE, ROOT, PodFacts, RestoreFigures, application_model
+from program.recovery import (
+    MEASURED_FILE,
+    ROOT,
+    PodFacts,
+    RestoreFigures,
+    application_model,
+    load_promotion_figures,
+)
 from tests.support.litestream_lab import (
     App,
     Writer,
@@ -268,7 +275,14 @@ def print_node_loss(figures: RestoreFigures) -> None:
         )
         sync = parse_go_duration(config.backup.litestream.sync_interval, argument="syncInterval") / 1e9
         rows = {
-            row["failure"]: row for row in application_model(facts, config=config, figures=figures, sync_seconds=sync)
+            row["failure"]: row
+            for row in application_model(
+                facts,
+                config=config,
+                figures=figures,
+                sync_seconds=sync,
+                promotion_figures=load_promotion_figures(),
+            )
         }
         node = rows["nodeLoss"]
         steps = ", ".join(f"{name} {value:g}s" for name, value in node["steps"].items())

@@ -42,7 +42,7 @@ class TailnetObjectsArgs:
     routers_namespace: str  # where the routers run and read their keys
     router_key_secret: str = ROUTER_KEY_SECRET  # the Secret (keys `authkey-<ordinal>`) the keys are written to
     users: tuple[TailnetUser, ...] = ()  # users to manage; empty on a stack that does not own the tailnet
-    mint_headplane_api_key: bool = False  # mint an API key for Headplane (only the stack that owns the tailnet)
+    mint_headplane_api_key: bool = False  # mint an API key for this site's Headplane (whatever the site's role)
 
 
 @dataclass(frozen=True)

@@ -437,8 +437,11 @@ def tailnet_objects_args(config: StackConfig) -> TailnetObjectsArgs:
         router_key_rotate_before=routers.auth_key_rotate_before,
         routers_namespace=routers_namespace(config),
         users=tuple(config.tailnet.users) if owner else (),
-        # Headplane 0.6 needs a server-side key only for OIDC logins (without OIDC users paste their own).
-        mint_headplane_api_key=owner and config.headplane.enabled and config.headscale.oidc is not None,
+        # Headplane 0.6 needs a server-side key only for OIDC logins (without OIDC users paste their own). Every
+        # site with API access mints its own Headplane's key, whatever its role: the key is that site's, so a
+        # promotion or a fence neither mints nor deletes one (a fence that dropped it would delete it after the
+        # same run scaled Headscale to 0, and fail), and a promoted Headplane has its key from the first second.
+        mint_headplane_api_key=config.headplane.enabled and config.headscale.oidc is not None,
     )
 
 

@@ -871,8 +871,8 @@ def limits(f: _Facts) -> list[str]:
         promotion = recovery.get("inputs", {}).get("stated", {}).get("promotionSeconds")
         stated = f" (stated {_seconds(promotion)} in `recovery.promotionSeconds`)" if promotion is not None else ""
         out.append(
-            f"Manual promotion: a site loss lasts until an operator runs the `failover` steps{stated}; nothing "
-            "fails over by itself."
+            f"Manual promotion: a site loss lasts until an operator decides to run `make promote`{stated}; "
+            "nothing fails over by itself."
         )
     else:
         out.append("No standby site: losing the cluster means rebuilding it.")
@@ -950,7 +950,10 @@ def improvements(f: _Facts) -> list[str]:
     if f.stage is not DatabaseStage.POSTGRES and f.disposable and not f.single_node:
         out.append("Write down (or automate) the fencing of a partitioned node before a replacement is trusted.")
     if f.others:
-        out.append("Rehearse the promotion in both directions and measure it into recovery.promotionSeconds.")
+        out.append(
+            "Rehearse the promotion in both directions (`make promote`) and state your on-call's time to decide in "
+            "recovery.promotionSeconds."
+        )
     out.append(
         "Measure image pull and start time on the cluster and state them in `recovery`; continuous availability "
         "would need a Headscale that supports more than one active instance, which upstream does not."

@@ -27,6 +27,7 @@ from program.config import StackConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED_FILE = ROOT / "bench" / "measured" / "restore.json"
+PROMOTION_FILE = ROOT / "bench" / "measured" / "promotion.json"
 #: kube-controller-manager's attach-detach controller: maxWaitForUnmountDuration, 6 minutes, not configurable. An RWO
 #: volume of an unreachable node stays attached that long unless the node is tainted out-of-service.
 FORCE_DETACH_SECONDS = 360
@@ -95,6 +96,43 @@ def load_restore_figures(path: Path = MEASURED_FILE) -> RestoreFigures:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PromotionFigures:
+    """What `bench/promotion.py --record` measured: `make promote` on the engine model, the active lost (its fence
+    skipped, as on the day a cluster is lost) and reachable (fenced, with the wait for its pod to go)."""
+
+    measured_on: str
+    lost_seconds: float  # the command's run time with the active lost
+    reachable_seconds: float  # … with it reachable, the fence's wait included
+    method: str
+
+    def as_output(self) -> dict[str, Any]:
+        return {
+            "source": str(PROMOTION_FILE.relative_to(ROOT)),
+            "measuredOn": self.measured_on,
+            "method": self.method,
+            "promoteActiveLostSeconds": self.lost_seconds,
+            "promoteActiveReachableSeconds": self.reachable_seconds,
+        }
+
+
+def load_promotion_figures(path: Path = PROMOTION_FILE) -> PromotionFigures:
+    """The committed measurement of the promotion command; a clear error when it is missing or malformed."""
+    try:
+        data = json.loads(path.read_text())
+        return PromotionFigures(
+            measured_on=str(data["measuredOn"]),
+            lost_seconds=float(data["lost"]["commandSeconds"]) + float(data["lost"]["waitSeconds"]),
+            reachable_seconds=float(data["reachable"]["commandSeconds"]) + float(data["reachable"]["waitSeconds"]),
+            method=str(data["method"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MeasurementError(
+            f"{path}: the measured promotion figures are missing or malformed ({exc!r}); "
+            "run `python bench/promotion.py --record` to measure them"
+        ) from exc
+
+
+@dataclass(frozen=True, kw_only=True)
 class PodFacts:
     """What one application's rendered pod spec says about its recovery."""
 
@@ -154,7 +192,12 @@ def _size_mb(recovery: Recovery, app: str) -> float:
 
 
 def application_model(
-    facts: PodFacts, *, config: StackConfig, figures: RestoreFigures, sync_seconds: float
+    facts: PodFacts,
+    *,
+    config: StackConfig,
+    figures: RestoreFigures,
+    sync_seconds: float,
+    promotion_figures: PromotionFigures,
 ) -> list[dict[str, Any]]:
     """RTO and RPO of one SQLite application per failure, from its pod facts."""
     recovery = config.recovery
@@ -240,7 +283,8 @@ def application_model(
             )
         )
     promotion = {
-        "promotion": float(recovery.promotion_seconds),
+        "decision": float(recovery.promotion_seconds),
+        "promoteCommand": promotion_figures.lost_seconds,
         "imagePull": pull,
         "restore": restore,
         "start": start,
@@ -251,18 +295,24 @@ def application_model(
             "clusterLoss",
             promotion,
             tail,
-            "The standby is promoted (the `failover` output's steps) and restores the replica from the NFS export "
-            "outside both clusters; clients follow the public name after its TTL.",
+            "An operator notices and decides (decision, stated in recovery.promotionSeconds), then runs "
+            "`make promote SITE=<standby> LOST=<active>` (its own run time measured by bench/promotion.py); the "
+            "standby restores the replica from the NFS export outside both clusters before serving; clients follow "
+            "the public name after its TTL.",
         )
     )
     return rows
 
 
 def recovery_model(
-    config: StackConfig, pods: dict[str, dict[str, Any]], figures: RestoreFigures | None = None
+    config: StackConfig,
+    pods: dict[str, dict[str, Any]],
+    figures: RestoreFigures | None = None,
+    promotion: PromotionFigures | None = None,
 ) -> dict[str, Any]:
     """The `recovery` output: per application, RTO and RPO per failure, with every input and its source."""
     figures = figures or load_restore_figures()
+    promotion = promotion or load_promotion_figures()
     litestream = config.backup.litestream
     sync_seconds = parse_go_duration(litestream.sync_interval, argument="backup.litestream.syncInterval") / 1e9
     applications: dict[str, Any] = {}
@@ -279,7 +329,9 @@ def recovery_model(
                 "not a restore.",
             }
             continue
-        failures = application_model(facts, config=config, figures=figures, sync_seconds=sync_seconds)
+        failures = application_model(
+            facts, config=config, figures=figures, sync_seconds=sync_seconds, promotion_figures=promotion
+        )
         applications[app] = {"modelled": True, "failures": failures}
         read[app] = {
             "dataVolume": facts.volume,
@@ -301,7 +353,7 @@ def recovery_model(
                 "nodes": config.cluster.nodes,
                 "dnsTtlSeconds": config.endpoint.ttl,
             },
-            "measured": figures.as_output(),
+            "measured": {**figures.as_output(), "promotion": promotion.as_output()},
             "stated": {
                 "imagePullSeconds": recovery.image_pull_seconds,
                 "startSeconds": recovery.start_seconds,

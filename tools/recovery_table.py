@@ -68,7 +68,10 @@ def stack_table(stack: str, recovery: dict[str, Any]) -> str:
         f"{measured['restoreWallSecondsPerMB']:g} s/MB unthrottled. Stated (config `recovery`): image pull "
         f"{stated['imagePullSeconds']} s, start {stated['startSeconds']} s, databases "
         f"{stated['headscaleDatabaseSize']} / {stated['headplaneDatabaseSize']}, node-monitor grace "
-        f"{stated['nodeMonitorGraceSeconds']} s, promotion {stated['promotionSeconds']} s.",
+        f"{stated['nodeMonitorGraceSeconds']} s, decision to promote {stated['promotionSeconds']} s. Measured "
+        f"({measured['promotion']['source']}, {measured['promotion']['measuredOn']}): `make promote` with the "
+        f"active lost {measured['promotion']['promoteActiveLostSeconds']:g} s on the engine model (a real API "
+        "server's latency per step is not in it).",
     ]
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from program.failover import LOST_RISK
 from tests.components.test_postgres import POSTGRES
 from tests.conftest import ACTIVE_STACK, IDENTITY_STACK
 from tests.test_main import _validate
@@ -121,41 +122,79 @@ def test_imported_keys_give_the_pair_one_identity(run_stack, project_copy, stack
     for run in (hydra, cosmos):
         assert not [r for r in run.resources if r.type == "random:index/randomBytes:RandomBytes"]
         # Nothing to save first: the keys already live in both stacks' config.
-        assert run.outputs["failover"]["cosmos"][0]["step"] == "fence the old active"
+        assert run.outputs["failover"]["cosmos"]["steps"][0]["step"] == "fence the old active"
     assert cosmos.outputs["follows"]["identityFingerprint"] == hydra.outputs["identityFingerprint"]
 
 
-def test_promotion_steps_are_ordered_and_name_the_stacks_files_and_contexts(run_stack) -> None:
+PODS = "app.kubernetes.io/name=headscale,app.kubernetes.io/part-of=headscale-ha"
+
+
+def test_the_promotion_runbook_is_real_commands_in_order(run_stack) -> None:
+    """The whole `failover` output of the standby: one command per runbook, then every command it runs."""
     failover = run_stack("cosmos").outputs["failover"]
-    assert list(failover) == ["cosmos"], "a standby lists its own promotion"
-    steps = failover["cosmos"]
-    assert [s["step"] for s in steps] == ["fence the old active", "promote the data", "scale up", "move DNS"]
-    fence, promote, scale, dns = steps
-    assert fence["edits"] == [
-        {
-            "file": "Pulumi.yaml",
-            "key": "tailnet.activeSite",
-            "value": "cosmos",
-            "command": "by hand: in Pulumi.yaml, config.tailnet.value.activeSite: cosmos (`pulumi config set` writes "
-            "stack files, where the value would replace the whole tailnet object)",
-        },
-        {
-            "file": "Pulumi.hydra.yaml",
-            "key": "headscale-ha:role",
-            "value": "standby",
-            "command": "pulumi config set -s organization/headscale-ha/hydra headscale-ha:role standby",
-        },
-    ]
-    assert fence["command"].startswith("pulumi up -s organization/headscale-ha/hydra ")
-    assert '-n "$(pulumi stack output -s organization/headscale-ha/hydra namespace)" get pods' in fence["command"]
-    assert "kubectl --context hydra " in fence["command"]
-    assert [(e["file"], e["value"]) for e in promote["edits"]] == [("Pulumi.cosmos.yaml", "active")]
-    assert promote["command"].startswith("pulumi up -s organization/headscale-ha/cosmos ")
-    assert "restores the latest Litestream replica" in promote["command"]
-    assert scale["command"] == "kubectl --context cosmos -n headscale rollout status deployment/headscale"
-    assert dns["command"] == "update the A record of headscale.example.com by hand to 203.0.113.20"
-    hydra = run_stack("hydra").outputs["failover"]
-    assert list(hydra) == ["cosmos"], "the active lists every standby as a target"
+    hydra, cosmos = "organization/headscale-ha/hydra", "organization/headscale-ha/cosmos"
+    assert failover == {
+        "cosmos": {
+            "command": "make promote SITE=cosmos",
+            "ifActiveLost": {
+                "command": "make promote SITE=cosmos LOST=hydra",
+                "risk": LOST_RISK.format(old="hydra"),
+                "whenItReturns": "make demote SITE=hydra",
+            },
+            "steps": [
+                {
+                    "step": "fence the old active",
+                    "why": "two Headscale writers on one registry diverge: the old active stops before the new one "
+                    "starts",
+                    "edits": [
+                        {"file": "Pulumi.yaml", "key": "tailnet.activeSite", "value": "cosmos"},
+                        {"file": "Pulumi.hydra.yaml", "key": "headscale-ha:role", "value": "standby"},
+                    ],
+                    "commands": [
+                        {
+                            "run": ".venv/bin/python -m tools.runbook set-active-site cosmos",
+                            "expect": "Pulumi.yaml has tailnet.activeSite: cosmos",
+                        },
+                        {
+                            "run": f"pulumi config set -s {hydra} headscale-ha:role standby",
+                            "expect": "Pulumi.hydra.yaml has headscale-ha:role: standby",
+                        },
+                        {"run": f"pulumi up --yes -s {hydra}", "expect": "hydra's Headscale scales to 0"},
+                        {
+                            "run": f'kubectl --context hydra -n "$(pulumi stack output -s {hydra} namespace)" '
+                            f"get pods -l {PODS} -o name",
+                            "expect": "prints nothing: no Headscale pod left on hydra (repeat until it does)",
+                        },
+                    ],
+                },
+                {
+                    "step": "promote the data",
+                    "why": "the new active must serve the newest registry",
+                    "edits": [{"file": "Pulumi.cosmos.yaml", "key": "headscale-ha:role", "value": "active"}],
+                    "commands": [
+                        {
+                            "run": f"pulumi config set -s {cosmos} headscale-ha:role active",
+                            "expect": "Pulumi.cosmos.yaml has headscale-ha:role: active",
+                        },
+                        {
+                            "run": f"pulumi up --yes -s {cosmos}",
+                            "expect": "the restore init container restores the latest Litestream replica before "
+                            "serving",
+                        },
+                        {
+                            "run": "kubectl --context cosmos -n headscale rollout status deployment/headscale "
+                            "--timeout=900s",
+                            "expect": "Headscale on cosmos rolled out and ready",
+                        },
+                    ],
+                },
+            ],
+            "dns": "by hand: point the A record of headscale.example.com at cosmos (203.0.113.20)",
+        }
+    }
+    commands = [c["run"] for step in failover["cosmos"]["steps"] for c in step["commands"]]
+    assert not [line for line in commands if "#" in line], "no command inside a comment"
+    assert list(run_stack("hydra").outputs["failover"]) == ["cosmos"], "the active lists every standby as a target"
 
 
 def test_site_stacks_and_contexts_come_from_the_sites(run_stack, project_copy, stack_outputs) -> None:
@@ -166,13 +205,11 @@ def test_site_stacks_and_contexts_come_from_the_sites(run_stack, project_copy, s
     text = text.replace("        - name: hydra\n", "        - name: hydra\n          kubeContext: admin@hydra\n")
     shared.write_text(text)
     stack_outputs["acme/headscale-ha/hydra"] = stack_outputs.pop(ACTIVE_STACK)
-    steps = {
-        s["step"]: s
-        for s in run_stack("cosmos", project_dir=project, stack_outputs=stack_outputs).outputs["failover"]["cosmos"]
-    }
-    assert steps["fence the old active"]["command"].startswith("pulumi up -s acme/headscale-ha/hydra ")
-    assert "kubectl --context admin@hydra " in steps["fence the old active"]["command"]
-    assert steps["promote the data"]["command"].startswith("pulumi up -s acme/headscale-ha/cosmos ")
+    runbook = run_stack("cosmos", project_dir=project, stack_outputs=stack_outputs).outputs["failover"]["cosmos"]
+    steps = {s["step"]: [c["run"] for c in s["commands"]] for s in runbook["steps"]}
+    assert "pulumi up --yes -s acme/headscale-ha/hydra" in steps["fence the old active"]
+    assert steps["fence the old active"][-1].startswith("kubectl --context admin@hydra ")
+    assert "pulumi up --yes -s acme/headscale-ha/cosmos" in steps["promote the data"]
 
 
 def test_a_streaming_replica_connects_to_the_active_and_keeps_the_archive(

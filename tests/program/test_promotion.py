@@ -20,7 +20,7 @@ from tests.test_main import _validate
 from tools.harness import ProgramRun
 from tools.plan import plan_identity, plan_stack, write_rendered
 
-UP = re.compile(r"pulumi up -s (\S+)")
+UP = re.compile(r"pulumi up --yes -s (\S+)")
 HALF_PROMOTED = "role: disagrees with tailnet.activeSite"
 
 
@@ -124,7 +124,7 @@ class Tailnet:
         for step in steps:
             for edit in step["edits"]:
                 self.edit(edit)
-            for qualified in UP.findall(step["command"]):
+            for qualified in _ups(step):
                 self.up(qualified)
             self.every_stack()
 
@@ -149,6 +149,15 @@ def tailnet(project_copy, shared_dir: Path, tmp_path: Path):
     return make
 
 
+def _ups(step: dict[str, Any]) -> list[str]:
+    """The stacks a step's commands `pulumi up`, in order."""
+    return [stack for command in step["commands"] for stack in UP.findall(command["run"])]
+
+
+def _runs(step: dict[str, Any]) -> list[str]:
+    return [command["run"] for command in step["commands"]]
+
+
 def _first_deploy(tailnet: Tailnet) -> dict[str, ProgramRun]:
     """`make plan`'s order: the active first, then the standbys, each reading what was deployed before."""
     active = tailnet.stacks()[tailnet.shared_config()["activeSite"]]
@@ -161,11 +170,11 @@ def test_promotion_walks_hydra_to_cosmos_and_back_with_one_identity(tailnet) -> 
     runs = _first_deploy(net)
     net.settled("hydra")
 
-    net.promote(runs["cosmos"].outputs["failover"]["cosmos"])
+    net.promote(runs["cosmos"].outputs["failover"]["cosmos"]["steps"])
     assert net.ups[-2:] == ["hydra", "cosmos"], "fence the old active first, then promote"
     back = net.settled("cosmos")
 
-    net.promote(back["hydra"].outputs["failover"]["hydra"])
+    net.promote(back["hydra"].outputs["failover"]["hydra"]["steps"])
     assert net.ups[-2:] == ["cosmos", "hydra"]
     net.settled("hydra")
     # The files are back where they started: the walk is a cycle.
@@ -182,19 +191,16 @@ def test_the_active_lists_the_same_promotion_for_each_standby(tailnet) -> None:
     assert set(from_active) == set(from_standby) == {"cosmos"}
 
     def shape(steps: list[dict[str, Any]]) -> list[tuple[str, list[tuple[str, str, str]], list[str]]]:
-        return [
-            (s["step"], [(e["file"], e["key"], e["value"]) for e in s["edits"]], UP.findall(s["command"]))
-            for s in steps
-        ]
+        return [(s["step"], [(e["file"], e["key"], e["value"]) for e in s["edits"]], _ups(s)) for s in steps]
 
-    assert shape(from_active["cosmos"]) == shape(from_standby["cosmos"])
+    assert shape(from_active["cosmos"]["steps"]) == shape(from_standby["cosmos"]["steps"])
 
 
 def test_a_half_promoted_tailnet_refuses_the_stack_not_yet_changed(tailnet) -> None:
     """After the fence, cosmos's file still says standby while activeSite says cosmos: its `pulumi up` refuses."""
     net = tailnet()
     runs = _first_deploy(net)
-    fence = runs["cosmos"].outputs["failover"]["cosmos"]
+    fence = runs["cosmos"].outputs["failover"]["cosmos"]["steps"]
     fence = next(step for step in fence if step["step"] == "fence the old active")
     net.promote([fence])
     with pytest.raises(ConfigError, match=HALF_PROMOTED):
@@ -243,37 +249,34 @@ def test_a_third_site_names_the_right_stacks_and_contexts(tailnet) -> None:
     assert set(runs["hydra"].outputs["failover"]) == {"cosmos", "lab"}, "the active lists each standby as a target"
     assert set(runs["cosmos"].outputs["failover"]) == {"cosmos"}, "a standby lists its own promotion"
     to_lab = runs["lab3"].outputs["failover"]["lab"]
-    steps = {step["step"]: step for step in to_lab}
-    assert [step["step"] for step in to_lab if step["step"] != "keep the identity"] == [
-        "fence the old active",
-        "promote the data",
-        "scale up",
-        "follow the new active",
-        "move DNS",
-    ]
+    assert to_lab["command"] == "make promote SITE=lab"
+    assert to_lab["ifActiveLost"]["command"] == "make promote SITE=lab LOST=hydra"
+    steps = {step["step"]: step for step in to_lab["steps"]}
+    assert list(steps) == ["fence the old active", "promote the data", "follow the new active"]
     fence, promote = steps["fence the old active"], steps["promote the data"]
     assert [(e["file"], e["key"], e["value"]) for e in fence["edits"]] == [
         ("Pulumi.yaml", "tailnet.activeSite", "lab"),
         ("Pulumi.hydra.yaml", "headscale-ha:role", "standby"),
     ]
-    assert UP.findall(fence["command"]) == [f"{prefix}/hydra"]
-    assert "kubectl --context hydra " in fence["command"]
+    assert _ups(fence) == [f"{prefix}/hydra"]
+    assert any(run.startswith("kubectl --context hydra ") for run in _runs(fence))
     assert [(e["file"], e["key"], e["value"]) for e in promote["edits"]] == [
         ("Pulumi.lab3.yaml", "headscale-ha:role", "active")
     ]
-    assert promote["edits"][0]["command"] == f"pulumi config set -s {prefix}/lab3 headscale-ha:role active"
-    assert UP.findall(promote["command"]) == [f"{prefix}/lab3"]
-    assert (
-        steps["scale up"]["command"] == "kubectl --context admin@lab -n headscale rollout status deployment/headscale"
-    )
-    assert UP.findall(steps["follow the new active"]["command"]) == [f"{prefix}/cosmos"]
-    assert "to 192.0.2.30" in steps["move DNS"]["command"]
+    assert _runs(promote) == [
+        f"pulumi config set -s {prefix}/lab3 headscale-ha:role active",
+        f"pulumi up --yes -s {prefix}/lab3",
+        "kubectl --context admin@lab -n headscale rollout status deployment/headscale --timeout=900s",
+    ]
+    assert _ups(steps["follow the new active"]) == [f"{prefix}/cosmos"]
+    assert "(192.0.2.30)" in to_lab["dns"]
     # The same promotion, asked from the active, targets the same stacks (the lab's namespace read from its stack).
-    from_active = {step["step"]: step for step in runs["hydra"].outputs["failover"]["lab"]}
-    assert from_active["scale up"]["command"].startswith(
+    from_active = {step["step"]: step for step in runs["hydra"].outputs["failover"]["lab"]["steps"]}
+    assert _runs(from_active["promote the data"])[-1].startswith(
         f'kubectl --context admin@lab -n "$(pulumi stack output -s {prefix}/lab3 namespace)" '
     )
 
+    to_lab = to_lab["steps"]
     net.promote(to_lab)
     assert net.ups[-3:] == ["hydra", "lab3", "cosmos"]
     settled = net.settled("lab")

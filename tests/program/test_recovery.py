@@ -17,6 +17,7 @@ from program.recovery import (
     LITESTREAM_MONITOR_SECONDS,
     MEASURED_FILE,
     MeasurementError,
+    load_promotion_figures,
     load_restore_figures,
 )
 from tests.components.test_postgres import POSTGRES
@@ -26,6 +27,7 @@ from tests.support.litestream_lab import (
     replica_row_count,
     write_then_stop,
 )
+from tools.harness import PROJECT_DIR
 
 
 def _failures(run, app: str = "headscale") -> dict[str, dict]:
@@ -42,9 +44,7 @@ def _with_backup(project: Path, **backup: object) -> Path:
 
 
 def _pod(run, app: str) -> dict:
-    (deployment,) = [
-        o for o in run.kubernetes_objects() if o["kind"] == "Deployment" and o["metadata"]["name"] == app
-    ]
+    (deployment,) = [o for o in run.kubernetes_objects() if o["kind"] == "Deployment" and o["metadata"]["name"] == app]
     return deployment["spec"]["template"]["spec"]
 
 
@@ -113,12 +113,25 @@ def test_a_single_node_site_loses_its_node_as_a_whole_site(run_stack) -> None:
     assert node["until"] == "the node returns"
 
 
-def test_the_cluster_loss_row_adds_promotion_and_dns(run_stack) -> None:
+def test_the_cluster_loss_row_adds_the_decision_the_measured_command_the_restore_and_dns(run_stack) -> None:
+    """The promotion is a human's decision (stated) plus `make promote` with the active lost (measured by
+    bench/promotion.py), then the rollout it awaits (pull, restore, start) and the DNS TTL."""
     run = run_stack("hydra")
     cluster = _failures(run)["clusterLoss"]
-    stated = run.outputs["recovery"]["inputs"]["stated"]
-    assert cluster["steps"]["promotion"] == stated["promotionSeconds"]
-    assert cluster["steps"]["dnsTtl"] == run.outputs["recovery"]["inputs"]["rendered"]["dnsTtlSeconds"] == 60
+    inputs = run.outputs["recovery"]["inputs"]
+    measured = json.loads((PROJECT_DIR / "bench" / "measured" / "promotion.json").read_text())
+    command = measured["lost"]["commandSeconds"] + measured["lost"]["waitSeconds"]
+    assert cluster["steps"]["decision"] == inputs["stated"]["promotionSeconds"] == 600
+    assert cluster["steps"]["promoteCommand"] == pytest.approx(command, abs=0.1)
+    assert inputs["measured"]["promotion"]["promoteActiveLostSeconds"] == command
+    assert cluster["steps"]["dnsTtl"] == inputs["rendered"]["dnsTtlSeconds"] == 60
+    assert cluster["rtoSeconds"] == pytest.approx(sum(cluster["steps"].values()), abs=0.1 * len(cluster["steps"]))
+    assert "make promote SITE=<standby> LOST=<active>" in cluster["how"]
+
+
+def test_missing_promotion_figures_name_the_bench_that_records_them(tmp_path) -> None:
+    with pytest.raises(MeasurementError, match=r"run `python bench/promotion\.py --record`"):
+        load_promotion_figures(tmp_path / "promotion.json")
 
 
 def test_headscale_on_postgres_is_not_modelled_as_a_restore(run_stack, lab_project) -> None:
