@@ -65,10 +65,29 @@ def _ip(value: str) -> str:
 
 
 def _cidr(value: str) -> str:
+    """A network ``<address>/<prefix length>`` (as ipaddress reads it); the message says which part is wrong."""
     try:
         return str(ipaddress.ip_network(value, strict=True))
     except ValueError:
-        raise ValueError("must be a network in CIDR form with no host bits set, such as 10.244.0.0/16") from None
+        pass
+    address, _, length = value.partition("/")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        raise ValueError(
+            f"must be a network <address>/<prefix length> such as 10.244.0.0/16: {address!r} is not an IPv4 or IPv6 "
+            "address"
+        ) from None
+    try:
+        network = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        span = f"IPv{ip.version} (0 to {ip.max_prefixlen})"
+        if length.isascii() and length.isdigit():
+            raise ValueError(f"has prefix length {int(length)}, out of range for {span}") from None
+        raise ValueError(
+            f"has prefix length {length!r}, not a number from 0 to {ip.max_prefixlen} (IPv{ip.version})"
+        ) from None
+    raise ValueError(f"has host bits set: with this prefix length the network is {network}")
 
 
 def _quantity(value: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated
@@ -82,6 +83,44 @@ class RouteKind(StrEnum):
 class RouterMode(StrEnum):
     USERSPACE = "userspace"
     KERNEL = "kernel"
+
+
+# --------------------------------------------------------------------------------------------- rules across fields
+
+#: Where a problem is, relative to the model that finds it: config names (camelCase) and list indices.
+Location = tuple[str | int, ...]
+
+
+def location_text(location: Location) -> str:
+    """``("sites", 1, "lbPool")`` as ``sites[1].lbPool``."""
+    out = ""
+    for part in location:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One problem a rule across fields finds, at the field it is about: ``message`` says what is wrong and what
+    is expected (naming the other fields and their values), without repeating the field or its value."""
+
+    location: Location
+    message: str
+    value: object
+
+
+class FieldProblemsError(ValueError):
+    """Raised by a model validator whose rule spans fields: each problem names its own field and value, so a
+    config loader reports it at that key path with that value (never the whole object, truncated)."""
+
+    def __init__(self, problems: Iterable[FieldProblem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(f"{location_text(p.location)}: {p.message}, got {p.value!r}" for p in self.problems))
+
+
+def _raise_problems(problems: list[FieldProblem]) -> None:
+    if problems:
+        raise FieldProblemsError(problems)
 
 
 # --------------------------------------------------------------------------------------------- shared parts
@@ -157,10 +196,18 @@ class ComputeResources(SettingsModel):
 
     @model_validator(mode="after")
     def _limits_cover_requests(self) -> ComputeResources:
+        problems = []
         for field in ("cpu", "memory"):
             request, limit = getattr(self.requests, field), getattr(self.limits, field)
             if quantity_value(limit) < quantity_value(request):
-                raise ValueError(f"limits.{field} ({limit}) is below requests.{field} ({request})")
+                problems.append(
+                    FieldProblem(
+                        ("limits", field),
+                        f"is below requests.{field} ({request}): raise it to {request} or more",
+                        limit,
+                    )
+                )
+        _raise_problems(problems)
         return self
 
 
@@ -217,7 +264,15 @@ class Site(SettingsModel):
     @model_validator(mode="after")
     def _gateway_in_pool(self) -> Site:
         if ipaddress.ip_address(self.gateway_ip) not in ipaddress.ip_network(self.lb_pool):
-            raise ValueError(f"gatewayIp {self.gateway_ip} is outside lbPool {self.lb_pool}")
+            raise FieldProblemsError(
+                [
+                    FieldProblem(
+                        ("gatewayIp",),
+                        f"is outside lbPool {self.lb_pool}, which hands it out: pick an address inside it",
+                        self.gateway_ip,
+                    )
+                ]
+            )
         return self
 
 
@@ -239,14 +294,18 @@ class Prefixes(SettingsModel):
 
     @model_validator(mode="after")
     def _inside_tailscale_ranges(self) -> Prefixes:
-        if ipaddress.ip_network(self.v4).version != 4:
-            raise ValueError(f"v4 {self.v4} is not an IPv4 network")
-        if ipaddress.ip_network(self.v6).version != 6:
-            raise ValueError(f"v6 {self.v6} is not an IPv6 network")
-        if not ipaddress.ip_network(self.v4).subnet_of(ipaddress.IPv4Network("100.64.0.0/10")):
-            raise ValueError(f"v4 {self.v4} is outside 100.64.0.0/10, which is all Tailscale clients accept")
-        if not ipaddress.ip_network(self.v6).subnet_of(ipaddress.IPv6Network("fd7a:115c:a1e0::/48")):
-            raise ValueError(f"v6 {self.v6} is outside fd7a:115c:a1e0::/48, which is all Tailscale clients accept")
+        problems = []
+        for field, version, allowed in (("v4", 4, "100.64.0.0/10"), ("v6", 6, "fd7a:115c:a1e0::/48")):
+            network = ipaddress.ip_network(getattr(self, field))
+            if network.version != version:
+                problems.append(
+                    FieldProblem((field,), f"is not an IPv{version} network: use one inside {allowed}", str(network))
+                )
+            elif not network.subnet_of(ipaddress.ip_network(allowed)):  # type: ignore[arg-type]
+                problems.append(
+                    FieldProblem((field,), f"is outside {allowed}, which is all Tailscale clients accept", str(network))
+                )
+        _raise_problems(problems)
         return self
 
 
@@ -289,31 +348,81 @@ class Tailnet(SettingsModel):
 
     @model_validator(mode="after")
     def _sites_consistent(self) -> Tailnet:
-        problems = []
-        if self.active_site not in {site.name for site in self.sites}:
-            problems.append(f"activeSite {self.active_site} is not one of the sites")
-        for attr, what in (("name", "name"), ("gateway_ip", "gatewayIp"), ("stack_name", "stack")):
-            seen = [getattr(site, attr) for site in self.sites]
-            problems += [f"two sites share the {what} {v}" for v in sorted({v for v in seen if seen.count(v) > 1})]
-        zones = [self.zone_of(site) for site in self.sites]
-        problems += [f"two sites share the DNS zone {z}" for z in sorted({z for z in zones if zones.count(z) > 1})]
-        tailnet_ranges = [ipaddress.ip_network(self.prefixes.v4), ipaddress.ip_network(self.prefixes.v6)]
-        for site in self.sites:
-            for network in [*site.routes, site.lb_pool]:
-                net = ipaddress.ip_network(network)
-                if any(net.version == r.version and net.overlaps(r) for r in tailnet_ranges):
+        problems: list[FieldProblem] = []
+        names = [site.name for site in self.sites]
+        if self.active_site not in names:
+            problems.append(
+                FieldProblem(("activeSite",), f"is not one of the sites ({', '.join(names)})", self.active_site)
+            )
+        # Of two sites that share a value, the one that sets it is reported (the later when both do), naming the other.
+        for i, site in enumerate(self.sites):
+            for j, other in enumerate(self.sites[:i]):
+                if site.name == other.name:
                     problems.append(
-                        f"site {site.name}: {network} overlaps the tailnet's own addresses; a gateway there would "
-                        "be a per-node tailnet IP, not a stable one"
+                        FieldProblem(
+                            ("sites", i, "name"), f"is also the name of sites[{j}]: site names are unique", site.name
+                        )
                     )
-        networks = [(site.name, ipaddress.ip_network(n)) for site in self.sites for n in [*site.routes, site.lb_pool]]
-        for i, (name_a, net_a) in enumerate(networks):
-            for name_b, net_b in networks[i + 1 :]:
-                if name_a != name_b and net_a.version == net_b.version and net_a.overlaps(net_b):
-                    problems.append(f"sites {name_a} and {name_b} overlap ({net_a} and {net_b}); routes must be unique")
-        if problems:
-            raise ValueError("; ".join(problems))
+                    continue  # its default stack and zone repeat the name: fixing the name fixes them
+                if site.gateway_ip == other.gateway_ip:
+                    problems.append(
+                        FieldProblem(
+                            ("sites", i, "gatewayIp"),
+                            f"is also the gatewayIp of sites[{j}] ({other.name}): each site needs its own",
+                            site.gateway_ip,
+                        )
+                    )
+                if site.stack_name == other.stack_name:
+                    problems.append(self._shared(i, j, "stack", "stack", site.stack_name, "the site name"))
+                if self.zone_of(site) == self.zone_of(other):
+                    problems.append(
+                        self._shared(i, j, "dnsZone", "DNS zone", self.zone_of(site), "<name>.tn.<internalDomain>")
+                    )
+        tailnet_ranges = [("prefixes.v4", self.prefixes.v4), ("prefixes.v6", self.prefixes.v6)]
+        networks = [
+            (i, location, ipaddress.ip_network(network))
+            for i, site in enumerate(self.sites)
+            for location, network in [
+                *((("routes", k), r) for k, r in enumerate(site.routes)),
+                (("lbPool",), site.lb_pool),
+            ]
+        ]
+        for i, location, network in networks:
+            for field, prefix in tailnet_ranges:
+                own = ipaddress.ip_network(prefix)
+                if network.version == own.version and network.overlaps(own):
+                    problems.append(
+                        FieldProblem(
+                            ("sites", i, *location),
+                            f"overlaps the tailnet's own addresses ({field} {prefix}): a gateway there would be a "
+                            "per-node tailnet IP, not a stable one",
+                            str(network),
+                        )
+                    )
+        for n, (i, location, network) in enumerate(networks):
+            for j, other_location, other in networks[:n]:
+                if i != j and network.version == other.version and network.overlaps(other):
+                    problems.append(
+                        FieldProblem(
+                            ("sites", i, *location),
+                            f"overlaps {location_text(('sites', j, *other_location))} ({other}) of site "
+                            f"{self.sites[j].name}: the routes and lbPools of two sites must not overlap",
+                            str(network),
+                        )
+                    )
+        _raise_problems(problems)
         return self
+
+    def _shared(self, i: int, j: int, field: str, what: str, value: str, default: str) -> FieldProblem:
+        """sites[i] and sites[j] share a value of ``field``: reported at the site that sets it (i when both do)."""
+        attr = {"stack": "stack", "dnsZone": "dns_zone"}[field]
+        at, other = (i, j) if getattr(self.sites[i], attr) is not None else (j, i)
+        defaulted = "" if getattr(self.sites[other], attr) is not None else f", by default {default}"
+        return FieldProblem(
+            ("sites", at, field),
+            f"is also the {what} of sites[{other}] ({self.sites[other].name}{defaulted}): each site needs its own",
+            value,
+        )
 
     def zone_of(self, site: Site) -> str:
         return site.dns_zone or f"{site.name}.tn.{self.internal_domain}"
@@ -412,7 +521,16 @@ class Derp(SettingsModel):
     @model_validator(mode="after")
     def _some_relay(self) -> Derp:
         if not self.urls and not self.embedded:
-            raise ValueError("urls is empty and embedded is off: clients would have no DERP relay")
+            raise FieldProblemsError(
+                [
+                    FieldProblem(
+                        ("urls",),
+                        "is empty and embedded is off: clients would have no DERP relay; list a DERP map or set "
+                        "embedded: true",
+                        self.urls,
+                    )
+                ]
+            )
         return self
 
 
@@ -445,7 +563,7 @@ class Headscale(SettingsModel):
         default=None,
         pattern=r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$",
         description="The one downgrade `pulumi up` lets through: from this deployed release to `version`, after "
-        "restoring the pre-upgrade snapshot (README, Upgrading Headscale). Remove it afterwards.",
+        "restoring the pre-upgrade snapshot (docs/upgrades.md). Remove it afterwards.",
     )
 
     @field_validator("allow_empty_start", mode="before")
@@ -487,22 +605,44 @@ class Headscale(SettingsModel):
     def _version_matches_image(self) -> Headscale:
         minor = ".".join(self.version.split(".")[:2])
         if minor not in SUPPORTED_HEADSCALE_MINORS or len(self.version.split(".")) != 3:
-            raise ValueError(f"version {self.version} is not supported; use a 0.28.x or 0.29.x release such as 0.29.2")
+            raise FieldProblemsError(
+                [
+                    FieldProblem(
+                        ("version",), "is not supported; use a 0.28.x or 0.29.x release such as 0.29.2", self.version
+                    )
+                ]
+            )
         tag = ImageRef.parse(self.image).tag
         if tag.removeprefix("v").split("-")[0] != self.version:
-            raise ValueError(f"image tag {tag} does not match version {self.version}")
+            raise FieldProblemsError(
+                [
+                    FieldProblem(
+                        ("image",),
+                        f"has the tag {tag}, which does not match version {self.version}: the image must be that "
+                        "release",
+                        self.image,
+                    )
+                ]
+            )
         return self
 
     @model_validator(mode="after")
     def _downgrade_goes_down(self) -> Headscale:
         if self.allow_downgrade_from is not None:
+
             def key(text: str) -> tuple[int, ...]:
                 return tuple(int(part) for part in text.split("."))
 
             if key(self.allow_downgrade_from) <= key(self.version):
-                raise ValueError(
-                    f"allowDowngradeFrom {self.allow_downgrade_from} must be newer than version {self.version}: it "
-                    "names the deployed release a downgrade leaves"
+                raise FieldProblemsError(
+                    [
+                        FieldProblem(
+                            ("allowDowngradeFrom",),
+                            f"must be newer than version {self.version}: it names the deployed release a downgrade "
+                            "leaves",
+                            self.allow_downgrade_from,
+                        )
+                    ]
                 )
         return self
 
@@ -920,7 +1060,7 @@ class Monitoring(SettingsModel):
     runbook_url: str | None = Field(
         default=None,
         pattern=r"^https?://[^\s#\"'{}]+$",
-        description="This README's URL on your Git host (no fragment); each alert links "
+        description="The URL of docs/operations.md on your Git host (no fragment); each alert links "
         "`<runbookUrl>#runbook-<alert>`. Required with `enabled`.",
     )
     exporter_image: Image = Field(
@@ -954,5 +1094,3 @@ class NetworkPolicy(SettingsModel):
         description="Namespace of the CloudNativePG operator, admitted to PostgreSQL (5432) and the instance "
         "manager (8000).",
     )
-
-

@@ -29,6 +29,8 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _ensure_event_loop
 
+from program.config import stack_reference_hint
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -227,9 +229,12 @@ def stack_reference_state(name: str, stack_outputs: StackOutputs) -> dict[str, A
 class _Mocks(pulumi_mocks.Mocks):
     """Echo inputs as state, the way a provider would for objects it creates as asked."""
 
-    def __init__(self, stack_outputs: StackOutputs) -> None:
+    def __init__(self, stack_outputs: StackOutputs, hint: Callable[[str], str | None] = lambda _stack: None) -> None:
         self.stack_outputs = stack_outputs
         self.errors: list[Exception] = []
+        #: What names a referenced stack in the run's config, and what to do when it does not exist (the engine
+        #: only names the stack; offline, the message says which key names it too).
+        self.hint = hint
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
         if args.typ == "pulumi:pulumi:StackReference":
@@ -237,8 +242,10 @@ class _Mocks(pulumi_mocks.Mocks):
             try:
                 return stack_name, stack_reference_state(stack_name, self.stack_outputs)
             except UnknownStackError as exc:
-                self.errors.append(exc)  # the run reports it, whatever the SDK makes of the failed read
-                raise
+                hint = self.hint(stack_name)
+                error = UnknownStackError(f"{exc}; {hint}") if hint else exc
+                self.errors.append(error)  # the run reports it, whatever the SDK makes of the failed read
+                raise error from None
         state = dict(args.inputs)
         computed = _random_state(args.typ, args.name, state)
         if computed is not None:
@@ -414,7 +421,12 @@ def run_program(
             raise ValueError(f"stack_outputs: {name!r} is not a fully qualified `org/project/stack` name")
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    mocks = _Mocks(dict(stack_outputs or {}))
+    mocks = _Mocks(
+        dict(stack_outputs or {}),
+        hint=lambda referenced: stack_reference_hint(
+            config, project=project, stack=stack, secret_keys=secret_keys, referenced=referenced
+        ),
+    )
     monitor = (monitor_factory or _RecordingMonitor)(mocks)
     root = str(program.parent)
     if root not in sys.path:

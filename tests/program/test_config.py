@@ -181,12 +181,17 @@ def test_pinned_image_with_digest_is_accepted() -> None:
 
 def test_image_tag_must_match_the_headscale_version() -> None:
     headscale = {**section("hydra", "headscale"), "version": "0.28.0"}
-    assert "image tag 0.29.2 does not match version 0.28.0" in only_problem(headscale=headscale)
+    assert only_problem(headscale=headscale) == (
+        f"{PROJECT}:headscale.image: has the tag 0.29.2, which does not match version 0.28.0: the image must be that "
+        "release, got 'ghcr.io/juanfont/headscale:0.29.2'"
+    )
 
 
 def test_unsupported_headscale_version_is_refused() -> None:
     headscale = {"version": "0.27.1", "image": "ghcr.io/juanfont/headscale:0.27.1"}
-    assert "0.28.x or 0.29.x" in only_problem(headscale=headscale)
+    assert only_problem(headscale=headscale) == (
+        f"{PROJECT}:headscale.version: is not supported; use a 0.28.x or 0.29.x release such as 0.29.2, got '0.27.1'"
+    )
 
 
 def test_headscale_028_is_supported() -> None:
@@ -232,8 +237,22 @@ def test_headplane_needs_the_litestream_target_in_the_postgres_stage_too() -> No
 
 def test_postgres_stage_needs_wal_archiving() -> None:
     found = problems(database={"stage": "postgres", "postgres": {"instances": 3}})
-    assert found[0].startswith(f"{PROJECT}:database.postgres.objectStore: is required in the postgres stage")
-    assert found[1].startswith(f"{PROJECT}:objectStoreAccessKeyId: and objectStoreSecretAccessKey are required")
+    assert found == [
+        f"{PROJECT}:database.postgres.objectStore: is required in the postgres stage: WAL archiving is the backup of "
+        "the PostgreSQL cluster, got nothing",
+        *(
+            f"{PROJECT}:{key}: is required in the postgres stage (database.stage): S3 credentials of the WAL archive "
+            f"(database.postgres.objectStore); pulumi config set --secret {key} ..., got nothing"
+            for key in ("objectStoreAccessKeyId", "objectStoreSecretAccessKey")
+        ),
+    ]
+    # Only the credential that is missing is named.
+    (missing,) = problems(
+        database={"stage": "postgres", "postgres": {"instances": 3, "objectStore": STORE}},
+        secret_keys=("objectStoreAccessKeyId",),
+        objectStoreAccessKeyId="AKIA",
+    )
+    assert missing.startswith(f"{PROJECT}:objectStoreSecretAccessKey: is required in the postgres stage")
     database = {"stage": "postgres", "postgres": {"instances": 3, "objectStore": STORE}}
     assert parse(database=database, secret_keys=STORE_SECRETS, **STORE_KEYS).database.postgres.object_store
 
@@ -254,28 +273,36 @@ def test_cluster_must_be_a_site_of_the_tailnet() -> None:
 def test_gateway_ip_outside_its_pool_is_refused() -> None:
     tailnet = section("hydra", "tailnet")
     tailnet["sites"][0]["gatewayIp"] = "172.30.251.10"
-    message = only_problem(tailnet=tailnet)
-    assert message.startswith(f"{PROJECT}:tailnet.sites[0]: gatewayIp 172.30.251.10 is outside lbPool")
+    assert only_problem(tailnet=tailnet) == (
+        f"{PROJECT}:tailnet.sites[0].gatewayIp: is outside lbPool 172.30.250.0/28, which hands it out: pick an address "
+        "inside it, got '172.30.251.10'"
+    )
 
 
 def test_overlapping_site_routes_are_refused() -> None:
     tailnet = section("hydra", "tailnet")
     tailnet["sites"][1]["routes"] = ["10.244.128.0/17"]
-    assert "sites hydra and cosmos overlap (10.244.0.0/16 and 10.244.128.0/17)" in only_problem(tailnet=tailnet)
+    assert only_problem(tailnet=tailnet) == (
+        f"{PROJECT}:tailnet.sites[1].routes[0]: overlaps sites[0].routes[0] (10.244.0.0/16) of site hydra: the routes "
+        "and lbPools of two sites must not overlap, got '10.244.128.0/17'"
+    )
 
 
 def test_invalid_cidr_names_the_list_item() -> None:
     tailnet = section("hydra", "tailnet")
     tailnet["sites"][0]["routes"][1] = "10.96.0.1/16"
-    message = only_problem(tailnet=tailnet)
-    assert message.startswith(f"{PROJECT}:tailnet.sites[0].routes[1]: must be a network in CIDR form")
-    assert message.endswith("got '10.96.0.1/16'")
+    assert only_problem(tailnet=tailnet) == (
+        f"{PROJECT}:tailnet.sites[0].routes[1]: has host bits set: with this prefix length the network is "
+        "10.96.0.0/16, got '10.96.0.1/16'"
+    )
 
 
 def test_limits_below_requests_are_refused() -> None:
     resources = {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}}
     headscale = {**section("hydra", "headscale"), "resources": resources}
-    assert "limits.cpu (500m) is below requests.cpu (2)" in only_problem(headscale=headscale)
+    assert only_problem(headscale=headscale) == (
+        f"{PROJECT}:headscale.resources.limits.cpu: is below requests.cpu (2): raise it to 2 or more, got '500m'"
+    )
 
 
 def test_missing_required_keys_are_each_reported() -> None:
@@ -377,7 +404,10 @@ def test_headplane_release_must_be_one_whose_config_is_known() -> None:
 
 def test_clients_always_have_a_derp_relay() -> None:
     headscale = {**section("hydra", "headscale"), "derp": {"urls": []}}
-    assert only_problem(headscale=headscale).startswith(f"{PROJECT}:headscale.derp: urls is empty and embedded is off")
+    assert only_problem(headscale=headscale) == (
+        f"{PROJECT}:headscale.derp.urls: is empty and embedded is off: clients would have no DERP relay; list a DERP "
+        "map or set embedded: true, got []"
+    )
     headscale["derp"]["embedded"] = True
     assert parse(headscale=headscale).headscale.derp.embedded is True
 
@@ -386,15 +416,24 @@ def test_a_site_inside_the_tailnet_ranges_is_refused() -> None:
     tailnet = section("hydra", "tailnet")
     tailnet["sites"][0]["lbPool"] = "100.64.10.0/28"
     tailnet["sites"][0]["gatewayIp"] = "100.64.10.1"
-    message = only_problem(tailnet=tailnet)
-    assert "site hydra: 100.64.10.0/28 overlaps the tailnet's own addresses" in message
+    assert only_problem(tailnet=tailnet) == (
+        f"{PROJECT}:tailnet.sites[0].lbPool: overlaps the tailnet's own addresses (prefixes.v4 100.64.0.0/10): a "
+        "gateway there would be a per-node tailnet IP, not a stable one, got '100.64.10.0/28'"
+    )
 
 
 def test_exactly_one_site_is_active() -> None:
-    message = only_problem("cosmos", role="active")
-    assert message.startswith(f"{PROJECT}:role: disagrees with tailnet.activeSite (hydra)")
+    assert only_problem("cosmos", role="active") == (
+        f"{PROJECT}:role: disagrees with tailnet.activeSite (hydra): site cosmos (cluster.name) must be 'standby', as "
+        "exactly one site is active; to promote, change activeSite and the role of both stacks together, got 'active'"
+    )
+    assert only_problem("hydra", role="standby").startswith(
+        f"{PROJECT}:role: disagrees with tailnet.activeSite (hydra): site hydra (cluster.name) must be 'active', "
+    )
     tailnet = {**section("hydra", "tailnet"), "activeSite": "nowhere"}
-    assert "activeSite nowhere is not one of the sites" in " ".join(problems(tailnet=tailnet))
+    assert only_problem(tailnet=tailnet) == (
+        f"{PROJECT}:tailnet.activeSite: is not one of the sites (hydra, cosmos), got 'nowhere'"
+    )
 
 
 @pytest.mark.parametrize("stack", ["hydra", "cosmos"])
@@ -443,7 +482,10 @@ def test_site_stack_and_context_default_to_the_site_name() -> None:
 def test_site_stacks_are_unique_and_well_formed() -> None:
     tailnet = section("hydra", "tailnet")
     tailnet["sites"][1]["stack"] = "hydra"
-    assert "two sites share the stack hydra" in only_problem(tailnet=tailnet)
+    assert only_problem(tailnet=tailnet) == (
+        f"{PROJECT}:tailnet.sites[1].stack: is also the stack of sites[0] (hydra, by default the site name): each "
+        "site needs its own, got 'hydra'"
+    )
     tailnet = section("hydra", "tailnet") | {"identityStack": "headscale-ha-identity/tailnet", "stackPrefix": "a/b/c"}
     found = " ".join(problems(tailnet=tailnet))
     assert f"{PROJECT}:tailnet.identityStack: " in found
@@ -453,16 +495,18 @@ def test_site_stacks_are_unique_and_well_formed() -> None:
 def test_external_dns_failover_needs_every_public_address() -> None:
     tailnet = section("hydra", "tailnet")
     del tailnet["sites"][1]["publicAddress"]
-    message = only_problem(tailnet=tailnet, endpoint={"failover": "externalDns"})
-    assert message.startswith(
-        f"{PROJECT}:tailnet.sites: need a publicAddress for externalDns failover (missing: cosmos)"
+    assert only_problem(tailnet=tailnet, endpoint={"failover": "externalDns"}) == (
+        f"{PROJECT}:tailnet.sites[1].publicAddress: is required with endpoint.failover externalDns: the public record "
+        "points at the active site's publicAddress, and site cosmos may become the active one, got nothing"
     )
 
 
 def test_streaming_replicas_need_a_host() -> None:
     database = {"postgres": {"replicaSource": "streaming"}}
-    assert only_problem(database=database).startswith(
-        f"{PROJECT}:database.postgres.streamingHost: is required when replicaSource is streaming"
+    assert only_problem(database=database) == (
+        f"{PROJECT}:database.postgres.streamingHost: is required when database.postgres.replicaSource is streaming: "
+        "the address of the active cluster's PostgreSQL as this standby reaches it (or replicaSource: archive), "
+        "got nothing"
     )
 
 
@@ -584,16 +628,26 @@ def test_an_unknown_allocation_strategy_is_refused() -> None:
 @pytest.mark.parametrize(
     ("prefixes", "expected"),
     [
-        ({"v4": "fd7a:115c:a1e0::/48"}, "v4 fd7a:115c:a1e0::/48 is not an IPv4 network"),
-        ({"v6": "100.64.0.0/10"}, "v6 100.64.0.0/10 is not an IPv6 network"),
-        ({"v4": "10.0.0.0/8"}, "v4 10.0.0.0/8 is outside 100.64.0.0/10"),
+        (
+            {"v4": "fd7a:115c:a1e0::/48"},
+            "v4: is not an IPv4 network: use one inside 100.64.0.0/10, got 'fd7a:115c:a1e0::/48'",
+        ),
+        (
+            {"v6": "100.64.0.0/10"},
+            "v6: is not an IPv6 network: use one inside fd7a:115c:a1e0::/48, got '100.64.0.0/10'",
+        ),
+        (
+            {"v4": "10.0.0.0/8"},
+            "v4: is outside 100.64.0.0/10, which is all Tailscale clients accept, got '10.0.0.0/8'",
+        ),
     ],
 )
 def test_prefixes_of_the_wrong_family_or_range_are_reported(prefixes: dict[str, str], expected: str) -> None:
     """Headscale only warns about ranges outside 100.64.0.0/10 and fd7a:115c:a1e0::/48 (Tailscale clients do not
     work with others); the plan refuses them, and reports a prefix of the wrong family instead of crashing."""
-    message = only_problem(tailnet={**section("hydra", "tailnet"), "prefixes": prefixes})
-    assert message.startswith(f"{PROJECT}:tailnet.prefixes: {expected}")
+    assert only_problem(tailnet={**section("hydra", "tailnet"), "prefixes": prefixes}) == (
+        f"{PROJECT}:tailnet.prefixes.{expected}"
+    )
 
 
 # --------------------------------------------------------------------------- security defaults (issue 13)

@@ -88,3 +88,17 @@ def test_project_objects_must_use_value(project_copy) -> None:
     (project / "Pulumi.yaml").write_text(text)
     with pytest.raises(StackFileError, match=r"config.headscale: an object value must be declared as `value:`"):
         read_stack_settings(project, "hydra")
+
+
+def test_keys_of_every_namespace_reach_the_program_as_written(project_copy) -> None:
+    """The CLI passes every namespace on, a typo'd one too: the program refuses it (it names the file itself)."""
+    project = project_copy(
+        lab="config:\n  headscale-ha:role: active\n  headscaleha:gateway: {routers: {replicas: 2}}\n"
+    )
+    with (project / "Pulumi.yaml").open("a") as project_file:
+        project_file.write("  headscale:endpoint:\n    value: {ttl: 30}\n  kubernetes:context:\n    value: lab\n")
+    config = read_stack_settings(project, "lab").config
+    assert json.loads(config["headscaleha:gateway"]) == {"routers": {"replicas": 2}}
+    assert json.loads(config["headscale:endpoint"]) == {"ttl": 30}
+    assert config["kubernetes:context"] == "lab"
+    assert "headscale-ha:gateway" not in config
