@@ -1,59 +1,73 @@
-"""renovate.json finds every image pin and every Python pin of the repository (its regexes applied here, in Python).
+"""renovate.json finds every image pin and every Python pin of the repository, and updates the Headscale release
+as one (its managers and rules applied here as Renovate applies them: tests/support/renovate.py).
 
 Renovate only proposes updates for what its managers extract, so a pin no manager matches would silently age. The
 pins are collected independently of renovate.json: the image defaults of the typed config (walked through the
 pydantic models), every image key of the Pulumi project and stack files, the Dockerfiles' FROM lines, the reuse
 examples' image literals and the requirements files.
+
+The Headscale version and image tag must agree (the config refuses a mismatch): one Renovate update changes both,
+proven by applying it to a copy of the project and planning the stacks; and it stays within the supported minors.
 """
 
 from __future__ import annotations
 
-import json
+import ast
+import os
 import re
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from pydantic import BaseModel
 
+from components.settings import PROJECT, SUPPORTED_HEADSCALE_MINORS
 from program.config import StackConfig
-from tools.harness import PROJECT_DIR
+from tests.support import renovate
+from tests.support.renovate import UnmodelledError, python_regex, slash_regex
+from tools.harness import PROJECT_DIR, ProgramRun
+from tools.plan import IDENTITY_DIR, plan_all, plan_stack
 
-CONFIG = json.loads((PROJECT_DIR / "renovate.json").read_text())
+CONFIG = renovate.load(PROJECT_DIR / "renovate.json")
 DIGEST = "sha256:" + "ab" * 32
-
-
-def _file_pattern(pattern: str) -> re.Pattern[str]:
-    """A managerFilePatterns entry: `/regex/` is a regex on the repository-relative path."""
-    assert pattern.startswith("/"), pattern
-    assert pattern.endswith("/"), pattern
-    return re.compile(pattern[1:-1])
-
-
-def _python_regex(pattern: str) -> re.Pattern[str]:
-    """Renovate's JavaScript named groups `(?<name>...)` in Python's spelling."""
-    return re.compile(pattern.replace("(?<", "(?P<"))
+NEWER_DIGEST = "sha256:" + "cd" * 32
+HEADSCALE = "ghcr.io/juanfont/headscale"
+RELEASE = "headscale-release"
 
 
 def _handles(patterns: list[str], relative: str) -> bool:
-    return any(_file_pattern(p).search(relative) for p in patterns)
+    """A built-in manager's managerFilePatterns (``/regex/``, searched in the repository-relative path)."""
+    compiled = [slash_regex(p) for p in patterns]
+    assert all(c is not None for c in compiled), patterns
+    return any(c.search(relative) for c in compiled if c is not None)
 
 
-def _regex_managers(relative: str) -> list[dict[str, Any]]:
-    return [m for m in CONFIG["customManagers"] if _handles(m["managerFilePatterns"], relative)]
+def _repository_files() -> dict[str, str]:
+    """Relative path → text of every file a regex manager handles (dot directories skipped, ignorePaths obeyed)."""
+    found = {}
+    for root, dirs, names in os.walk(PROJECT_DIR):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        for name in names:
+            relative = str((Path(root) / name).relative_to(PROJECT_DIR))
+            if renovate.managers_for(CONFIG, relative):
+                found[relative] = (PROJECT_DIR / relative).read_text()
+    return found
+
+
+FILES = _repository_files()
 
 
 def _extracted(relative: str) -> set[tuple[str, str, str | None]]:
-    """(depName, currentValue, currentDigest) of every match of the regex managers that handle this file."""
+    """(depName, currentValue, currentDigest) of every dependency Renovate keeps (enabled) in this file."""
     text = (PROJECT_DIR / relative).read_text()
-    found = set()
-    for manager in _regex_managers(relative):
-        assert manager["datasourceTemplate"] == "docker"
-        for pattern in manager["matchStrings"]:
-            for match in _python_regex(pattern).finditer(text):
-                found.add((match["depName"], match["currentValue"], match["currentDigest"]))
-    return found
+    deps = renovate.extract_all(CONFIG, {relative: text})
+    assert all(d.fields["datasource"] == "docker" for d in deps)
+    return {
+        (d.name, d.fields["currentValue"], d.fields.get("currentDigest")) for d in deps if renovate.enabled(CONFIG, d)
+    }
 
 
 def _split(reference: str) -> tuple[str, str, str | None]:
@@ -130,17 +144,18 @@ def test_every_image_of_the_reuse_examples_is_found(relative: str) -> None:
         assert _split(image) in extracted, f"{relative}: {image} is not matched"
 
 
+def _image_managers() -> list[dict[str, Any]]:
+    return [m for m in CONFIG["customManagers"] if m.get("depTypeTemplate") == "image"]
+
+
 def test_digest_pins_are_extracted_with_their_digest() -> None:
-    for manager in CONFIG["customManagers"]:
+    assert len(_image_managers()) == 2
+    for manager in _image_managers():
         for pattern in manager["matchStrings"]:
             quote = '"' if pattern.startswith('"') else ""
-            match = _python_regex(pattern).search(f"x = {quote}ghcr.io/juanfont/headscale:0.29.2@{DIGEST}{quote}\n")
+            match = python_regex(pattern).search(f"x = {quote}{HEADSCALE}:0.29.2@{DIGEST}{quote}\n")
             assert match is not None
-            assert (match["depName"], match["currentValue"], match["currentDigest"]) == (
-                "ghcr.io/juanfont/headscale",
-                "0.29.2",
-                DIGEST,
-            )
+            assert (match["depName"], match["currentValue"], match["currentDigest"]) == (HEADSCALE, "0.29.2", DIGEST)
         assert "{{#if newDigest}}@{{newDigest}}{{/if}}" in manager["autoReplaceStringTemplate"]
     assert {"matchDatasources": ["docker"], "pinDigests": True}.items() <= CONFIG["packageRules"][0].items()
 
@@ -165,3 +180,172 @@ def test_dockerfiles_and_requirements_are_handled_by_the_builtin_managers() -> N
 
 def test_generated_and_test_files_are_left_alone() -> None:
     assert {"rendered/**", "tests/**"} <= set(CONFIG["ignorePaths"])
+
+
+# ------------------------------------------------------------------------------------------- the Headscale release
+
+
+def _next(version: str, part: int) -> str:
+    """``version`` with its ``part``-th number (0 major, 1 minor, 2 patch) raised and the later ones zeroed."""
+    numbers = [int(n) for n in version.split(".")]
+    numbers[part] += 1
+    return ".".join(str(n) for n in [*numbers[: part + 1], *[0] * (len(numbers) - part - 1)])
+
+
+def _release(relative: str, text: str) -> tuple[str, str] | None:
+    """(version, image) of the Headscale a file pins, read as its program reads it; None when it pins none."""
+    if relative.endswith(".py"):
+        calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)]
+        for call in calls:
+            if getattr(call.func, "id", None) == "HeadscaleServerArgs":
+                keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in {"version", "image"}}
+                return keywords["version"], keywords["image"]
+        return None
+    config = yaml.safe_load(text).get("config") or {}
+    section = config.get("headscale", {}).get("value") or config.get(f"{PROJECT}:headscale")
+    return None if section is None else (str(section["version"]), section["image"])
+
+
+CURRENT = _release("Pulumi.yaml", FILES["Pulumi.yaml"])[0]
+PATCH = _next(CURRENT, 2)
+PINNING = {relative for relative, text in FILES.items() if f"{HEADSCALE}:" in text}
+
+
+def test_the_files_that_pin_headscale_are_the_project_file_and_the_reuse_example() -> None:
+    assert {"Pulumi.yaml", "examples/reuse/__main__.py"} <= PINNING
+    for relative in PINNING:
+        release = _release(relative, FILES[relative])
+        assert release is not None, relative
+        assert release == (CURRENT, f"{HEADSCALE}:{CURRENT}"), f"{relative}: {release}"
+
+
+@pytest.mark.parametrize("relative", sorted(PINNING))
+def test_the_headscale_release_is_one_dependency_of_its_version_and_image(relative: str) -> None:
+    """Renovate keeps one Headscale dependency per file, the release manager's; the image managers' match of the
+    same image is disabled, or two updates of one text would race and leave the version behind."""
+    deps = [d for d in renovate.extract_all(CONFIG, {relative: FILES[relative]}) if d.name == HEADSCALE]
+    kept = [d for d in deps if renovate.enabled(CONFIG, d)]
+    assert [d.fields["depType"] for d in kept] == [RELEASE], f"{relative}: {[dict(d.fields) for d in kept]}"
+    assert {d.fields["depType"] for d in deps if d not in kept} == {"image"}
+    (release,) = kept
+    assert release.fields["currentValue"] == CURRENT
+
+
+def _changed_lines(before: str, after: str) -> list[tuple[str, str]]:
+    assert before.count("\n") == after.count("\n")
+    return [(b, a) for b, a in zip(before.splitlines(), after.splitlines(), strict=True) if b != a]
+
+
+def test_one_update_rewrites_the_version_and_the_image_tag_together() -> None:
+    """Renovate's branch for the next patch (digest pinned, as pinDigests has it): in every file that pins
+    Headscale, exactly the version line and the image line change, to the same release."""
+    updated = renovate.branch(CONFIG, FILES, HEADSCALE, PATCH, DIGEST)
+    assert {relative for relative in FILES if updated[relative] != FILES[relative]} == PINNING
+    for relative in PINNING:
+        assert _release(relative, updated[relative]) == (PATCH, f"{HEADSCALE}:{PATCH}@{DIGEST}"), relative
+        assert len(_changed_lines(FILES[relative], updated[relative])) == 2, relative
+
+
+def test_digest_pins_and_later_releases_rewrite_both_lines_too() -> None:
+    """Renovate's first run pins the digest of the current tag (the version stays); the next release replaces
+    tag and digest, the version with them."""
+    pinned = renovate.branch(CONFIG, FILES, HEADSCALE, CURRENT, DIGEST)
+    later = renovate.branch(CONFIG, pinned, HEADSCALE, PATCH, NEWER_DIGEST)
+    for relative in PINNING:
+        assert _release(relative, pinned[relative]) == (CURRENT, f"{HEADSCALE}:{CURRENT}@{DIGEST}"), relative
+        assert _release(relative, later[relative]) == (PATCH, f"{HEADSCALE}:{PATCH}@{NEWER_DIGEST}"), relative
+        assert len(_changed_lines(FILES[relative], later[relative])) == 2, relative
+
+
+def _headscale_images(run: ProgramRun) -> set[str]:
+    return {
+        str(container["image"])
+        for obj in run.kubernetes_objects()
+        if obj.get("kind") == "Deployment"
+        for container in obj["spec"]["template"]["spec"]["containers"]
+        if container["name"] == "headscale"
+    }
+
+
+def _gate_versions(run: ProgramRun) -> set[str]:
+    return {str(r.inputs["version"]) for r in run.resources if r.type.endswith(":VersionGate")}
+
+
+def test_the_updated_project_and_example_plan_cleanly_with_the_new_release(tmp_path: Path) -> None:
+    """The branch's files planned offline: every stack plans (the config would refuse a version that disagrees
+    with the tag), and runs the new release under its new version."""
+    updated = renovate.branch(CONFIG, FILES, HEADSCALE, PATCH, DIGEST)
+    project = tmp_path / "project"
+    project.mkdir()
+    for path in PROJECT_DIR.glob("Pulumi*.yaml"):
+        (project / path.name).write_text(updated[path.name])
+    planned = list(plan_all(project_dir=project, identity_dir=IDENTITY_DIR))
+    assert [p.error for p in planned] == [None] * len(planned)
+    sites = [p.run for p in planned if p.project == PROJECT and p.run is not None]
+    assert {run.stack for run in sites} == {"hydra", "cosmos"}
+    for run in sites:
+        assert _headscale_images(run) == {f"{HEADSCALE}:{PATCH}@{DIGEST}"}, run.stack
+        assert _gate_versions(run) == {PATCH}, run.stack
+    example = tmp_path / "reuse"
+    shutil.copytree(PROJECT_DIR / "examples" / "reuse", example, ignore=shutil.ignore_patterns("__pycache__"))
+    (example / "__main__.py").write_text(updated["examples/reuse/__main__.py"])
+    run = plan_stack("dev", project_dir=example, program=example / "__main__.py")
+    assert _headscale_images(run) == {f"{HEADSCALE}:{PATCH}@{DIGEST}"}
+    assert _gate_versions(run) == {PATCH}
+
+
+def _supported_rule() -> dict[str, Any]:
+    (rule,) = [r for r in CONFIG["packageRules"] if "allowedVersions" in r]
+    return rule
+
+
+def test_the_allowed_headscale_versions_are_the_supported_minors() -> None:
+    """The rule is SUPPORTED_HEADSCALE_MINORS written as Renovate's allowedVersions regex: widen both together."""
+    rule = _supported_rule()
+    assert rule["matchDepTypes"] == [RELEASE]
+    minors = "|".join(re.escape(minor) for minor in SUPPORTED_HEADSCALE_MINORS)
+    assert rule["allowedVersions"] == f"/^({minors})\\.[0-9]+$/"
+    assert "SUPPORTED_HEADSCALE_MINORS" in rule["description"]
+    assert all(minor in rule["description"] for minor in SUPPORTED_HEADSCALE_MINORS)
+
+
+def test_renovate_proposes_no_headscale_outside_the_supported_minors() -> None:
+    (dep,) = [
+        d
+        for d in renovate.extract_all(CONFIG, {"Pulumi.yaml": FILES["Pulumi.yaml"]})
+        if d.fields.get("depType") == RELEASE
+    ]
+    by_number = sorted(SUPPORTED_HEADSCALE_MINORS, key=lambda minor: [int(n) for n in minor.split(".")])
+    lowest, highest = by_number[0], by_number[-1]
+    for minor in SUPPORTED_HEADSCALE_MINORS:
+        assert renovate.allowed(CONFIG, dep, f"{minor}.0")
+        assert renovate.allowed(CONFIG, dep, f"{minor}.17")
+    major, low = lowest.split(".")
+    older = f"{major}.{int(low) - 1}.9"
+    for version in [_next(f"{highest}.0", 1), older, _next(f"{highest}.0", 0), f"{highest}.3-rc.1"]:
+        assert not renovate.allowed(CONFIG, dep, version), version
+    next_minor = _next(f"{highest}.0", 1)
+    assert renovate.branch(CONFIG, FILES, HEADSCALE, next_minor, DIGEST) == FILES, f"{next_minor} is held back"
+
+
+# ------------------------------------------------------------------------------------------- the model itself
+
+
+def test_the_model_reads_renovates_regexes_as_javascript_does() -> None:
+    named = python_regex(r"(?<depName>[a-z/]+):(?<currentValue>\d+)$")
+    assert named.fullmatch("a/b:12") is not None
+    assert named.search("a/b:12\n") is None, "JavaScript's $ (no m flag) is the end of the text"
+    assert python_regex(r"\d").search("\u0663") is None, "RE2's \\d is ASCII"
+    for unsupported in [r"a(?=b)", r"a(?!b)", r"(?<=a)b", r"(?<!a)b", r"(a)\1", r"(?<x>a)\k<x>"]:
+        with pytest.raises(UnmodelledError):
+            python_regex(unsupported)
+
+
+def test_the_model_renders_templates_as_handlebars_does() -> None:
+    fields = {"depName": "a/b", "newValue": "1=2", "indentation": "  "}
+    assert renovate.render("{{depName}}:{{newValue}}", fields) == "a/b:1&#x3D;2", "{{x}} is HTML-escaped"
+    assert renovate.render("{{{newValue}}}{{#if newDigest}}@x{{else}}!{{/if}}", fields, ["newDigest"]) == "1=2!"
+    with pytest.raises(UnmodelledError):
+        renovate.render("{{newVersion}}", fields)
+    with pytest.raises(UnmodelledError):
+        renovate.render("a\n{{#if depName}}\nb\n{{/if}}\n", fields)

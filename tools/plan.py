@@ -1,6 +1,6 @@
 """Offline plan: run the program for one or every stack under mocks; print the tree, write the YAML.
 
-Usage: ``python -m tools.plan [--stack NAME]... [--out DIR] [--project-dir DIR] [--identity-dir DIR]``.
+Usage: ``python -m tools.plan [--stack NAME]... [--out DIR] [--project-dir DIR] [--identity-dir DIR] [--verbose]``.
 Stacks are planned in the order a first deployment runs them: the identity program (identity/) first, then the
 active site, then the others; each later stack's StackReferences read the outputs the earlier ones planned
 (a stack that is not planned here, or an output it lacks, fails the referencing stack as in a real run).
@@ -244,14 +244,43 @@ def write_rendered(run: ProgramRun, out_dir: Path) -> list[Path]:
     return [*written, out_dir / "outputs.json"]
 
 
-def advisory_warnings(run: ProgramRun) -> list[str]:
-    """The guard-rail pack's advisory findings (tag-only image pins, ...), one line each: warned, never fatal."""
+def _advisories(run: ProgramRun) -> list[tuple[str, str, str]]:
+    """(rule, resource name, message) of every advisory finding of the guard-rail pack, by resource name: the
+    order resources register in varies from run to run, and the output should not."""
     return [
-        f"warning: {rule} (advisory): {resource.name}: {message}"
-        for resource in run.resources
+        (rule, resource.name, message)
+        for resource in sorted(run.resources, key=lambda r: (r.name, r.type))
         for rule, messages in advisories(Subject(type=resource.type, name=resource.name, props=resource.inputs)).items()
         for message in messages
     ]
+
+
+def advisory_warnings(run: ProgramRun) -> list[str]:
+    """The guard-rail pack's advisory findings (tag-only image pins, ...), one line each: warned, never fatal."""
+    return [f"warning: {rule} (advisory): {name}: {message}" for rule, name, message in _advisories(run)]
+
+
+def grouped_advisory_warnings(run: ProgramRun, label: str) -> list[str]:
+    """One line per advisory kind: its count in stack ``label`` and its first finding (``--verbose`` prints them all).
+
+    Every plan of the shipped stacks has the same few dozen advisories; printed one by one they bury the lines
+    that change. A kind with one finding prints it in full. The example stops at its first "; ": what follows is
+    the remedy, the same for every finding of a kind.
+    """
+    by_rule: dict[str, list[tuple[str, str]]] = {}
+    for rule, name, message in _advisories(run):
+        by_rule.setdefault(rule, []).append((name, message))
+    lines = []
+    for rule, findings in by_rule.items():
+        (name, message), count = findings[0], len(findings)
+        if count == 1:
+            lines.append(f"warning: {rule} (advisory): {name}: {message}")
+            continue
+        example = message.split("; ", 1)[0]
+        lines.append(
+            f"warning: {rule} (advisory): {count} findings in {label}, e.g. {name}: {example}; --verbose lists them all"
+        )
+    return lines
 
 
 def policy_warnings(run: ProgramRun) -> list[str]:
@@ -275,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="KEY",
         help="plan as if secret KEY were set (e.g. bootstrapApiKey); repeatable",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="print every advisory finding, not one line per kind and stack"
     )
     args = parser.parse_args(argv)
     # A failed stack is reported below; what the SDK strands when a run fails is noise here.
@@ -305,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         out_dir = out_root / planned.stack if planned.project == PROJECT else out_root / "identity" / planned.stack
         files = write_rendered(planned.run, out_dir)
         print(render.resource_tree(planned.run))
-        for warning in [*advisory_warnings(planned.run), *policy_warnings(planned.run)]:
+        advisory = advisory_warnings(planned.run) if args.verbose else grouped_advisory_warnings(planned.run, label)
+        # Policy lints are never grouped: each names a rule of the tailnet policy to look at.
+        for warning in [*advisory, *policy_warnings(planned.run)]:
             print(warning)
         print(f"wrote {len(files) - 1} manifests and outputs.json to {out_dir}\n")
     return status

@@ -4,11 +4,16 @@ ones planned; a stack reference the plan cannot satisfy fails the stack that mak
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+import tools.plan
 from tools.harness import PROJECT_DIR, SecretOutput
+from tools.plan import advisory_warnings, grouped_advisory_warnings, offline_stack_outputs, plan_all, plan_order
 from tools.plan import main as plan_main
-from tools.plan import offline_stack_outputs, plan_all, plan_order
 
 IDENTITY_STACK = "organization/headscale-ha-identity/tailnet"
 
@@ -92,3 +97,87 @@ def test_policy_lints_are_printed_as_warnings_and_never_fail_the_plan(lab_projec
     assert any("0.0.0.0/0" in line for line in lints)
     outputs = json.loads((tmp_path / "out" / "lab" / "outputs.json").read_text())
     assert outputs["policy"]["lints"] == [line.removeprefix("warning: policy lint: ") for line in lints]
+
+
+# ------------------------------------------------------------------------------------------- warnings
+
+STACK_HEADER = re.compile(r"^stack (\S+) of (\S+): \d+ resources$")
+
+
+def _warnings_by_stack(out: str) -> dict[str, list[str]]:
+    """The warning lines `make plan` prints under each stack's tree, by stack."""
+    found: dict[str, list[str]] = {}
+    stack = None
+    for line in out.splitlines():
+        if header := STACK_HEADER.match(line):
+            stack = header[1]
+            found[stack] = []
+        elif line.startswith("warning: "):
+            assert stack is not None, line
+            found[stack].append(line)
+    return found
+
+
+def _kind(line: str) -> str:
+    """The rule of an advisory line (``warning: <rule> (advisory): ...``)."""
+    found = re.match(r"warning: (\S+) \(advisory\): ", line)
+    assert found is not None, line
+    return found[1]
+
+
+def _plan_output(capsys, out_dir: Path, *extra: str) -> str:
+    assert plan_main(["--out", str(out_dir), *extra]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_shipped_stacks_print_one_line_per_advisory_kind_and_verbose_prints_each(capsys, tmp_path: Path) -> None:
+    """Grouped: per stack, one line per advisory kind with its count and first finding; --verbose: every finding
+    as advisory_warnings has it. Nothing else in the output differs."""
+    grouped = _plan_output(capsys, tmp_path / "grouped")
+    verbose = _plan_output(capsys, tmp_path / "verbose", "--verbose")
+    planned = {p.stack: p.run for p in plan_all()}
+    grouped_lines, verbose_lines = _warnings_by_stack(grouped), _warnings_by_stack(verbose)
+    assert set(grouped_lines) == set(verbose_lines) == {"tailnet", "hydra", "cosmos"}
+    for stack, lines in verbose_lines.items():
+        assert lines == advisory_warnings(planned[stack]), stack
+        expected = []
+        for kind in dict.fromkeys(_kind(line) for line in lines):
+            findings = [line for line in lines if _kind(line) == kind]
+            prefix = f"warning: {kind} (advisory): "
+            first = findings[0].removeprefix(prefix).split("; ", 1)[0]
+            summary = f"{prefix}{len(findings)} findings in {stack}, e.g. {first}; --verbose lists them all"
+            expected.append(summary if len(findings) > 1 else findings[0])
+        assert grouped_lines[stack] == expected, stack
+    assert len(verbose_lines["hydra"]) > 10, "the shipped stacks pin many images by tag only"
+    assert [len(lines) for lines in grouped_lines.values()] == [0, 1, 1], "only prefer-image-digests, per site"
+    assert all(len(line) < 250 for lines in grouped_lines.values() for line in lines)
+    stripped = [[line for line in out.splitlines() if not line.startswith("warning: ")] for out in (grouped, verbose)]
+    assert [line.replace(str(tmp_path / "verbose"), str(tmp_path / "grouped")) for line in stripped[1]] == stripped[0]
+
+
+def _fake_run(monkeypatch: pytest.MonkeyPatch, findings: dict[str, dict[str, list[str]]]) -> SimpleNamespace:
+    """A run whose resources (by name) have these advisory findings (by rule)."""
+    monkeypatch.setattr(tools.plan, "advisories", lambda subject: findings[subject.name])
+    resources = [SimpleNamespace(type="kubernetes:apps/v1:Deployment", name=name, inputs={}) for name in findings]
+    return SimpleNamespace(resources=resources)
+
+
+def test_each_advisory_kind_is_one_line_and_a_lone_finding_prints_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _fake_run(
+        monkeypatch,
+        {
+            "a": {"prefer-image-digests": ["image 'x:1' is pinned by tag only; add its digest", "image 'y:2' too"]},
+            "b": {"other-advice": ["consider this; because"], "prefer-image-digests": ["image 'z:3' ...; add"]},
+        },
+    )
+    assert grouped_advisory_warnings(run, "lab") == [
+        "warning: prefer-image-digests (advisory): 3 findings in lab, e.g. a: image 'x:1' is pinned by tag only; "
+        "--verbose lists them all",
+        "warning: other-advice (advisory): b: consider this; because",
+    ]
+    assert advisory_warnings(run) == [
+        "warning: prefer-image-digests (advisory): a: image 'x:1' is pinned by tag only; add its digest",
+        "warning: prefer-image-digests (advisory): a: image 'y:2' too",
+        "warning: other-advice (advisory): b: consider this; because",
+        "warning: prefer-image-digests (advisory): b: image 'z:3' ...; add",
+    ]
