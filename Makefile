@@ -11,18 +11,20 @@ DEV_STAMP := $(VENV)/.dev-installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 STACK ?=
+VERBOSE ?=
 SITE ?=
 LOST ?=
 CONFIRM ?=
 VERSION ?=
 IMAGE ?=
+CRDS ?=
 BASE ?= HEAD
 ASSUME_SECRETS ?=
 DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
 # apt-get runs as root: directly when we are root, else through sudo.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo,NO_SUDO))
 
-.PHONY: deps plan validate checkov test lint bench docs diff clean promote demote upgrade
+.PHONY: deps plan validate crd-schemas checkov test lint bench docs diff clean promote demote upgrade
 
 deps:
 	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
@@ -56,17 +58,16 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 checkov: $(CHECKOV_STAMP)
 
 plan: $(RUNTIME_STAMP)
-	$(PY) -m tools.plan $(if $(STACK),--stack $(STACK)) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
+	$(PY) -m tools.plan $(if $(STACK),--stack $(STACK)) $(if $(VERBOSE),--verbose) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
 
-# The plan's rendered objects against the Kubernetes and CRD schemas and Pod Security admission (../shared).
+# The plan's rendered objects, each stack on its own, against the Kubernetes schemas the pinned kubernetes-validate
+# bundles, the project's CRD schemas (schemas/crds) and Pod Security admission (tools/validate.py).
 validate: plan $(DEV_STAMP)
-	@test -f ../shared/tools/validate_manifests.py || { echo "validate: ../shared/tools is not beside the checkout" >&2; exit 2; }
-	@for stack in $(if $(STACK),$(STACK),$$(ls Pulumi.*.yaml | sed -e 's/^Pulumi\.//' -e 's/\.yaml$$//')); do \
-	  echo "== $$stack"; \
-	  out=$$($(PY) ../shared/tools/validate_manifests.py $$(find rendered/$$stack -name '*.yaml')) \
-	    || { echo "$$out"; exit 1; }; \
-	  echo "$$out" | tail -n 1; \
-	done
+	$(PY) -m tools.validate $(if $(STACK),--stack $(STACK))
+
+# Regenerate schemas/crds from CRD YAML: CRDS="a.yaml b.yaml", or ../shared/reference/crds when it is beside.
+crd-schemas: $(RUNTIME_STAMP)
+	$(PY) -m tools.crd_schemas --write $(CRDS)
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check --no-cache .

@@ -240,7 +240,7 @@ class HeadscaleServerArgs:
     image: str  # the Headscale image, pinned; its tag must be ``version``
     version: str  # Headscale release (0.28.x or 0.29.x): selects the config keys
     #: The one downgrade the version gate lets through: from this recorded release to ``version`` (after the
-    #: README's restore-from-snapshot procedure); None: every downgrade is refused.
+    #: restore-from-snapshot procedure of docs/upgrades.md); None: every downgrade is refused.
     allow_downgrade_from: str | None = None
     metrics: bool = False  # serve the Litestream sidecar's metrics (scraped with monitoring on)
     replicas: int = 1  # 1 serves, 0 stops (a standby, a migration); never more: Headscale is a strict singleton

@@ -11,7 +11,7 @@ that stop moving mean nobody ran it. Scraped through prometheus-operator objects
 - ServiceMonitor `headscale-ha-exporter`: the state exporter;
 - PodMonitor `headscale-db` (PostgreSQL stages): the CloudNativePG instances' exporter;
 - PodMonitor `tailnet-gateway` (gateway namespace): CoreDNS's `prometheus` plugin;
-- PrometheusRule `headscale-ha`: components/alerts.py, each alert linking its runbook in the README.
+- PrometheusRule `headscale-ha`: components/alerts.py, each alert linking its runbook in docs/operations.md.
 """
 
 from __future__ import annotations

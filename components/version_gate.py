@@ -6,8 +6,8 @@ newer one has already migrated. The pod refuses that too (the ``pre-upgrade`` in
 provider's ``check`` fails on ``version`` when it is lower (numerically, X.Y.Z) than the version this resource
 last recorded. Raising the version, keeping it, or the first deployment pass.
 
-A deliberate downgrade, after restoring the database from the snapshot taken before the upgrade (README,
-"Upgrading Headscale"), sets ``allow_downgrade_from`` to the version being left: exactly that downgrade passes.
+A deliberate downgrade, after restoring the database from the snapshot taken before the upgrade (docs/upgrades.md),
+sets ``allow_downgrade_from`` to the version being left: exactly that downgrade passes.
 
 The provider is self-contained (standard library and the Pulumi SDK only, no state of its own, no network): the
 engine pickles it with dill into the resource's state and runs it in another process.
@@ -30,7 +30,7 @@ __all__ = [
     "parse_version",
 ]
 
-README_SECTION = "Upgrading Headscale"
+README_SECTION = "docs/upgrades.md"
 #: The id every gate carries: one gate per Headscale, the version lives in its outputs.
 GATE_ID = "headscale-version"
 # What the engine passes for a value not known yet (pulumi.runtime.rpc.UNKNOWN), here so the module stays small.
@@ -55,7 +55,7 @@ def downgrade_message(current: str, requested: str) -> str:
         f"downgrade refused: headscale.version {requested} is older than {current}, the version this stack last "
         f"deployed. Headscale's database migrations are one-way: {current} may already have migrated the database, "
         f"and {requested} cannot run on it (its pod refuses to start too). Keep {current}, or go back deliberately "
-        f'as the README section "{README_SECTION}" describes: restore the snapshot taken before the upgrade, '
+        f"as {README_SECTION} describes: restore the snapshot taken before the upgrade, "
         f"pre-upgrade/{requested}-{current}/headscale.sqlite in Headscale's backup directory, then allow exactly "
         f"this downgrade with allowDowngradeFrom={current}"
     )

@@ -19,6 +19,7 @@ from components.monitoring import StackMonitoring
 from components.network_policy import NetworkPolicies
 from components.pod import labels
 from components.postgres import PostgresDatabase
+from components.release import VERSION
 from components.settings import DatabaseStage, Role
 from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjects
 from components.tailnet_policy import CONFIG_MAP, TailnetPolicy
@@ -42,6 +43,7 @@ from program.args import (
 )
 from program.availability import availability_report
 from program.config import StackConfig
+from program.examples import warning as example_warning
 from program.failover import promotion_steps
 from program.inventory import must_back_up
 from program.recovery import recovery_model
@@ -132,6 +134,9 @@ class TailnetSite(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:site:TailnetSite", name, None, opts)
+        examples = example_warning(config)
+        if examples is not None:
+            pulumi.log.warn(examples, resource=self)
         # A standby must be able to take over: same release, a stage that follows, the same identity. The check
         # is a gate: the provider, so every resource of the stack, waits for it, and a mismatch fails the run
         # before any step, naming every difference (program/standby.py).
@@ -265,6 +270,7 @@ class TailnetSite(pulumi.ComponentResource):
         self.outputs = {
             "namespace": self.namespace.metadata.apply(lambda metadata: metadata.name),
             "endpoints": endpoints(config),
+            "release": VERSION,
             "headscaleVersion": config.headscale.version,
             "databaseStage": config.database.stage.value,
             # The tailnet identity this site serves with (the identity stack's, or of the keys imported here).

@@ -1138,13 +1138,13 @@ def diff_stack(name: str, base: Mapping[str, Any] | None, head: Mapping[str, Any
     """Compare one stack's dumps (either may be None: a stack file added or removed)."""
     result = StackDiff(name=name)
     if head is not None and head.get("error"):
-        result.errors.append(f"does not plan in the head: {head['error']}")
+        result.errors.append(f"does not plan in the working tree: {head['error']}")
         return result
     if base is not None and base.get("error"):
         result.notes.append(f"the base does not plan ({base['error']}): not compared; the head plans")
         return result
     if base is None:
-        result.notes.append("new stack: its stack file is new in the head")
+        result.notes.append("new stack: its stack file is new in the working tree")
     if head is None:
         count = len((base or {}).get("resources") or [])
         result.notes.append(
@@ -1246,7 +1246,8 @@ def _field_lines(change: FieldChange, indent: str) -> list[str]:
     marks = (change.note, f"REFUSED by the API server: {change.refused}" if change.refused else None)
     suffix = "".join(f"  [{t}]" for t in marks if t)
     if change.secret:
-        return [f"{indent}{change.text}: changed (secret){suffix}"]
+        verb = "added" if change.old is ABSENT else "removed" if change.new is ABSENT else "changed"
+        return [f"{indent}{change.text}: {verb} (secret){suffix}"]
     old, new = change.old, change.new
     if isinstance(old, str) and isinstance(new, str) and ("\n" in old or "\n" in new):
         lines = [f"{indent}{change.text}: text changed{suffix}"]

@@ -1,4 +1,4 @@
-"""README.md's generated blocks: each lives between a begin and an end marker and is replaced whole."""
+"""The docs' generated blocks: each lives between a begin and an end marker and is replaced whole."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ from pathlib import Path
 from tools.harness import PROJECT_DIR
 
 README = PROJECT_DIR / "README.md"
+DOCS = PROJECT_DIR / "docs"
+CONFIGURATION = DOCS / "configuration.md"
+ARCHITECTURE = DOCS / "architecture.md"
+OPERATIONS = DOCS / "operations.md"
 
 
 def write_block(begin: str, end: str, block: str, path: Path = README) -> bool:

@@ -309,13 +309,14 @@ def test_source_ranges_reach_the_rendered_service(project_copy, stack_outputs) -
 
 def test_no_policy_blocks_what_headscale_needs_at_start(run_stack) -> None:
     """Headscale stops at start when a DERP map URL cannot be fetched, and with onlyStartIfAvailable when the OIDC
-    issuer is unreachable: no rendered policy may restrict egress without allowing them (README: Prerequisites)."""
+    issuer is unreachable: no rendered policy may restrict egress without allowing them (docs/installation.md:
+    Prerequisites)."""
     for stack in ("hydra", "cosmos"):
         policies = [o for o in run_stack(stack).kubernetes_objects() if o["kind"] == "NetworkPolicy"]
         assert policies
         assert all("Egress" not in p["spec"]["policyTypes"] for p in policies)
-    readme = (PROJECT_DIR / "README.md").read_text()
-    prerequisites = readme.split("## Prerequisites", 1)[1].split("\n## ", 1)[0]
+    page = (PROJECT_DIR / "docs" / "installation.md").read_text()
+    prerequisites = page.split("## Prerequisites", 1)[1].split("\n## ", 1)[0]
     for default_map in Derp().urls:
         assert default_map in prerequisites
     assert "onlyStartIfAvailable" in prerequisites

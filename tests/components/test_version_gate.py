@@ -54,7 +54,7 @@ def test_a_downgrade_fails_on_version_naming_both_and_the_way_back(old: str, new
     assert prop == "version"
     assert f"headscale.version {new} is older than {old}" in reason
     assert "one-way" in reason
-    assert f'README section "{README_SECTION}"' in reason
+    assert f"as {README_SECTION} describes" in reason
     assert f"pre-upgrade/{new}-{old}/headscale.sqlite" in reason
     assert f"allowDowngradeFrom={old}" in reason
 

@@ -19,7 +19,9 @@ def test_every_stateful_object_is_listed_with_its_backup() -> None:
         "tailnet-gateway/subnet-router-[0-1]",
     }
     assert rows["headscale/headscale-identity"]["backupRequired"] is True
-    assert "Pulumi state" in rows["headscale/headscale-identity"]["how"]
+    # A site never generates keys: they are the identity stack's, and its state is what to back up.
+    assert "identity stack organization/headscale-ha-identity/tailnet" in rows["headscale/headscale-identity"]["how"]
+    assert "identity keys are the identity stack's" in rows["pulumi-state"]["lossMeans"]
     assert rows["headscale/headplane-secrets"]["backupRequired"] is False
     disposable = rows["headscale/headscale pod volume `data`"]
     assert disposable["backupRequired"] is False, "the replica is the copy; the pod volume is refilled from it"

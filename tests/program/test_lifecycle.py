@@ -389,9 +389,9 @@ def test_re_entering_migrating_after_a_rollback_adopts_the_kept_cluster_as_the_r
 
 
 def _kept_rows() -> list[tuple[str, str, str]]:
-    """(kind, name pattern, the row's text) of the README's "What `pulumi destroy` keeps" table."""
-    readme = (PROJECT_DIR / "README.md").read_text()
-    section = readme.split("### What `pulumi destroy` keeps", 1)[1]
+    """(kind, name pattern, the row's text) of docs/operations.md's "What `pulumi destroy` keeps" table."""
+    page = (PROJECT_DIR / "docs" / "operations.md").read_text()
+    section = page.split("## What `pulumi destroy` keeps", 1)[1]
     table = [line for line in section.split("\n\n", 3)[2].splitlines() if line.startswith("|")]
     kinds = {
         "Namespace": "Namespace",
@@ -423,7 +423,7 @@ def test_destroy_keeps_exactly_what_the_readme_table_says(api_lab: Lab, stack: s
     rows = _kept_rows()
     kept = sorted((key[1], key[3]) for key in cluster.object_keys())
     unlisted = [k for k in kept if not any(k[0] == kind and re.fullmatch(p, k[1]) for kind, p, _ in rows)]
-    assert unlisted == [], f"kept by destroy but not in the README's table: {unlisted}"
+    assert unlisted == [], f"kept by destroy but not in docs/operations.md's table: {unlisted}"
     conditional = ("persistent", "kernel", "CNPG", "RandomBytes", "served")
     for kind, name, line in rows:
         if not any(word in line for word in conditional):

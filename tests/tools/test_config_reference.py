@@ -1,4 +1,4 @@
-"""The README's configuration reference is the one generated from StackConfig."""
+"""docs/configuration.md's configuration reference is the one generated from StackConfig."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ from tools import config_reference
 from tools.harness import PROJECT_DIR
 
 
-def test_readme_holds_the_generated_reference() -> None:
-    readme = (PROJECT_DIR / "README.md").read_text()
-    assert config_reference.block() in readme, (
-        "README.md's configuration reference is stale: run `make docs`"
-    )
+def test_the_page_holds_the_generated_reference() -> None:
+    page = (PROJECT_DIR / "docs" / "configuration.md").read_text()
+    assert config_reference.block() in page, "docs/configuration.md's reference is stale: run `make docs`"
 
 
 def test_every_key_has_a_type_default_and_meaning() -> None:
@@ -31,3 +29,15 @@ def test_secret_keys_are_marked() -> None:
     table = config_reference.table()
     for key in SECRET_KEYS:
         assert f"| `{key}` (secret) |" in table
+
+
+def test_types_and_defaults_read_as_what_they_are() -> None:
+    """A map is a map (not "string or string"), an empty default is said to be empty, an empty list is `[]`."""
+    rows = {key: (type_name, default) for key, type_name, default, _ in config_reference.rows()}
+    assert rows["monitoring.labels"] == ("map of string to string", "`{}`")
+    assert rows["tailnet.users[].email"] == ("string", '`""` (empty)')
+    assert rows["cluster.excludeNodes"] == ("list of string", "`[]`")
+    for key, (type_name, default) in rows.items():
+        parts = type_name.split(" or ")
+        assert len(parts) == len(set(parts)), f"{key}: {type_name}"
+        assert default != "``", key

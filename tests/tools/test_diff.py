@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tools import diff, kubernetes_rules
+from tools.fields import ABSENT, FieldChange
 from tools.harness import PROJECT_DIR
 
 STACK = "lab"
@@ -743,7 +744,7 @@ def test_outputs_are_compared_and_many_changes_summarized() -> None:
 def test_a_stack_that_does_not_plan_in_the_head_is_an_error() -> None:
     report = diff.diff_dumps(dump(CLAIM), dump(error="ConfigError: headscale-ha:cluster: bad"))
     assert diff.exit_code(report) == diff.EXIT_ERROR
-    assert "does not plan in the head: ConfigError" in diff.render(report)
+    assert "does not plan in the working tree: ConfigError" in diff.render(report)
 
 
 def test_added_and_removed_stack_files_are_notes() -> None:
@@ -1018,3 +1019,16 @@ def test_a_secret_that_becomes_a_patch_of_the_same_retained_object_loses_nothing
     assert report.data_loss == [], text
     assert "already holds" not in text
     assert "create fails" not in text
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "verb"),
+    [
+        ({"secret": "a1"}, {"secret": "b2"}, "changed"),
+        ("ABSENT", {"secret": "b2"}, "added"),
+        ({"secret": "a1"}, "ABSENT", "removed"),
+    ],
+)
+def test_a_secret_reads_added_changed_or_removed(old: Any, new: Any, verb: str) -> None:
+    change = FieldChange(("bootstrapApiKey",), ABSENT if old == "ABSENT" else old, ABSENT if new == "ABSENT" else new)
+    assert diff._field_lines(change, "  ") == [f"  bootstrapApiKey: {verb} (secret)"]
