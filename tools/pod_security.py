@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tools.wiring import POD_TEMPLATE_PATHS
+
 Finding = tuple[str, str]  # (path in the object, message)
 
 
@@ -33,17 +35,6 @@ def as_sequence(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-#: Where each workload kind keeps its pod template (the Pod is its own).
-POD_TEMPLATES: dict[str, tuple[str, ...]] = {
-    "Pod": (),
-    "Deployment": ("spec", "template"),
-    "StatefulSet": ("spec", "template"),
-    "DaemonSet": ("spec", "template"),
-    "ReplicaSet": ("spec", "template"),
-    "ReplicationController": ("spec", "template"),
-    "Job": ("spec", "template"),
-    "CronJob": ("spec", "jobTemplate", "spec", "template"),
-}
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 #: The Pod Security Standards' lists (baseline: capabilities, sysctls, SELinux types; restricted: volume sources).
@@ -123,7 +114,7 @@ class PodTemplate:
 def pod_template(obj: dict[str, Any]) -> PodTemplate | None:
     """The pod a workload object makes, or None for kinds that make none (or a template that is not a mapping)."""
     kind = obj.get("kind")
-    path = POD_TEMPLATES.get(kind) if isinstance(kind, str) else None
+    path = POD_TEMPLATE_PATHS.get(kind) if isinstance(kind, str) else None
     if path is None:
         return None
     node: Any = obj

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests.program.test_lifecycle import _migrating
 from tests.support.engine.lifecycle import IDENTITY, SITES, Lab
 from tests.support.engine.state import RunResult
 from tests.support.fake_headscale import FakeHeadscale
@@ -29,8 +30,6 @@ GATE = "pulumi-python:dynamic/upgrade:VersionGate"
 #: The bar issue 24 sets for a standby's preview while the old active cannot answer.
 PREVIEW_BAR_SECONDS = 15.0
 OUTAGE = "could not answer"
-MIGRATION_IMAGE = "registry.example.com/headscale-ha/migrate:1.0.0"
-STORE = {"destinationPath": "s3://headscale-wal/hydra", "endpointUrl": "https://s3.internal.example.com"}
 ANDROMEDA_SERVER = "https://10.30.0.10:6443"
 ANDROMEDA_SITE = """\
         - name: andromeda
@@ -333,18 +332,6 @@ def test_rotating_the_identity_with_api_access_keeps_every_api_resource(deployed
     assert _assert_kept(before, fake) == {table: {} for table in before}
 
 
-def _database(stage: str) -> dict[str, Any]:
-    return {
-        "headscale-ha:database": {
-            "stage": stage,
-            "postgres": {"instances": 3, "objectStore": STORE},
-            "migration": {"image": MIGRATION_IMAGE},
-        },
-        "headscale-ha:objectStoreAccessKeyId": "AKIA-offline",
-        "headscale-ha:objectStoreSecretAccessKey": "offline-secret",
-    }
-
-
 def test_moving_to_postgres_and_back_keeps_the_registry(deployed: Callable[..., Lab]) -> None:
     """README "Moving from SQLite to PostgreSQL": migrating (Headscale at 0: the API resources warn and change
     nothing), the rollback before step 3, migrating again (the kept CNPG Cluster adopted once), postgres (the API
@@ -355,10 +342,10 @@ def test_moving_to_postgres_and_back_keeps_the_registry(deployed: Callable[..., 
     users = json.loads(lab.config("hydra")[1]["headscale-ha:tailnet"])["users"]
     dave = {"headscale-ha:tailnet.users": [*users, {"name": "dave", "displayName": "Dave"}]}
     stages: list[tuple[str, dict[str, Any], dict[str, str], bool]] = [
-        ("migrating", _database("migrating"), {}, False),
+        ("migrating", _migrating("migrating"), {}, False),
         ("rolled back", {}, {}, True),
-        ("migrating again", _database("migrating"), {"PULUMI_K8S_UPSERT_EXISTING_OBJECTS": "true"}, False),
-        ("postgres", {**_database("postgres"), **dave}, {}, True),
+        ("migrating again", _migrating("migrating"), {"PULUMI_K8S_UPSERT_EXISTING_OBJECTS": "true"}, False),
+        ("postgres", {**_migrating("postgres"), **dave}, {}, True),
         ("rolled back after step 3", dave, {}, True),
     ]
     for stage, change, env, serving in stages:
