@@ -1,7 +1,8 @@
 """The availability report of a stack: what its configuration can and cannot keep running, in words and tables.
 
-Published as the `availability` stack output and as docs/availability/<stack>.md (`make docs`), so the claim an
-operator reads is derived from the same config as the objects the stack deploys, never typed by hand. Every
+Published as docs/availability/<stack>.md (`make docs`), and in short (the classification and the figures) as the
+`availability` stack output, so the claim an operator reads is derived from the same config as the objects the stack
+deploys, never typed by hand. Every
 figure of time or data loss is read from the `recovery` output (program/recovery.py), which traces each of its
 numbers to the rendered pods, the committed measurement or a stated input; this module adds none of its own.
 
@@ -1004,6 +1005,26 @@ def availability_report(config: StackConfig, recovery: dict[str, Any]) -> dict[s
         "maintenance": maintenance(f),
         "limits": limits(f),
         "improvements": improvements(f),
+    }
+
+
+#: Where the report's prose is published, relative to the repository (tools/availability_docs.py writes it).
+DETAILS = "docs/availability/{stack}.md"
+
+
+def availability_output(stack: str, report: dict[str, Any]) -> dict[str, Any]:
+    """The `availability` stack output: the classification and, per failure scenario, its figures and the
+    `recovery` row they come from. The prose (what keeps working, what stops, maintenance, limits, improvements)
+    is the page ``details`` names, generated from the same report, so the output stays small enough to read in
+    `pulumi stack output` and to diff."""
+    keys = ("site", "role", "serving", "stage", "storage", "nodes", "classification")
+    return {
+        "source": report["source"],
+        **{key: report[key] for key in keys},
+        "failures": [
+            {key: row[key] for key in ("scenario", "rto", "rpo", "recovery", "figures")} for row in report["failures"]
+        ],
+        "details": DETAILS.format(stack=stack),
     }
 
 

@@ -41,7 +41,7 @@ from program.args import (
     tailnet_objects_args,
     tailnet_policy_args,
 )
-from program.availability import availability_report
+from program.availability import availability_output, availability_report
 from program.config import StackConfig
 from program.examples import warning as example_warning
 from program.failover import promotion_steps
@@ -278,8 +278,8 @@ class TailnetSite(pulumi.ComponentResource):
             "mustBackUp": must_back_up(config),
             # RTO and RPO per failure, from the pods rendered here, bench/measured and the `recovery` config.
             "recovery": recovery,
-            # What the configuration promises, and what it does not (also docs/availability/<stack>.md).
-            "availability": availability_report(config, recovery),
+            # What the configuration promises, in short; the whole report is docs/availability/<stack>.md.
+            "availability": availability_output(name, availability_report(config, recovery)),
             "failover": promotion_steps(config),
             "gateway": {
                 "ip": config.site.gateway_ip,

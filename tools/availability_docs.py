@@ -34,10 +34,8 @@ def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> StackConfig:
 
 
 def report_of(stack: str, exports: Mapping[str, Any], project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
-    """The stack's `availability` output, or (while the program does not export it) the same report computed
-    from the stack's config and its planned `recovery` output."""
-    if "availability" in exports:
-        return dict(exports["availability"])
+    """The stack's whole availability report, from its config and its planned `recovery` output (the `availability`
+    output is its summary; the page holds the rest)."""
     return availability_report(stack_config(stack, project_dir), exports["recovery"])
 
 

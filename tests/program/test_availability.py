@@ -11,7 +11,14 @@ import pytest
 import yaml
 
 from components.settings import DatabaseStage, Oidc
-from program.availability import SOURCE, availability_report, recovery_rows, render_markdown
+from program.availability import (
+    SOURCE,
+    _cell,
+    availability_output,
+    availability_report,
+    recovery_rows,
+    render_markdown,
+)
 from tests.components.test_postgres import POSTGRES
 from tools.availability_docs import stack_config
 from tools.harness import PROJECT_DIR, ProgramRun
@@ -274,11 +281,23 @@ def test_the_report_is_json_with_camel_case_keys_and_says_what_it_is(run_stack) 
     ]
 
 
-def test_the_stack_output_is_the_report_of_its_config(run_stack) -> None:
+def test_the_stack_output_is_the_summary_of_the_report_of_its_config(run_stack) -> None:
     run = run_stack("hydra")
-    if "availability" not in run.exports:
-        pytest.skip("program/site.py does not export `availability` yet")
-    assert run.exports["availability"] == availability_report(stack_config("hydra"), run.exports["recovery"])
+    report = availability_report(stack_config("hydra"), run.exports["recovery"])
+    output = run.exports["availability"]
+    assert output == availability_output("hydra", report)
+    assert output["details"] == "docs/availability/hydra.md"
+    assert (PROJECT_DIR / output["details"]).is_file()
+    assert output["classification"] == report["classification"]
+    # Every scenario keeps its figures and the `recovery` row they come from; the prose lives on the page.
+    assert [row["scenario"] for row in output["failures"]] == [row["scenario"] for row in report["failures"]]
+    for row, full in zip(output["failures"], report["failures"], strict=True):
+        assert row == {key: full[key] for key in ("scenario", "rto", "rpo", "recovery", "figures")}
+    assert not {"redundancy", "maintenance", "limits", "improvements", "assumptions"} & set(output)
+    page = (PROJECT_DIR / output["details"]).read_text(encoding="utf-8")
+    for row in report["failures"]:
+        assert _cell(row["whatStops"]) in page, "what the output leaves out is on the page it names"
+    assert len(json.dumps(output)) < len(json.dumps(report)) / 3
 
 
 def test_the_markdown_is_deterministic_tables_line_up_and_it_says_how_to_regenerate(run_stack) -> None:

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from program.availability import availability_output
 from tools import availability_docs
 from tools.availability_docs import DOCS_DIR, documents, report_of, stale, write
 from tools.harness import PROJECT_DIR
+from tools.plan import plan_all
 from tools.stack_files import list_stacks
 
 
@@ -30,8 +32,12 @@ def test_there_is_one_page_per_site_stack(pages: dict[str, str]) -> None:
         assert "make docs" in page.rstrip().splitlines()[-1]
 
 
-def test_an_exported_availability_output_is_used_as_it_is() -> None:
-    assert report_of("hydra", {"availability": {"classification": "as exported"}}) == {"classification": "as exported"}
+def test_the_page_is_the_whole_report_where_the_output_is_its_summary() -> None:
+    (planned,) = [p for p in plan_all(stacks=["hydra"]) if p.stack == "hydra"]
+    exports = planned.run.exports
+    report = report_of("hydra", exports)
+    assert exports["availability"] == availability_output("hydra", report)
+    assert set(report) - set(exports["availability"]) >= {"redundancy", "maintenance", "limits", "improvements"}
 
 
 def test_write_is_idempotent_and_removes_the_pages_of_stacks_that_are_gone(tmp_path: Path) -> None:
