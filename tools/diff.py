@@ -11,7 +11,9 @@ so a change shows as ``changed`` and the value never does.
 The comparison (``diff_dumps``) keys resources by URN (type, parent chain and name), follows aliases, pairs a
 deleted and a created resource that are the same Kubernetes object (or of one type with similar inputs) as one
 replacement, and predicts replacements the way pulumi-kubernetes (4.x), pulumi-random and this project's dynamic
-providers decide them (see ``IMMUTABLE_FIELDS``). Replaced or deleted state gets a DATA LOSS line.
+providers decide them (see ``IMMUTABLE_FIELDS``). Replaced or deleted state gets a DATA LOSS line. Before the
+fields, each stack says what its changes mean (tools/diff_effects.py): the workloads restarted, rolled, stopped or
+started (with the outage of the `recovery` output) and a policy's rules added and removed.
 
 Exit status: 0 no change; 1 changes; 3 changes with DATA LOSS; 2 the diff could not be made (git, a base without
 the planning API, a stack that does not plan in the working tree), whatever else it found.
@@ -36,9 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.diff_effects import APPLICATIONS, WorkloadEffect, policy_changes, policy_document, workload_effect
 from tools.fields import (
     ABSENT,
     IGNORED_INPUTS,
+    OUTPUT_RECORD_KEYS,
     FieldChange,
     Token,
     covers,
@@ -701,6 +705,9 @@ class Change:
     #: The first replacement reason, short (what a DATA LOSS line quotes); refusals of an adopted object mention it.
     cause: str | None = None
     immutable_field: bool = False  # replaced for a field the API server refuses to update
+    #: What the update does to a workload's pods (tools/diff_effects.py), and the policy rules it changes.
+    effect: WorkloadEffect | None = None
+    policy: list[str] = field(default_factory=list)
 
     def replace_because(self, cause: str, reason: str) -> None:
         self.cause = self.cause or cause
@@ -1134,6 +1141,17 @@ def _config_changes(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[st
     return lines
 
 
+def _describe_effects(change: Change, pair: Pair, recovery: Any) -> None:
+    """The workload effect and the policy rules of an update (a replacement says enough on its own)."""
+    if change.action != "update" or not (pair.base.is_kubernetes and pair.head.is_kubernetes):
+        return
+    change.effect = workload_effect(pair.base.inputs, pair.head.inputs, [f.path for f in change.fields], recovery)
+    for item in change.fields:
+        old, new = policy_document(item.old), policy_document(item.new)
+        if old is not None and new is not None:
+            change.policy += policy_changes(old, new)
+
+
 def diff_stack(name: str, base: Mapping[str, Any] | None, head: Mapping[str, Any] | None) -> StackDiff:
     """Compare one stack's dumps (either may be None: a stack file added or removed)."""
     result = StackDiff(name=name)
@@ -1160,9 +1178,11 @@ def diff_stack(name: str, base: Mapping[str, Any] | None, head: Mapping[str, Any
         stateful_namespaces=stateful_namespaces(old_resources),
     )
     pairs, deleted, created = match_resources(old_resources, new_resources)
+    recovery = (head.get("outputs") or {}).get("recovery")
     for pair in pairs:
         change = compare(pair, ctx)
         if change is not None:
+            _describe_effects(change, pair, recovery)
             result.changes.append(change)
             result.findings += findings_for(change, pair.base, pair.head, ctx)
     for resource in deleted:
@@ -1176,7 +1196,9 @@ def diff_stack(name: str, base: Mapping[str, Any] | None, head: Mapping[str, Any
     for resource in created:
         result.changes.append(Change("create", resource.label, resource.urn, resource.type, resource.name))
     if base is not None:
-        result.outputs = diff_values(base.get("outputs") or {}, head.get("outputs") or {})
+        result.outputs = diff_values(
+            base.get("outputs") or {}, head.get("outputs") or {}, keys=OUTPUT_RECORD_KEYS, align=True
+        )
         result.config = _config_changes(base, head)
     return result
 
@@ -1242,16 +1264,40 @@ def _show_pair(old: Any, new: Any, limit: int = 100) -> tuple[str, str]:
     return _show(old, limit), _show(new, limit)
 
 
-def _field_lines(change: FieldChange, indent: str) -> list[str]:
+#: A SHA-256 in hex (a checksum annotation, the policy's digest): shown by its first 12 digits.
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _digest_pair(change: FieldChange) -> tuple[str, str] | None:
+    if all(isinstance(v, str) and _DIGEST.match(v) for v in (change.old, change.new)):
+        return change.old, change.new
+    return None
+
+
+def _field_lines(
+    change: FieldChange, indent: str, seen: dict[tuple[str, str], str] | None = None, owner: str = ""
+) -> list[str]:
+    """One changed field of ``owner`` (a resource's label, or "output"). ``seen`` maps a digest change already shown
+    in this stack to where: a repeat of it (the policy's SHA-256 as annotation, pod checksum and output) is one
+    short line naming the first."""
     marks = (change.note, f"REFUSED by the API server: {change.refused}" if change.refused else None)
     suffix = "".join(f"  [{t}]" for t in marks if t)
     if change.secret:
         verb = "added" if change.old is ABSENT else "removed" if change.new is ABSENT else "changed"
         return [f"{indent}{change.text}: {verb} (secret){suffix}"]
     old, new = change.old, change.new
+    digests = _digest_pair(change)
+    if digests is not None:
+        if seen is not None and digests in seen:
+            return [f"{indent}{change.text}: the same digest change as {seen[digests]}{suffix}"]
+        if seen is not None:
+            seen[digests] = f"{owner} {change.text}".strip()
+        return [f"{indent}{change.text}: {old[:12]}… -> {new[:12]}…{suffix}"]
     if isinstance(old, str) and isinstance(new, str) and ("\n" in old or "\n" in new):
-        lines = [f"{indent}{change.text}: text changed{suffix}"]
-        body = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1))[2:]
+        policy = policy_document(old) is not None and policy_document(new) is not None
+        what = "the policy's JSON (its rules are listed above)" if policy else "text changed"
+        lines = [f"{indent}{change.text}: {what}{suffix}"]
+        body = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3))[2:]
         shown = body[:TEXT_DIFF_LINES]
         lines += [f"{indent}    {line}" for line in shown]
         if len(body) > len(shown):
@@ -1261,7 +1307,7 @@ def _field_lines(change: FieldChange, indent: str) -> list[str]:
     return [f"{indent}{change.text}: {before} -> {after}{suffix}"]
 
 
-def _output_lines(stack: StackDiff) -> list[str]:
+def _output_lines(stack: StackDiff, seen: dict[tuple[str, str], str]) -> list[str]:
     """Per top-level output: its changed values, or one line when there are many."""
     lines = []
     by_output: dict[Token, list[FieldChange]] = {}
@@ -1270,7 +1316,7 @@ def _output_lines(stack: StackDiff) -> list[str]:
     for output, items in by_output.items():
         if len(items) <= OUTPUT_DETAIL:
             for item in items:
-                lines += _field_lines(item, "    ")
+                lines += _field_lines(item, "    ", seen, "output")
         else:
             where = f"rendered/{stack.name.split()[0]}/outputs.json"
             lines.append(
@@ -1286,11 +1332,30 @@ def _resource_line(change: Change) -> str:
 
 def _counts(stack: StackDiff) -> str:
     parts = [f"{stack.count(a)} {word}" for a, word in _SECTIONS if stack.count(a)]
+    parts += [f"{e.verb} {e.app}" for e in _effects(stack) if e.verb in e.OUTAGES and e.app in APPLICATIONS.values()]
     if stack.outputs:
         parts.append(f"{len({c.path[0] for c in stack.outputs if c.path})} output(s) changed")
     if stack.config:
         parts.append(f"{len(stack.config)} config change(s)")
     return ", ".join(parts) or ("see the notes" if stack.notes else "errors")
+
+
+def _effects(stack: StackDiff) -> list[WorkloadEffect]:
+    return [c.effect for c in sorted(stack.changes, key=lambda c: c.label) if c.effect is not None]
+
+
+def _summary_lines(stack: StackDiff) -> list[str]:
+    """What the changes mean, before any field: the pods restarted or stopped, the policy rules changed."""
+    lines = []
+    effects = _effects(stack)
+    if effects:
+        lines.append("effects")
+        lines += [f"  {effect.text}" for effect in effects]
+    for change in sorted(stack.changes, key=lambda c: c.label):
+        if change.policy:
+            lines.append(f"policy rules ({change.label})")
+            lines += [f"  {line}" for line in change.policy]
+    return lines
 
 
 def render_stack(stack: StackDiff) -> str:
@@ -1307,6 +1372,8 @@ def render_stack(stack: StackDiff) -> str:
     if warnings:
         lines.append("warnings")
         lines += [f"  WARNING: {f.text}" for f in stack.findings if not f.data_loss]
+    lines += _summary_lines(stack)
+    seen: dict[tuple[str, str], str] = {}
     for action, word in _SECTIONS:
         changes = sorted((c for c in stack.changes if c.action == action), key=lambda c: (c.label, c.urn))
         if not changes:
@@ -1317,10 +1384,10 @@ def render_stack(stack: StackDiff) -> str:
             lines += [f"      reason: {r}" for r in change.reasons]
             lines += [f"      note: {n}" for n in change.notes]
             for f in change.fields:
-                lines += _field_lines(f, "      ")
+                lines += _field_lines(f, "      ", seen, change.label)
     if stack.outputs:
         lines.append("outputs")
-        lines += _output_lines(stack)
+        lines += _output_lines(stack, seen)
     if stack.config:
         lines.append("config")
         lines += [f"    {c}" for c in stack.config]

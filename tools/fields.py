@@ -1,11 +1,13 @@
 """Values and paths of resource inputs, compared field by field (``make diff`` and the engine model in the tests).
 
-A path is a tuple of tokens: a mapping key, a list index, or ("name", value) for a list whose items all have a
-unique ``name`` (containers, env, volumes), so an inserted container reads as one change, not a shift.
+A path is a tuple of tokens: a mapping key, a list index, or (key, value) for a list of records keyed by a unique
+``key`` (containers, env and volumes by `name`; the stack outputs' records by their own keys), so an inserted
+container reads as one change, not a shift.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Sequence
@@ -24,7 +26,7 @@ ABSENT = _Absent()
 #: Inputs that are no change of the resource: a dynamic resource's pickled provider (code, not state).
 IGNORED_INPUTS = frozenset({"__provider"})
 
-Token = str | int | tuple[str, str]  # a mapping key, a list index, or ("name", value) for a list keyed by name
+Token = str | int | tuple[str, str]  # a mapping key, a list index, or (key, value) for a list of records
 
 
 def is_secret(value: Any) -> bool:
@@ -74,18 +76,74 @@ class FieldChange:
         return format_path(self.path)
 
 
-def _keyed_by_name(items: list[Any]) -> bool:
-    names = [i.get("name") for i in items if isinstance(i, dict)]
-    return (
-        bool(items)
-        and len(names) == len(items)
-        and all(isinstance(n, str) for n in names)
-        and len(set(names)) == len(names)
-    )
+#: Resource inputs: Kubernetes lists of records (containers, env, volumes, ports) are keyed by `name`.
+NAME_KEYS = ("name",)
+#: Stack outputs: their lists of records, each keyed by the first of these its items all hold, unique and a string
+#: (mustBackUp's `name`, recovery's `failure`, availability's `scenario`, failover's `step`, an edit's `key`, a
+#: command's `run`).
+OUTPUT_RECORD_KEYS = ("name", "failure", "scenario", "step", "key", "run")
 
 
-def diff_values(old: Any, new: Any, path: tuple[Token, ...] = ()) -> list[FieldChange]:
-    """Field-level differences; lists of mappings that all have a unique ``name`` are compared by name."""
+def _record_key(old: list[Any], new: list[Any], keys: Sequence[str]) -> str | None:
+    """The first of ``keys`` that every item of both lists holds, as a string unique within its list; an empty list
+    takes any key (so a first record in an empty list is named too)."""
+    if not (old or new):
+        return None
+    for key in keys:
+        if all(_unique_strings(items, key) for items in (old, new)):
+            return key
+    return None
+
+
+def _unique_strings(items: list[Any], key: str) -> bool:
+    values = [i.get(key) for i in items if isinstance(i, dict)]
+    return len(values) == len(items) and all(isinstance(v, str) for v in values) and len(set(values)) == len(values)
+
+
+def _keyed_changes(
+    old: list[Any], new: list[Any], key: str, path: tuple[Token, ...], keys: Sequence[str], align: bool
+) -> list[FieldChange]:
+    before = {i[key]: i for i in old}
+    after = {i[key]: i for i in new}
+    changes = []
+    for name in [*before, *(n for n in after if n not in before)]:
+        changes += diff_values(
+            before.get(name, ABSENT), after.get(name, ABSENT), (*path, (key, name)), keys=keys, align=align
+        )
+    common_before = [n for n in before if n in after]
+    common_after = [n for n in after if n in before]
+    if common_before != common_after:
+        changes.append(FieldChange(path, common_before, common_after, note="order changed"))
+    return changes
+
+
+def _aligned_changes(old: list[Any], new: list[Any], path: tuple[Token, ...], keys: Sequence[str]) -> list[FieldChange]:
+    """A list compared as a sequence: an inserted or removed item is one change (at its own index), not a shift
+    of every item after it; items replaced one for one are compared in place."""
+    changes: list[FieldChange] = []
+    matcher = difflib.SequenceMatcher(a=[_canonical(i) for i in old], b=[_canonical(i) for i in new], autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        if op == "replace" and a1 - a0 == b1 - b0:
+            for offset in range(a1 - a0):
+                changes += diff_values(old[a0 + offset], new[b0 + offset], (*path, b0 + offset), keys=keys, align=True)
+            continue
+        changes += [FieldChange((*path, index), old[index], ABSENT) for index in range(a0, a1)]
+        changes += [FieldChange((*path, index), ABSENT, new[index]) for index in range(b0, b1)]
+    return changes
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def diff_values(
+    old: Any, new: Any, path: tuple[Token, ...] = (), *, keys: Sequence[str] = NAME_KEYS, align: bool = False
+) -> list[FieldChange]:
+    """Field-level differences. Lists of records are compared by the first of ``keys`` their items all hold
+    uniquely (by `name` for resource inputs); other lists by index, or with ``align`` as sequences (stack outputs,
+    where an inserted item is not a change of every item after it)."""
     if old == new:
         return []
     if is_secret(old) and is_secret(new):
@@ -96,24 +154,21 @@ def diff_values(old: Any, new: Any, path: tuple[Token, ...] = ()) -> list[FieldC
     if isinstance(old, dict) and isinstance(new, dict) and not is_secret(old) and not is_secret(new):
         changes = []
         for key in sorted(set(old) | set(new)):
-            changes += diff_values(old.get(key, ABSENT), new.get(key, ABSENT), (*path, key))
+            changes += diff_values(old.get(key, ABSENT), new.get(key, ABSENT), (*path, key), keys=keys, align=align)
         return changes
     if isinstance(old, list) and isinstance(new, list):
-        if (_keyed_by_name(old) or not old) and (_keyed_by_name(new) or not new):
-            before = {i["name"]: i for i in old}
-            after = {i["name"]: i for i in new}
-            changes = []
-            for name in [*before, *(n for n in after if n not in before)]:
-                changes += diff_values(before.get(name, ABSENT), after.get(name, ABSENT), (*path, ("name", name)))
-            common_before = [n for n in before if n in after]
-            common_after = [n for n in after if n in before]
-            if common_before != common_after:
-                changes.append(FieldChange(path, common_before, common_after, note="order changed"))
-            return changes
+        record_key = _record_key(old, new, keys)
+        if record_key is not None:
+            return _keyed_changes(old, new, record_key, path, keys, align)
+        if align:
+            return _aligned_changes(old, new, path, keys)
         changes = []
         for index in range(max(len(old), len(new))):
             changes += diff_values(
-                old[index] if index < len(old) else ABSENT, new[index] if index < len(new) else ABSENT, (*path, index)
+                old[index] if index < len(old) else ABSENT,
+                new[index] if index < len(new) else ABSENT,
+                (*path, index),
+                keys=keys,
             )
         return changes
     return [FieldChange(path, old, new)]
@@ -125,7 +180,7 @@ def value_at(value: Any, tokens: Sequence[Token]) -> Any:
         if isinstance(token, tuple):
             if not isinstance(value, list):
                 return ABSENT
-            value = next((i for i in value if isinstance(i, dict) and i.get("name") == token[1]), ABSENT)
+            value = next((i for i in value if isinstance(i, dict) and i.get(token[0]) == token[1]), ABSENT)
         elif isinstance(token, int):
             value = value[token] if isinstance(value, list) and token < len(value) else ABSENT
         else:

@@ -1032,3 +1032,119 @@ def test_a_secret_that_becomes_a_patch_of_the_same_retained_object_loses_nothing
 def test_a_secret_reads_added_changed_or_removed(old: Any, new: Any, verb: str) -> None:
     change = FieldChange(("bootstrapApiKey",), ABSENT if old == "ABSENT" else old, ABSENT if new == "ABSENT" else new)
     assert diff._field_lines(change, "  ") == [f"  bootstrapApiKey: {verb} (secret)"]
+
+
+# ------------------------------------------------------------------------------------------------ what it means
+
+POLICY_TEXT = json.dumps(
+    {"acls": [{"action": "accept", "src": ["group:ops"], "proto": "tcp", "dst": ["tag:server:22"]}]}, indent=2
+)
+DIGESTS = ("a" * 64, "b" * 64)
+POLICY_MAP = k8s(
+    "ConfigMap",
+    "headscale-policy-rendered",
+    metadata={"name": "headscale-policy-rendered", "namespace": "headscale"},
+    data={"policy.json": POLICY_TEXT},
+)
+POLICY_MAP["inputs"]["metadata"]["annotations"] = {"headscale-ha/policy-sha256": DIGESTS[0]}
+RESTARTING = changed(DEPLOYMENT, lambda i: i["spec"].update(strategy={"type": "Recreate"}))
+RESTARTING["inputs"]["metadata"]["labels"] = {"app.kubernetes.io/name": "headscale"}
+RESTARTING["inputs"]["spec"]["template"]["metadata"] = {"annotations": {"checksum/policy": DIGESTS[0]}}
+POD_REPLACED = {"failure": "podReplaced", "rtoSeconds": 40.6, "steps": {"imagePull": 30.0, "start": 10.6}}
+RECOVERY = {"applications": {"headscale": {"modelled": True, "failures": [POD_REPLACED]}}}
+
+
+def _policy_change() -> tuple[diff.Report, str]:
+    def new_policy(inputs: dict[str, Any]) -> None:
+        policy = json.loads(inputs["data"]["policy.json"])
+        policy["acls"].append({"action": "accept", "src": ["group:ops"], "proto": "tcp", "dst": ["tag:bastion:8443"]})
+        inputs["data"]["policy.json"] = json.dumps(policy, indent=2)
+        inputs["metadata"]["annotations"]["headscale-ha/policy-sha256"] = DIGESTS[1]
+
+    def restart(inputs: dict[str, Any]) -> None:
+        inputs["spec"]["template"]["metadata"]["annotations"]["checksum/policy"] = DIGESTS[1]
+
+    mutable = {"kubernetes:enableConfigMapMutable": "true"}
+    before = dump(
+        POLICY_MAP,
+        RESTARTING,
+        outputs={"policy": {"sha256": DIGESTS[0]}, "recovery": RECOVERY},
+        kubernetesConfig=mutable,
+    )
+    after = dump(
+        changed(POLICY_MAP, new_policy),
+        changed(RESTARTING, restart),
+        outputs={"policy": {"sha256": DIGESTS[1]}, "recovery": RECOVERY},
+        kubernetesConfig=mutable,
+    )
+    report = diff.diff_dumps(before, after)
+    return report, diff.render(report)
+
+
+def test_a_policy_change_reads_as_rules_and_the_restart_before_any_raw_text() -> None:
+    report, text = _policy_change()
+    lines = text.splitlines()
+    assert lines[0] == "=== stack lab: 2 updated, restarts Headscale, 1 output(s) changed"
+    assert lines[1:5] == [
+        "effects",
+        "  restarts Headscale (Recreate stops the old pod before the new one starts): down for about 40.6 s (the "
+        "`recovery` output's podReplaced row: imagePull 30 s, start 10.6 s); connected nodes keep their tunnels; "
+        "logins, new nodes and policy updates wait",
+        "policy rules (ConfigMap headscale/headscale-policy-rendered)",
+        "  acls[+] group:ops -> tag:bastion:8443 (tcp)",
+    ]
+    raw = lines.index('      data["policy.json"]: the policy\'s JSON (its rules are listed above)')
+    assert raw > 4
+    assert "restarts Headscale" in lines[-1]
+    assert diff.exit_code(report) == diff.EXIT_CHANGES
+
+
+def test_a_digest_is_shown_short_once_and_its_repeats_name_the_first() -> None:
+    _, text = _policy_change()
+    assert text.count(DIGESTS[0][:12]) == 1
+    assert DIGESTS[0] not in text
+    first = 'ConfigMap headscale/headscale-policy-rendered metadata.annotations["headscale-ha/policy-sha256"]'
+    assert f'metadata.annotations["headscale-ha/policy-sha256"]: {DIGESTS[0][:12]}… -> {DIGESTS[1][:12]}…' in text
+    assert f'spec.template.metadata.annotations["checksum/policy"]: the same digest change as {first}' in text
+    assert f"policy.sha256: the same digest change as {first}" in text
+
+
+def test_output_records_are_paired_by_their_key_not_their_position() -> None:
+    rows = [{"scenario": name, "rto": "1 s"} for name in ("node", "cluster")]
+    inserted = [rows[0], {"scenario": "nfs", "rto": "0 s"}, rows[1]]
+    report = diff.diff_dumps(
+        dump(outputs={"availability": {"failures": rows}, "limits": ["a", "b"]}),
+        dump(outputs={"availability": {"failures": inserted}, "limits": ["a", "new", "b"]}),
+    )
+    (stack,) = report.stacks
+    assert [(c.text, c.old, c.new) for c in stack.outputs] == [
+        ("availability.failures[scenario=nfs]", ABSENT, {"scenario": "nfs", "rto": "0 s"}),
+        ("limits[1]", ABSENT, "new"),
+    ]
+    assert "availability.failures[scenario=nfs]: absent -> " in diff.render(report)
+
+
+def test_cli_a_policy_rule_added_in_git_is_summarised_with_the_restart_it_causes(
+    work: Path, base_dump: dict[str, Any]
+) -> None:
+    policy = work / "policy" / "base.hujson"
+    text = policy.read_text()
+    anchor = "    // Ops may ping the servers.\n"
+    assert anchor in text
+    rule = '    {"action": "accept", "src": ["group:ops"], "proto": "tcp", "dst": ["tag:bastion:8443"]},\n'
+    policy.write_text(text.replace(anchor, rule + anchor))
+    report, out = _head_diff(work, base_dump)
+    hydra = out.split("=== stack hydra:")[1].split("=== stack")[0]
+    recovery = next(s for s in base_dump["stacks"].values() if s["stack"] == "hydra")["outputs"]["recovery"]
+    (row,) = [r for r in recovery["applications"]["headscale"]["failures"] if r["failure"] == "podReplaced"]
+    assert (
+        f"restarts Headscale (Recreate stops the old pod before the new one starts): down for about "
+        f"{row['rtoSeconds']:g} s" in hydra
+    )
+    assert "  acls[+] group:ops -> tag:bastion:8443 (tcp)\n" in hydra
+    assert hydra.index("acls[+]") < hydra.index("the policy's JSON")
+    assert hydra.count("the same digest change as") == 2
+    cosmos = out.split("=== stack cosmos:")[1].split("=== stack")[0]
+    assert "Headscale is at 0 replicas here" in cosmos, "the standby restarts nothing"
+    assert "restarts Headscale" not in cosmos
+    assert diff.exit_code(report) == diff.EXIT_CHANGES
