@@ -11,6 +11,7 @@ import base64
 import contextlib
 import gc
 import hashlib
+import logging
 import pickle
 import runpy
 import string
@@ -109,6 +110,12 @@ class ProgramRun:
     #: The same outputs as a later run's ``stack_outputs`` entry: secrets wrapped in ``secret(...)`` with their
     #: (offline) values, so a stack that references this one plans with what this one planned.
     exports: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: What the program logged through the engine (`pulumi.log`), as (level, message): the CLI's diagnostics.
+    diagnostics: list[tuple[str, str]] = field(default_factory=list)
+
+    def warnings(self) -> list[str]:
+        """The warnings the CLI would show under Diagnostics (`warning: <message>`)."""
+        return [message for level, message in self.diagnostics if level == "warning"]
 
     def of_type(self, type_: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_]
@@ -394,6 +401,26 @@ def collect_stranded_coroutines() -> None:
         gc.collect()
 
 
+class _Diagnostics(logging.Handler):
+    """Collects what the mock engine logs (the program's `pulumi.log` calls) for ProgramRun.diagnostics."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.records: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.levelname.lower(), record.getMessage()))
+
+
+def _engine_logger(handler: _Diagnostics) -> logging.Logger:
+    """A logger of its own per run, which never reaches the root logger (where it would print bare messages)."""
+    logger = logging.getLogger(f"headscale-ha.engine.{id(handler)}")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    return logger
+
+
 def run_program(
     *,
     project: str,
@@ -434,7 +461,15 @@ def run_program(
     try:
         settings.reset_options(project=project, stack=stack)
         pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
-        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+        diagnostics = _Diagnostics()
+        pulumi.runtime.set_mocks(
+            monitor.mocks,
+            project=project,
+            stack=stack,
+            preview=preview,
+            monitor=monitor,
+            logger=_engine_logger(diagnostics),
+        )
         settings.SETTINGS.outputs.clear()
         try:
             runpy.run_path(str(program), run_name="__main__")
@@ -451,7 +486,14 @@ def run_program(
         exports = loop.run_until_complete(_export(dict(exported)))
         with monitor.lock:
             resources = list(monitor.registered)
-        return ProgramRun(project=project, stack=stack, resources=resources, outputs=outputs, exports=exports)
+        return ProgramRun(
+            project=project,
+            stack=stack,
+            resources=resources,
+            outputs=outputs,
+            exports=exports,
+            diagnostics=list(diagnostics.records),
+        )
     finally:
         undo_dynamic_pickler_patch()
         failed = sys.exc_info()[0] is not None

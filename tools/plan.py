@@ -338,8 +338,10 @@ def main(argv: list[str] | None = None) -> int:
         files = write_rendered(planned.run, out_dir)
         print(render.resource_tree(planned.run))
         advisory = advisory_warnings(planned.run) if args.verbose else grouped_advisory_warnings(planned.run, label)
-        # Policy lints are never grouped: each names a rule of the tailnet policy to look at.
-        for warning in [*advisory, *policy_warnings(planned.run)]:
+        # The program's own warnings (example values left, say) and the policy lints are never grouped.
+        lints = policy_warnings(planned.run)
+        engine = [f"warning: {message}" for message in planned.run.warnings()]
+        for warning in [*(w for w in engine if w not in lints), *advisory, *lints]:
             print(warning)
         print(f"wrote {len(files) - 1} manifests and outputs.json to {out_dir}\n")
     return status

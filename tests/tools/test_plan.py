@@ -11,6 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 import tools.plan
+from program.examples import warning as example_warning
+from tools.availability_docs import stack_config
 from tools.harness import PROJECT_DIR, SecretOutput
 from tools.plan import advisory_warnings, grouped_advisory_warnings, offline_stack_outputs, plan_all, plan_order
 from tools.plan import main as plan_main
@@ -118,6 +120,10 @@ def _warnings_by_stack(out: str) -> dict[str, list[str]]:
     return found
 
 
+def _advisory(lines: list[str]) -> list[str]:
+    return [line for line in lines if "(advisory)" in line]
+
+
 def _kind(line: str) -> str:
     """The rule of an advisory line (``warning: <rule> (advisory): ...``)."""
     found = re.match(r"warning: (\S+) \(advisory\): ", line)
@@ -136,8 +142,15 @@ def test_the_shipped_stacks_print_one_line_per_advisory_kind_and_verbose_prints_
     grouped = _plan_output(capsys, tmp_path / "grouped")
     verbose = _plan_output(capsys, tmp_path / "verbose", "--verbose")
     planned = {p.stack: p.run for p in plan_all()}
-    grouped_lines, verbose_lines = _warnings_by_stack(grouped), _warnings_by_stack(verbose)
+    grouped_all, verbose_all = _warnings_by_stack(grouped), _warnings_by_stack(verbose)
+    grouped_lines, verbose_lines = ({s: _advisory(lines) for s, lines in w.items()} for w in (grouped_all, verbose_all))
     assert set(grouped_lines) == set(verbose_lines) == {"tailnet", "hydra", "cosmos"}
+    # The program's own warnings come first, never grouped, the same with or without --verbose.
+    for found in (grouped_all, verbose_all):
+        assert {s: [line for line in lines if "(advisory)" not in line] for s, lines in found.items()} == {
+            "tailnet": [],
+            **{site: [f"warning: {example_warning(stack_config(site))}"] for site in ("hydra", "cosmos")},
+        }
     for stack, lines in verbose_lines.items():
         assert lines == advisory_warnings(planned[stack]), stack
         expected = []
@@ -181,3 +194,12 @@ def test_each_advisory_kind_is_one_line_and_a_lone_finding_prints_in_full(monkey
         "warning: other-advice (advisory): b: consider this; because",
         "warning: prefer-image-digests (advisory): b: image 'z:3' ...; add",
     ]
+
+
+def test_a_program_warning_is_a_diagnostic_of_the_run_never_a_bare_line_on_stderr(capsys) -> None:
+    """What `pulumi.log.warn` says reaches ProgramRun.diagnostics (the CLI's Diagnostics), not the root logger."""
+    (hydra,) = [p.run for p in plan_all(stacks=["hydra"]) if p.stack == "hydra"]
+    assert hydra is not None
+    assert hydra.warnings() == [example_warning(stack_config("hydra"))]
+    assert ("warning", hydra.warnings()[0]) in hydra.diagnostics
+    assert "example value(s)" not in capsys.readouterr().err
