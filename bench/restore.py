@@ -54,6 +54,7 @@ from program.recovery import (
 from tests.support.litestream_lab import (
     App,
     Writer,
+    build_backup,
     connect_wal,
     kill9,
     litestream_bin,
@@ -65,8 +66,6 @@ from tests.support.litestream_lab import (
     write_then_stop,
 )
 from tools.stack_files import read_stack_settings
-
-ROW_BYTES = 4000  # one row ~ one 4 KiB page, so a database grows by ~1 MB per 256 rows
 
 
 @dataclass(frozen=True)
@@ -200,31 +199,6 @@ def measure_throughput(
             else:
                 limited[cores] = max(wall, cpu / cores)
     return Throughput(megabytes, wall, cpu, limited), ", ".join(sorted(methods))
-
-
-def build_backup(binary: Path, root: Path, size_mb: int) -> App:
-    """A database of about ``size_mb`` MB of incompressible rows, fully replicated once."""
-    app = App(root).create()
-    conn = connect_wal(app.db_path)
-    rows = size_mb * 1024 * 1024 // (ROW_BYTES + 96)
-    with conn:
-        conn.execute("BEGIN")
-        conn.executemany(
-            "INSERT INTO rows (inserted_at, pad) VALUES (?, ?)",
-            ((time.time(), os.urandom(ROW_BYTES // 2).hex()) for _ in range(rows)),
-        )
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    once = subprocess.run(
-        [str(binary), "replicate", "-once", "-config", str(app.config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if once.returncode != 0:
-        raise RuntimeError(f"litestream replicate -once failed: {once.stdout}{once.stderr}")
-    return app
 
 
 def time_restores(binary: Path, root: Path, size_mb: int, runs: int) -> tuple[float, float, float]:

@@ -49,6 +49,9 @@ __all__ = [
     "LITESTREAM_CONTAINER",
     "AlertScope",
     "alert_groups",
+    "any_of",
+    "matchers",
+    "prom_duration",
     "replication_lag_bound",
     "rule_file",
     "state_exporter_script",
@@ -130,7 +133,8 @@ class AlertScope:
     apps: tuple[str, ...]
     serving: bool  # the active stack: it owns (and rotates) the Headplane API key; False on a standby
     routers_namespace: str
-    routers_statefulset: str = "subnet-router"
+    #: The routers' StatefulSets, one per replica (`subnet-router-<n>`): each alerts on its own.
+    routers_statefulsets: tuple[str, ...] = ("subnet-router-0",)
     cnpg_cluster: str | None  # the CloudNativePG Cluster (headscale-db) on the postgres stage, else None
     certificate: str | None  # cert-manager Certificate of the public hostname, in ``namespace``
     rehearsal: bool  # the `<app>-restore-rehearsal` CronJobs exist
@@ -143,8 +147,13 @@ class AlertScope:
     rehearsal_deadline_seconds: int = 900
 
     def __post_init__(self) -> None:
-        for name in ("namespace", "routers_namespace", "routers_statefulset"):
+        for name in ("namespace", "routers_namespace"):
             _require_label(name, getattr(self, name))
+        if not isinstance(self.routers_statefulsets, tuple) or not self.routers_statefulsets:
+            raise ValueError(f"routers_statefulsets: {self.routers_statefulsets!r} must be a non-empty tuple of names")
+        for router in self.routers_statefulsets:
+            if not isinstance(router, str) or not _DNS_LABEL.fullmatch(router):
+                raise ValueError(f"routers_statefulsets: {self.routers_statefulsets!r}: {router!r} is not a DNS label")
         if not isinstance(self.apps, tuple):
             raise ValueError(f"apps: {self.apps!r} must be a tuple of application names")
         for app in self.apps:
@@ -192,9 +201,10 @@ class _Alert:
     description: str
 
 
-def _selector(**labels: str) -> str:
+def matchers(**labels: str) -> str:
     """``{a="x",b=~"y"}``: a value starting with ``~`` is a regular expression. Values are DNS labels or fixed
-    words, so nothing needs escaping."""
+    words, so nothing needs escaping. Public: the dashboard (components/dashboard.py) builds its queries with the
+    same selectors, so a panel reads exactly the series an alert reads."""
     parts = []
     for key, value in labels.items():
         op, text = ("=~", value[1:]) if value.startswith("~") else ("=", value)
@@ -202,11 +212,12 @@ def _selector(**labels: str) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def _any_of(values: tuple[str, ...] | list[str]) -> str:
+def any_of(values: tuple[str, ...] | list[str]) -> str:
+    """A :func:`matchers` value matching any of ``values``."""
     return "~" + "|".join(values)
 
 
-def _duration(seconds: int) -> str:
+def prom_duration(seconds: int) -> str:
     """A Prometheus duration: the largest whole unit (``5m``, ``2h``, ``90s``)."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds % size == 0:
@@ -240,7 +251,7 @@ def _ready_alert(
         ready_metric, spec_metric = "kube_deployment_status_replicas_ready", "kube_deployment_spec_replicas"
     else:
         ready_metric, spec_metric = "kube_statefulset_status_replicas_ready", "kube_statefulset_replicas"
-    sel = _selector(namespace=namespace, **{kind: object_name})
+    sel = matchers(namespace=namespace, **{kind: object_name})
     by = f"(namespace, {kind})"
     ready = f"max by {by} ({ready_metric}{sel})"
     desired = f"max by {by} ({spec_metric}{sel})"
@@ -258,8 +269,8 @@ def _ready_alert(
 
 def _availability(scope: AlertScope) -> list[_Alert]:
     ns = scope.namespace
-    headscale_up = _selector(namespace=ns, job=HEADSCALE_JOB)
-    headscale_ready = f"max(kube_deployment_status_replicas_ready{_selector(namespace=ns, deployment='headscale')})"
+    headscale_up = matchers(namespace=ns, job=HEADSCALE_JOB)
+    headscale_ready = f"max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment='headscale')})"
     return [
         _ready_alert(
             "HeadscaleNotReady",
@@ -304,7 +315,7 @@ def _availability(scope: AlertScope) -> list[_Alert]:
             600,
             kind="statefulset",
             namespace=scope.routers_namespace,
-            object_name=scope.routers_statefulset,
+            object_name=any_of(scope.routers_statefulsets),
             summary="Subnet routers in {{ $labels.namespace }} are not all ready",
             what="The subnet router set",
             fix="Fewer routers carry the cluster's routes into the tailnet (with none, the cluster is unreachable "
@@ -316,19 +327,19 @@ def _availability(scope: AlertScope) -> list[_Alert]:
 
 def _replication(scope: AlertScope) -> list[_Alert]:
     ns = scope.namespace
-    apps = _any_of(scope.apps)
-    local = _selector(namespace=ns, container=LITESTREAM_CONTAINER, app=apps)
-    replica = _selector(namespace=ns, app=apps)
-    exporter_up = f"max(up{_selector(namespace=ns, job=EXPORTER_JOB)})"
+    apps = any_of(scope.apps)
+    local = matchers(namespace=ns, container=LITESTREAM_CONTAINER, app=apps)
+    replica = matchers(namespace=ns, app=apps)
+    exporter_up = f"max(up{matchers(namespace=ns, job=EXPORTER_JOB)})"
     lag = scope.replication_lag_seconds
     missing_apps = "\nor\n".join(
-        f"(\n  absent(headscale_ha_replica_up{_selector(namespace=ns, app=app)})\n  and on ()\n  ({exporter_up} > 0)\n)"
+        f"(\n  absent(headscale_ha_replica_up{matchers(namespace=ns, app=app)})\n  and on ()\n  ({exporter_up} > 0)\n)"
         for app in scope.apps
     )
     absent_litestream = "\nor\n".join(
-        f"(\n  absent(litestream_txid{_selector(namespace=ns, container=LITESTREAM_CONTAINER, app=app)})\n"
+        f"(\n  absent(litestream_txid{matchers(namespace=ns, container=LITESTREAM_CONTAINER, app=app)})\n"
         f"  and on ()\n"
-        f"  (max(kube_deployment_status_replicas_ready{_selector(namespace=ns, deployment=app)}) > 0)\n)"
+        f"  (max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment=app)}) > 0)\n)"
         for app in scope.apps
     )
     return [
@@ -336,7 +347,7 @@ def _replication(scope: AlertScope) -> list[_Alert]:
             "LitestreamReplicationStalled",
             "critical",
             300,
-            f"max by (namespace, app) (litestream_txid{local} offset {_duration(lag)})\n"
+            f"max by (namespace, app) (litestream_txid{local} offset {prom_duration(lag)})\n"
             f"> on (namespace, app)\n"
             f"max by (namespace, app) (headscale_ha_replica_txid{replica})",
             "Replication of {{ $labels.app }} in {{ $labels.namespace }} is not advancing",
@@ -408,9 +419,9 @@ def _restore(scope: AlertScope) -> list[_Alert]:
 
 
 def _restore_refused(scope: AlertScope) -> str:
-    sel = _selector(namespace=scope.namespace, container=_any_of(list(REFUSING_INIT_CONTAINERS)))
-    crash = _selector(
-        namespace=scope.namespace, container=_any_of(list(REFUSING_INIT_CONTAINERS)), reason="CrashLoopBackOff"
+    sel = matchers(namespace=scope.namespace, container=any_of(list(REFUSING_INIT_CONTAINERS)))
+    crash = matchers(
+        namespace=scope.namespace, container=any_of(list(REFUSING_INIT_CONTAINERS)), reason="CrashLoopBackOff"
     )
     by = "(namespace, pod, container)"
     # Waiting in CrashLoopBackOff, or (between two tries, while it runs) restarted at least twice in 15 minutes: one
@@ -424,8 +435,8 @@ def _restore_refused(scope: AlertScope) -> str:
 
 def _exporter(scope: AlertScope) -> list[_Alert]:
     ns = scope.namespace
-    up = _selector(namespace=ns, job=EXPORTER_JOB)
-    last_run = f"max by (namespace) (headscale_ha_exporter_last_run_timestamp_seconds{_selector(namespace=ns)})"
+    up = matchers(namespace=ns, job=EXPORTER_JOB)
+    last_run = f"max by (namespace) (headscale_ha_exporter_last_run_timestamp_seconds{matchers(namespace=ns)})"
     return [
         _Alert(
             "StateExporterDown",
@@ -448,14 +459,14 @@ def _exporter(scope: AlertScope) -> list[_Alert]:
 def _rehearsal(scope: AlertScope) -> list[_Alert]:
     ns = scope.namespace
     cronjobs = [f"{app}-restore-rehearsal" for app in scope.apps]
-    sel = _selector(namespace=ns, cronjob=_any_of(cronjobs))
+    sel = matchers(namespace=ns, cronjob=any_of(cronjobs))
     by = "(namespace, cronjob)"
     scheduled = f"max by {by} (kube_cronjob_status_last_schedule_time{sel})"
     succeeded = f"max by {by} (kube_cronjob_status_last_successful_time{sel})"
     created = f"max by {by} (kube_cronjob_created{sel})"
-    ksm_present = f"count(kube_deployment_spec_replicas{_selector(namespace=ns)})"
+    ksm_present = f"count(kube_deployment_spec_replicas{matchers(namespace=ns)})"
     no_cronjob = "\nor\n".join(
-        f"(\n  absent(kube_cronjob_created{_selector(namespace=ns, cronjob=name)})\n  and on ()\n"
+        f"(\n  absent(kube_cronjob_created{matchers(namespace=ns, cronjob=name)})\n  and on ()\n"
         f"  ({ksm_present} > 0)\n)"
         for name in cronjobs
     )
@@ -492,7 +503,7 @@ def _rehearsal(scope: AlertScope) -> list[_Alert]:
 
 def _postgres(scope: AlertScope) -> list[_Alert]:
     assert scope.cnpg_cluster is not None
-    sel = _selector(namespace=scope.namespace, pod=f"~{scope.cnpg_cluster}-[0-9]+")
+    sel = matchers(namespace=scope.namespace, pod=f"~{scope.cnpg_cluster}-[0-9]+")
     by = "(namespace, pod)"
     return [
         _Alert(
@@ -514,7 +525,7 @@ def _postgres(scope: AlertScope) -> list[_Alert]:
 
 def _certificates(scope: AlertScope) -> list[_Alert]:
     assert scope.certificate is not None
-    sel = _selector(namespace=scope.namespace, name=scope.certificate)
+    sel = matchers(namespace=scope.namespace, name=scope.certificate)
     return [
         _Alert(
             "CertificateExpiringSoon",
@@ -531,7 +542,7 @@ def _certificates(scope: AlertScope) -> list[_Alert]:
 
 
 def _keys(scope: AlertScope) -> list[_Alert]:
-    sel = _selector(namespace=scope.namespace, kind="api")
+    sel = matchers(namespace=scope.namespace, kind="api")
     remaining = f"max by (namespace, kind, name, user) (headscale_ha_key_expiry_timestamp_seconds{sel}) - time()"
     window = _human(scope.api_key_rotate_before_seconds)
     return [
@@ -562,7 +573,7 @@ def _rule(alert: _Alert, scope: AlertScope) -> dict[str, Any]:
     return {
         "alert": alert.name,
         "expr": alert.expr,
-        "for": _duration(alert.for_seconds),
+        "for": prom_duration(alert.for_seconds),
         "labels": {"severity": alert.severity},
         "annotations": {
             "summary": alert.summary,

@@ -11,8 +11,8 @@ import pulumi_kubernetes as k8s
 
 from components.backup_volume import claim_name as backup_claim_name
 from components.config_types import quantity_value
-from components.litestream import METRICS_PORT, LitestreamBackup, LitestreamBackupArgs
-from components.litestream_config import parse_go_duration
+from components.litestream import METRICS_PORT, LitestreamBackup, LitestreamBackupArgs, backup_key_secret
+from components.litestream_config import duration_seconds, parse_go_duration
 from components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
 from components.settings import Backup, Cluster
 from components.workload import DATA_VOLUME, sqlite_volume
@@ -40,7 +40,8 @@ def backed_up_volume(
     size: str,
     data_dir: str,
     db_file: str,
-    identity_file: str | None = None,
+    identity_fingerprint: pulumi.Input[str] | None = None,
+    backup_key: pulumi.Input[str] | None = None,
     allow_empty_start: str | None = None,
     upgrade_version: str | None = None,
     metrics: bool = False,
@@ -52,7 +53,8 @@ def backed_up_volume(
     the cluster default); `require_backup` makes the restore refuse an empty start (a standby must restore, never
     start empty); `allow_empty_start` (today's UTC date) lets a site that has served start empty after a real loss
     of both volumes; `upgrade_version` (Headscale's release) adds the pre-upgrade snapshot; `metrics` serves the
-    sidecar's metrics; `cluster` places the rehearsal's pods like the application's.
+    sidecar's metrics; `cluster` places the rehearsal's pods like the application's; `identity_fingerprint` is the
+    identity the backup must record; `backup_key` (a secret) signs the replica and authenticates its restores.
     """
     if backup.nfs is None:
         raise ValueError(f"{app}: backup.nfs is required for a Litestream backup (checked by the config)")
@@ -77,8 +79,8 @@ def backed_up_volume(
             data_mount=data_dir,
             pvc_name=claim_name if claim is not None else None,
             backup_claim=backup_claim_name(backup.nfs),
-            identity_volume="identity" if identity_file else None,
-            identity_file=identity_file,
+            identity_fingerprint=identity_fingerprint,
+            backup_key=backup_key,
             require_backup=require_backup,
             allow_empty_start=allow_empty_start,
             upgrade_version=upgrade_version,
@@ -101,6 +103,8 @@ def backed_up_volume(
                 resources=backup.litestream.restore_resources,
                 cluster=cluster,
                 scratch_size=size,
+                backup_key_secret=backup_key_secret(app) if backup_key is not None else None,
+                manifest_max_age_seconds=duration_seconds(backup.auth.max_age, argument="backup.auth.maxAge"),
             ),
             opts=pulumi.ResourceOptions(parent=parent),
         )

@@ -64,6 +64,49 @@ def _ip(value: str) -> str:
         raise ValueError("must be an IPv4 or IPv6 address") from None
 
 
+def _host(value: str) -> str:
+    """A DNS name (one label or more) or an IP address: what may reach a command line or a connection string as
+    is (socat's ``TCP:<host>:<port>``, libpq's ``host=``), where a comma, a space or a colon would add options."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    name = value[:-1] if value.endswith(".") else value
+    if not name or len(name) > 253 or not all(_DNS_LABEL.match(label) for label in name.split(".")):
+        raise ValueError(
+            "must be a DNS name (lowercase letters, digits, '-' and '.') or an IPv4 or IPv6 address, nothing else: "
+            "it is passed on as is"
+        )
+    return name
+
+
+_API_URL = re.compile(r"^(?P<scheme>https?)://(?P<host>\[[^\]]+\]|[^\s/:\[\]]+)(?::\d{1,5})?(/\S*)?$")
+_LOOPBACK_NAMES = ("localhost",)
+
+
+def _api_url(value: str) -> str:
+    """An http(s) URL of the Headscale API; plain http only to a loopback host (a `kubectl port-forward`), as the
+    admin API key travels in every request's Authorization header."""
+    parts = _API_URL.match(value)
+    if parts is None:
+        raise ValueError("must be an https:// URL (or http:// to a loopback address) such as https://hs.example.com")
+    if parts["scheme"] == "http" and not _is_loopback(parts["host"].strip("[]")):
+        raise ValueError(
+            "must be https://: plain http:// would send the Headscale API key in clear; it is accepted only to a "
+            "loopback address (127.0.0.1, [::1], localhost), as through `kubectl port-forward`"
+        )
+    return value
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _cidr(value: str) -> str:
     """A network ``<address>/<prefix length>`` (as ipaddress reads it); the message says which part is wrong."""
     try:
@@ -145,6 +188,8 @@ DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Fqdn = Annotated[str, AfterValidator(_fqdn)]
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
 IPAddress = Annotated[str, AfterValidator(_ip)]
+HostAddress = Annotated[str, AfterValidator(_host)]
+ApiUrl = Annotated[str, AfterValidator(_api_url)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 Quantity = Annotated[str, AfterValidator(_quantity)]
 Duration = Annotated[str, AfterValidator(_duration)]

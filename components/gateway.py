@@ -36,8 +36,11 @@ COREFILE_DIR = "/etc/coredns-config"
 HOSTS_DIR = "/etc/coredns-hosts"  # a directory mount, so CoreDNS sees ConfigMap updates and reloads
 COREFILE_CONFIG_MAP = "tailnet-dns-corefile"
 HOSTS_CONFIG_MAP = "tailnet-dns-hosts"
-AUTHKEY_SECRET = "subnet-router-authkey"
+AUTHKEY_SECRET = "subnet-router-authkey"  # prefix: replica N reads Secret `subnet-router-authkey-N` only
 AUTHKEY_DIR = "/etc/tailscale-authkey"  # the key Secret, mounted whole: kubelet refreshes it after each `pulumi up`
+AUTHKEY_FILE = "authkey"  # the one data key of a replica's key Secret
+#: Tells each replica's pods apart (its StatefulSet's selector); every replica shares the app label.
+ORDINAL_LABEL = "headscale-ha/router-ordinal"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 KEY_SOURCE_ANNOTATION = "headscale-ha/auth-key-source"
 #: CoreDNS's `prometheus` plugin, for the PodMonitor (monitoring on).
@@ -72,9 +75,24 @@ def default_proxies(api_server: ApiServer) -> list[Proxy]:
     ]
 
 
+def socat_target(host: str, port: int) -> str:
+    """socat's TCP client address; an IPv6 address goes in brackets, or its colons would read as the port's."""
+    return f"TCP:[{host}]:{port}" if ":" in host else f"TCP:{host}:{port}"
+
+
 def router_key_name(ordinal: int | str) -> str:
-    """The data key (and file) holding the enrolment key of the router replica with this StatefulSet ordinal."""
+    """The name of the enrolment key of router replica ``ordinal`` (its expiry metric's `name` label)."""
     return f"authkey-{ordinal}"
+
+
+def router_name(ordinal: int) -> str:
+    """Replica ``ordinal``'s StatefulSet, ServiceAccount, Role and state Secret (its pod is `<name>-0`)."""
+    return f"{ROUTERS}-{ordinal}"
+
+
+def router_key_secret(ordinal: int) -> str:
+    """The Secret holding replica ``ordinal``'s enrolment key (data key AUTHKEY_FILE), mounted by that replica only."""
+    return f"{AUTHKEY_SECRET}-{ordinal}"
 
 
 def router_check_reasons(mode: RouterMode) -> dict[str, str]:
@@ -89,18 +107,17 @@ def router_check_reasons(mode: RouterMode) -> dict[str, str]:
     return reasons
 
 
-def key_check(namespace: str, secret: str = AUTHKEY_SECRET, key_dir: str = AUTHKEY_DIR) -> str:
-    """The router's entrypoint: take the key of this pod's ordinal from the mounted Secret, into containerboot's
-    environment only (never the pod spec); say in the log when it is absent; then run containerboot."""
+def key_check(namespace: str, ordinal: int, key_dir: str = AUTHKEY_DIR) -> str:
+    """The router's entrypoint: take the key from its own mounted Secret, into containerboot's environment only
+    (never the pod spec); say in the log when it is absent; then run containerboot."""
     message = (
-        f"subnet-router: no pre-auth key for $POD_NAME (Secret {namespace}/{secret}, "
-        f"key {router_key_name('$ordinal')}, is missing or empty); a replica that never enrolled stays not ready. "
+        f"subnet-router: no pre-auth key for {router_name(ordinal)} (Secret {namespace}/{router_key_secret(ordinal)}, "
+        f"key {AUTHKEY_FILE}, is missing or empty); a replica that never enrolled stays not ready. "
         "Set bootstrapApiKey (the stack mints one single-use key per replica) or routerAuthKeys, then pulumi up: "
         "see the stack output nextSteps."
     )
     return (
-        'ordinal="${POD_NAME##*-}"; '
-        f'key_file="{key_dir}/{router_key_name("${ordinal}")}"; '
+        f'key_file="{key_dir}/{AUTHKEY_FILE}"; '
         'if [ -s "$key_file" ]; then TS_AUTHKEY="$(cat "$key_file")"; export TS_AUTHKEY; '
         f'else echo "{message}" >&2; fi; '
         "exec /usr/local/bin/containerboot"
@@ -146,19 +163,18 @@ def _disruption_budget(
 class SubnetRoutersArgs:
     """What the subnet routers of one site need; nothing here knows a stack file."""
 
-    namespace: str  # where the StatefulSet, its state Secrets and RBAC live (kernel mode needs `privileged` PSA)
-    replicas: int  # router pods; more than one spreads them one per node and adds a PodDisruptionBudget
+    namespace: str  # where the StatefulSets, their state Secrets and RBAC live (kernel mode needs `privileged` PSA)
+    replicas: int  # router replicas; more than one spreads them one per node and adds a PodDisruptionBudget
     image: str  # the tailscale image (containerboot)
     mode: RouterMode  # `kernel` (root + NET_ADMIN, tun) or `userspace` (restricted, no tun)
     routes: tuple[str, ...]  # CIDRs advertised (TS_ROUTES), in this order
     tag: str  # the ACL tag the routers join with; the policy's autoApprovers approve their routes by it
     login_server: str  # the control server URL (`https://<public hostname>`)
-    hostname_prefix: str  # tailnet node names are `<prefix>-<pod name>`
+    hostname_prefix: str  # tailnet node names are `<prefix>-subnet-router-<ordinal>`
     cluster: Cluster  # the cluster's placement rules (worker nodes, excluded nodes, toleration of node loss)
-    auth_key_secret: str = AUTHKEY_SECRET  # Secret in `namespace` holding one pre-auth key per ordinal (`authkey-N`)
-    key_source: str | None = None  # where that key comes from (e.g. `minted`); None: no key yet, so Pulumi
+    key_source: str | None = None  # where the keys come from (e.g. `minted`); None: no key yet, so Pulumi
     # does not wait for readiness. A pod annotation carries it, so the pods roll when a source appears.
-    key_secret: pulumi.Resource | None = None  # the resource that writes the key; the routers start after it
+    key_secrets: tuple[pulumi.Resource, ...] = ()  # the resources that write the keys; the routers start after them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,86 +200,129 @@ class GatewayServicesArgs:
 class SubnetRouters(pulumi.ComponentResource):
     """Tailscale subnet routers; see the module docstring.
 
-    Outputs (also attributes): `namespace`; `statefulSet` (`statefulset_name`), the StatefulSet's name;
-    `stateSecrets` (`state_secret_names`), one Secret per replica holding its node state; `authKeySecret`
-    (`auth_key_secret`), the Secret each router reads the pre-auth key of its ordinal from (`authkey-<N>`, a
-    mounted file); `replicas`; `routes`, what they advertise.
+    Each replica is a StatefulSet of one pod (`subnet-router-<N>`, pod `subnet-router-<N>-0`) with a ServiceAccount
+    and Role of its own, so its token can touch only its own state Secret and its pod mounts only its own key
+    Secret: one router cannot read another's node key or unused pre-auth key, nor wipe its state. Pulumi updates
+    the replicas one after the other (each waits for the previous one's rollout), so a change keeps the others
+    routing, as one StatefulSet's rolling update would.
+
+    Outputs (also attributes): `namespace`; `statefulSets` (`statefulset_names`), one per replica;
+    `stateSecrets` (`state_secret_names`), one Secret per replica holding its node state; `authKeySecrets`
+    (`auth_key_secrets`), the Secret each replica reads its pre-auth key from (file `authkey`); `replicas`;
+    `routes`, what they advertise.
     """
 
-    statefulset: k8s.apps.v1.StatefulSet
+    statefulsets: list[k8s.apps.v1.StatefulSet]
     state_secrets: list[k8s.core.v1.SecretPatch]
     namespace: str
-    statefulset_name: str
+    statefulset_names: list[str]
     state_secret_names: list[str]
-    auth_key_secret: str
+    auth_key_secrets: list[str]
     routes: list[str]
 
     def __init__(self, name: str, args: SubnetRoutersArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:gateway:SubnetRouters", name, None, opts)
-        namespace = args.namespace
+        self._name, self._args = name, args
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": namespace, "labels": labels(ROUTERS, "gateway")}
-        replicas = args.replicas
-        state_names = [f"{ROUTERS}-{index}" for index in range(replicas)]
-        # One state Secret per replica, named after its pod: tailscale keeps its node key there, so RBAC can name
-        # exactly these Secrets. Applied server-side (a Patch resource) with no data: Pulumi owns only the labels and
-        # never touches what tailscale writes. Retained: a destroy or a scale-down must not force a re-enrolment, and
-        # the apply adopts a retained one when the replica comes back (a plain create would fail: AlreadyExists).
-        self.state_secrets = [
-            k8s.core.v1.SecretPatch(
-                f"{name}-state-{index}",
-                metadata={**meta, "name": state, "annotations": {"pulumi.com/patchForce": "true"}},
-                type="Opaque",
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
-            )
-            for index, state in enumerate(state_names)
-        ]
-        account = k8s.core.v1.ServiceAccount(
-            f"{name}-account", metadata={**meta, "name": ROUTERS}, automount_service_account_token=False, opts=child
+        self.state_secrets, self.statefulsets = [], []
+        previous: pulumi.Resource | None = None
+        for ordinal in range(args.replicas):
+            state = self._state_secret(ordinal)
+            access = self._access(ordinal)
+            previous = self._statefulset(ordinal, [state, *access, *args.key_secrets, *_opt(previous)])
+            self.state_secrets.append(state)
+            self.statefulsets.append(previous)
+        if args.replicas > 1:
+            _disruption_budget(f"{name}-pdb", ROUTERS, args.namespace, child)
+        self.namespace = args.namespace
+        self.statefulset_names = [router_name(n) for n in range(args.replicas)]
+        self.state_secret_names = list(self.statefulset_names)
+        self.auth_key_secrets = [router_key_secret(n) for n in range(args.replicas)]
+        self.routes = list(args.routes)
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "statefulSets": self.statefulset_names,
+                "stateSecrets": self.state_secret_names,
+                "authKeySecrets": self.auth_key_secrets,
+                "replicas": args.replicas,
+                "routes": self.routes,
+            }
         )
-        role = k8s.rbac.v1.Role(
-            f"{name}-role",
-            metadata={**meta, "name": ROUTERS},
-            rules=[
-                {
-                    "apiGroups": [""],
-                    "resources": ["secrets"],
-                    "resourceNames": state_names,
-                    "verbs": ["get", "update", "patch"],
-                }
-            ],
+
+    def _meta(self, ordinal: int | None = None) -> dict[str, Any]:
+        extra = {} if ordinal is None else {ORDINAL_LABEL: str(ordinal)}
+        return {"namespace": self._args.namespace, "labels": {**labels(ROUTERS, "gateway"), **extra}}
+
+    def _state_secret(self, ordinal: int) -> k8s.core.v1.SecretPatch:
+        """The replica's state Secret, named after it: tailscale keeps its node key there. Applied server-side (a
+        Patch resource) with no data: Pulumi owns only the labels and never touches what tailscale writes.
+        Retained: a destroy or a scale-down must not force a re-enrolment, and the apply adopts a retained one when
+        the replica comes back (a plain create would fail: AlreadyExists)."""
+        return k8s.core.v1.SecretPatch(
+            f"{self._name}-state-{ordinal}",
+            metadata={
+                **self._meta(ordinal),
+                "name": router_name(ordinal),
+                "annotations": {"pulumi.com/patchForce": "true"},
+            },
+            type="Opaque",
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+        )
+
+    def _access(self, ordinal: int) -> list[pulumi.Resource]:
+        """The replica's governing headless Service (the StatefulSet's serviceName, selecting its pod alone), its
+        ServiceAccount, and a Role (bound to that account alone) on its own state Secret only."""
+        child = pulumi.ResourceOptions(parent=self)
+        own = router_name(ordinal)
+        meta = {**self._meta(ordinal), "name": own}
+        headless = k8s.core.v1.Service(
+            f"{self._name}-headless-{ordinal}",
+            metadata=meta,
+            spec={"clusterIP": "None", "selector": self._selector(ordinal), "ports": [{"name": "none", "port": 1}]},
             opts=child,
         )
-        k8s.rbac.v1.RoleBinding(
-            f"{name}-binding",
-            metadata={**meta, "name": ROUTERS},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROUTERS},
-            subjects=[{"kind": "ServiceAccount", "name": ROUTERS, "namespace": namespace}],
+        account = k8s.core.v1.ServiceAccount(
+            f"{self._name}-account-{ordinal}", metadata=meta, automount_service_account_token=False, opts=child
+        )
+        rule = {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [own],
+            "verbs": ["get", "update", "patch"],
+        }
+        role = k8s.rbac.v1.Role(f"{self._name}-role-{ordinal}", metadata=meta, rules=[rule], opts=child)
+        binding = k8s.rbac.v1.RoleBinding(
+            f"{self._name}-binding-{ordinal}",
+            metadata=meta,
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": own},
+            subjects=[{"kind": "ServiceAccount", "name": own, "namespace": self._args.namespace}],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[role, account]),
         )
-        headless = k8s.core.v1.Service(
-            f"{name}-headless",
-            metadata={**meta, "name": ROUTERS},
-            spec={"clusterIP": "None", "selector": selector(ROUTERS), "ports": [{"name": "none", "port": 1}]},
-            opts=child,
-        )
-        has_key = args.key_source is not None
-        pod_spec = self._pod_spec(args)
+        return [headless, account, role, binding]
+
+    @staticmethod
+    def _selector(ordinal: int) -> dict[str, str]:
+        return {**selector(ROUTERS), ORDINAL_LABEL: str(ordinal)}
+
+    def _statefulset(self, ordinal: int, after: list[pulumi.Resource]) -> k8s.apps.v1.StatefulSet:
+        args = self._args
+        pod_spec = self._pod_spec(args, ordinal)
         annotations = static_check_skips(pod_spec, router_check_reasons(args.mode))
-        if not has_key:
+        if args.key_source is None:
             # Without a key the routers cannot become ready until the next `pulumi up` mints one: do not wait.
             annotations[SKIP_AWAIT] = "true"
-        self.statefulset = k8s.apps.v1.StatefulSet(
-            f"{name}-statefulset",
-            metadata={**meta, "name": ROUTERS, "annotations": annotations},
+        own = router_name(ordinal)
+        return k8s.apps.v1.StatefulSet(
+            f"{self._name}-statefulset-{ordinal}",
+            metadata={**self._meta(ordinal), "name": own, "annotations": annotations},
             spec={
-                "replicas": replicas,
-                "serviceName": ROUTERS,
-                "podManagementPolicy": "Parallel",
-                "selector": {"matchLabels": selector(ROUTERS)},
+                "replicas": 1,
+                "serviceName": own,
+                "selector": {"matchLabels": self._selector(ordinal)},
                 "template": {
                     "metadata": {
-                        "labels": labels(ROUTERS, "gateway"),
+                        "labels": self._meta(ordinal)["labels"],
                         "annotations": {
                             # A router reads its key file only when it starts: when a key source appears, the
                             # pods roll and the ones that never enrolled pick their key up.
@@ -274,39 +333,19 @@ class SubnetRouters(pulumi.ComponentResource):
                     "spec": pod_spec,
                 },
             },
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[*self.state_secrets, headless, *([args.key_secret] if args.key_secret else [])],
-            ),
-        )
-        if replicas > 1:
-            _disruption_budget(f"{name}-pdb", ROUTERS, namespace, child)
-        self.namespace = namespace
-        self.statefulset_name = ROUTERS
-        self.state_secret_names = state_names
-        self.auth_key_secret = args.auth_key_secret
-        self.routes = list(args.routes)
-        self.register_outputs(
-            {
-                "namespace": namespace,
-                "statefulSet": ROUTERS,
-                "stateSecrets": state_names,
-                "authKeySecret": args.auth_key_secret,
-                "replicas": replicas,
-                "routes": self.routes,
-            }
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after, **_layout_move(self._name, ordinal)),
         )
 
     @staticmethod
-    def _pod_spec(args: SubnetRoutersArgs) -> dict[str, Any]:
+    def _pod_spec(args: SubnetRoutersArgs, ordinal: int) -> dict[str, Any]:
         kernel = args.mode is RouterMode.KERNEL
+        own = router_name(ordinal)
         extra_args = f"--login-server={args.login_server} --advertise-tags={args.tag} --accept-dns=false"
         env = [
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "TS_KUBE_SECRET", "value": "$(POD_NAME)"},
-            {"name": "TS_HOSTNAME", "value": f"{args.hostname_prefix}-$(POD_NAME)"},
-            # The key is not in the pod spec: key_check reads this pod's `authkey-<ordinal>` file. Log in only
-            # while the node has no state: an enrolled replica never presents its (used, single-use) key again.
+            {"name": "TS_KUBE_SECRET", "value": own},
+            {"name": "TS_HOSTNAME", "value": f"{args.hostname_prefix}-{own}"},
+            # The key is not in the pod spec: key_check reads this replica's own key Secret. Log in only while
+            # the node has no state: an enrolled replica never presents its (used, single-use) key again.
             {"name": "TS_AUTH_ONCE", "value": "true"},
             {"name": "TS_ENABLE_HEALTH_CHECK", "value": "true"},
             {"name": "TS_LOCAL_ADDR_PORT", "value": f"[::]:{HEALTH_PORT}"},
@@ -315,22 +354,9 @@ class SubnetRouters(pulumi.ComponentResource):
             {"name": "TS_EXTRA_ARGS", "value": extra_args},
             {"name": "TS_SOCKET", "value": "/tmp/tailscaled.sock"},
         ]
-        if kernel:
-            # Kernel networking needs root with NET_ADMIN (routes, tun); nothing else is added.
-            security: dict[str, Any] = {
-                "allowPrivilegeEscalation": False,
-                "readOnlyRootFilesystem": True,
-                "runAsUser": 0,
-                "runAsNonRoot": False,
-                "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]},
-                "seccompProfile": {"type": "RuntimeDefault"},
-            }
-            pod_context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
-        else:
-            security = container_security()
-            pod_context = pod_security()
-        spec: dict[str, Any] = {
-            "serviceAccountName": ROUTERS,
+        security, pod_context = _router_security(kernel)
+        return {
+            "serviceAccountName": own,
             "automountServiceAccountToken": True,  # containerboot stores the node state in its Secret
             "enableServiceLinks": False,
             "securityContext": pod_context,
@@ -339,7 +365,7 @@ class SubnetRouters(pulumi.ComponentResource):
                 {
                     "name": "tailscale",
                     "image": args.image,
-                    "command": ["/bin/sh", "-c", key_check(args.namespace, args.auth_key_secret)],
+                    "command": ["/bin/sh", "-c", key_check(args.namespace, ordinal)],
                     "env": env,
                     "ports": [{"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
                     # Alive while tailscaled's local server answers; readiness (below) also needs the tailnet.
@@ -363,13 +389,62 @@ class SubnetRouters(pulumi.ComponentResource):
                 {
                     # Optional by design: the first `pulumi up` runs before Headscale can mint keys. Without its
                     # key the pod logs why (see key_check) and stays not ready; an enrolled replica keeps its state.
-                    # Mounted whole, not by subPath, so kubelet swaps in the keys the next `pulumi up` mints.
+                    # Mounted whole, not by subPath, so kubelet swaps in the key the next `pulumi up` mints.
                     "name": "authkey",
-                    "secret": {"secretName": args.auth_key_secret, "optional": True, "defaultMode": 0o440},
+                    "secret": {"secretName": router_key_secret(ordinal), "optional": True, "defaultMode": 0o440},
                 },
             ],
         }
-        return spec
+
+
+def router_key_secrets(
+    name: str, namespace: str, keys: Sequence[pulumi.Input[str]], opts: pulumi.ResourceOptions
+) -> list[k8s.core.v1.Secret]:
+    """One Secret per router replica (`subnet-router-authkey-<N>`, data key `authkey`) holding its enrolment key:
+    each replica's pod mounts its own and no other (see SubnetRouters)."""
+    return [
+        k8s.core.v1.Secret(
+            f"{name}-{ordinal}",
+            metadata={
+                "name": router_key_secret(ordinal),
+                "namespace": namespace,
+                "labels": {**labels(ROUTERS, "auth"), ORDINAL_LABEL: str(ordinal)},
+            },
+            type="Opaque",
+            string_data={AUTHKEY_FILE: pulumi.Output.secret(key)},
+            opts=opts,
+        )
+        for ordinal, key in enumerate(keys)
+    ]
+
+
+def _opt(resource: pulumi.Resource | None) -> list[pulumi.Resource]:
+    return [] if resource is None else [resource]
+
+
+def _layout_move(name: str, ordinal: int) -> dict[str, Any]:
+    """Up to release 0.1.0 the replicas were one StatefulSet `subnet-router` (Pulumi name `<name>-statefulset`).
+    Replica 0 takes that resource over through an alias, and is replaced delete-first: the old pods stop before any
+    new one starts, so two pods never run on one node identity (the state Secrets keep their names); replicas 1 and
+    up follow replica 0. A one-time outage of the routes while the new pods start, paid on that upgrade only."""
+    if ordinal != 0:
+        return {}
+    return {"aliases": [pulumi.Alias(name=f"{name}-statefulset")], "delete_before_replace": True}
+
+
+def _router_security(kernel: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The container's and the pod's security contexts: restricted, or (kernel mode) root with NET_ADMIN only."""
+    if not kernel:
+        return container_security(), pod_security()
+    security = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+        "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    return security, {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
 class GatewayServices(pulumi.ComponentResource):
@@ -521,7 +596,7 @@ class GatewayServices(pulumi.ComponentResource):
                 "image": args.socat_image,
                 "args": [
                     f"TCP-LISTEN:{proxy.port},fork,reuseaddr",
-                    f"TCP:{proxy.target_host}:{proxy.target_port}",
+                    socat_target(proxy.target_host, proxy.target_port),
                 ],
                 "ports": [{"name": proxy.name[:15], "containerPort": proxy.port, "protocol": "TCP"}],
                 "readinessProbe": {"tcpSocket": {"port": proxy.port}, "periodSeconds": 10},

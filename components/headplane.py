@@ -54,6 +54,9 @@ class HeadplaneArgs:
     #: After a real loss of both Headplane's volume and its backup on a site that has served: today's UTC date lets
     #: the restore start empty on that date only; None: refused (exit 24).
     allow_empty_start: str | None = None
+    #: The tailnet's backup key (a secret): Headplane's replica is signed and its restores authenticated with it, like
+    #: Headscale's; None: no authentication.
+    backup_key: pulumi.Input[str] | None = None
 
 
 class Headplane(pulumi.ComponentResource):
@@ -128,6 +131,7 @@ class Headplane(pulumi.ComponentResource):
             db_file="hp_persist.db",
             metrics=args.metrics,
             cluster=args.cluster,
+            backup_key=args.backup_key,
         )
         self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume
         secret_files = {

@@ -26,7 +26,7 @@ from components.headscale_config import (
     SqliteDatabase,
     headscale_config_yaml,
 )
-from components.identity import identity_fingerprint
+from components.identity import derived_backup_key, identity_fingerprint
 from components.litestream import LitestreamBackup
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
 from components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, Prefixes
@@ -247,6 +247,9 @@ class HeadscaleServerArgs:
     resources: ComputeResources  # requests and limits of the server container
     cluster: Cluster  # placement: worker nodes or not, excluded nodes, eviction delay from a failed node
     identity: IdentitySource = field(default_factory=GeneratedIdentity)  # where the Noise and DERP keys come from
+    #: The epoch of the backup key derived from the Noise key (components/identity.py); every site of a tailnet
+    #: must use the same one; bumping it rotates the key.
+    backup_key_epoch: int = 1
     database: SqliteStorage | PostgresStorage  # where Headscale keeps its state
     server_hostname: str  # public name clients reach: server_url https://<server_hostname>
     prefixes: Prefixes = field(default_factory=Prefixes)  # tailnet address ranges and their allocation
@@ -335,6 +338,7 @@ class HeadscaleServer(pulumi.ComponentResource):
     noise_key: pulumi.Output[str]
     derp_key: pulumi.Output[str]
     identity_fingerprint: pulumi.Output[str]
+    backup_key: pulumi.Output[str]
 
     def __init__(self, name: str, args: HeadscaleServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:headscale:HeadscaleServer", name, None, opts)
@@ -344,7 +348,10 @@ class HeadscaleServer(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         meta = {"namespace": namespace, "labels": labels(APP, "control-plane")}
 
-        self.noise_key, self.derp_key, self.identity_fingerprint = self._keys(name, args.identity, child)
+        self._backup_key_epoch = args.backup_key_epoch
+        self.noise_key, self.derp_key, self.identity_fingerprint, self.backup_key = self._keys(
+            name, args.identity, child
+        )
         self.identity = k8s.core.v1.Secret(
             f"{name}-identity",
             metadata={**meta, "name": IDENTITY_SECRET},
@@ -388,7 +395,8 @@ class HeadscaleServer(pulumi.ComponentResource):
                 size=sqlite.size,
                 data_dir=PATHS.data_dir,
                 db_file=DB_FILE,
-                identity_file=PATHS.noise_key,
+                identity_fingerprint=self.identity_fingerprint,
+                backup_key=self.backup_key,
                 upgrade_version=args.version,
                 metrics=args.metrics,
                 cluster=args.cluster,
@@ -468,14 +476,17 @@ class HeadscaleServer(pulumi.ComponentResource):
 
     def _keys(
         self, name: str, identity: IdentitySource, opts: pulumi.ResourceOptions
-    ) -> tuple[pulumi.Output[str], pulumi.Output[str], pulumi.Output[str]]:
-        """The Noise and DERP private keys, as secrets, and the Noise key's plain fingerprint."""
+    ) -> tuple[pulumi.Output[str], pulumi.Output[str], pulumi.Output[str], pulumi.Output[str]]:
+        """The Noise and DERP private keys, as secrets, the Noise key's plain fingerprint and the backup key (a
+        secret, derived from the Noise key and ``backup_key_epoch``: the same on every site of the tailnet)."""
+        epoch = self._backup_key_epoch
         if isinstance(identity, IdentityFromStack):
             source = pulumi.StackReference(f"{name}-identity-stack", stack_name=identity.stack_name, opts=opts)
             keys = source.require_output("identity")
             noise = pulumi.Output.secret(keys.apply(lambda value: value["noisePrivateKey"]))
             derp = pulumi.Output.secret(keys.apply(lambda value: value["derpPrivateKey"]))
-            return noise, derp, source.require_output("fingerprint")
+            backup = pulumi.Output.secret(noise.apply(lambda key: derived_backup_key(key, epoch)))
+            return noise, derp, source.require_output("fingerprint"), backup
         noise_import: pulumi.Input[str] | None = None
         derp_import: pulumi.Input[str] | None = None
         if isinstance(identity, ImportedIdentity):
@@ -483,7 +494,8 @@ class HeadscaleServer(pulumi.ComponentResource):
         noise = _node_key(f"{name}-noise-key", noise_import, opts)
         # A SHA-256 of the key reveals nothing about it: plain, so stacks can compare identities.
         fingerprint = pulumi.Output.unsecret(noise.apply(identity_fingerprint))
-        return noise, _node_key(f"{name}-derp-key", derp_import, opts), fingerprint
+        backup = pulumi.Output.secret(noise.apply(lambda key: derived_backup_key(key, epoch)))
+        return noise, _node_key(f"{name}-derp-key", derp_import, opts), fingerprint, backup
 
     def _pod_spec(self, args: HeadscaleServerArgs) -> dict[str, Any]:
         volumes, mounts = server_files(oidc=args.oidc is not None, policy=args.policy_file)

@@ -9,6 +9,7 @@ about the key; it is a plain output.
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 #: What the restore script trims (POSIX [:space:] in the C locale), so both sides hash the same bytes.
 _SPACE = " \t\n\r\v\f"
@@ -17,3 +18,17 @@ _SPACE = " \t\n\r\v\f"
 def identity_fingerprint(noise_private_key: str) -> str:
     """SHA-256 hex of the Noise key as the restore script hashes the mounted key file (whitespace trimmed)."""
     return hashlib.sha256(noise_private_key.strip(_SPACE).encode()).hexdigest()
+
+
+#: What the backup key is bound to: one purpose, one scheme version; the epoch (backup.auth.keyEpoch) rotates it.
+_BACKUP_KEY_LABEL = "headscale-ha backup manifest key v1 epoch {epoch}"
+
+
+def derived_backup_key(noise_private_key: str, epoch: int = 1) -> str:
+    """The tailnet's backup key: 64 hex, HMAC-SHA256 of a fixed label and ``epoch`` under the Noise key.
+
+    Every site serves with the tailnet's one Noise key (from the identity stack or imported), so every site derives
+    the same key whatever the source, and a standby verifies what the active signed; nothing about the Noise key
+    follows from it. Bumping ``epoch`` on every site rotates it without touching the identity."""
+    label = _BACKUP_KEY_LABEL.format(epoch=epoch).encode()
+    return hmac.new(noise_private_key.strip(_SPACE).encode(), label, hashlib.sha256).hexdigest()

@@ -13,6 +13,12 @@ ConfigMap volume and refuses an empty start while it exists (exit 24), unless ``
 date. The witness is a ConfigMapPatch (server-side apply: created if absent, adopted if a retained one exists, so a
 site that is demoted and promoted again never fails with AlreadyExists) and is retained on delete: `destroy` and a
 demotion leave it in the cluster.
+
+Authenticated backups (``backup_key``): a third native sidecar, ``backup-signer`` (the Litestream image running
+components/scripts/litestream-manifest.sh), signs the replica's manifest with the tailnet's backup key whenever the
+replica changes; the restore verifies it before a byte is restored and refuses what the key did not sign. The key
+(the Secret `<app>-backup-key`) is mounted into the signer, the restore and the rehearsal only: not into Litestream,
+not into the application.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.litestream_config import render_litestream_config, restore_script
+from components.litestream_config import duration_seconds, packaged_script, render_litestream_config, restore_script
 from components.pod import checksum, container_security, labels, pod_security, resources, selector
 from components.settings import Backup
 from components.upgrade import SCRIPT_KEY as UPGRADE_SCRIPT_KEY
@@ -49,6 +55,47 @@ SERVED_KEY = "served"
 SERVED_FILE = f"{SERVED_MOUNT}/{SERVED_KEY}"
 #: The only value the restore script accepts in the witness.
 SERVED_VALUE = "true"
+#: The signer and verifier of the replica's manifest, in the config ConfigMap beside the restore script.
+MANIFEST_SCRIPT_NAME = "litestream-manifest.sh"
+MANIFEST_SCRIPT_KEY = "manifest.sh"
+MANIFEST_SCRIPT_FILE = f"{CONFIG_MOUNT}/{MANIFEST_SCRIPT_KEY}"
+#: The backup key: its Secret's item, and where the signer, the restore and the rehearsal see it.
+BACKUP_KEY_VOLUME = "backup-key"
+BACKUP_KEY_ITEM = "backup.key"
+BACKUP_KEY_MOUNT = "/etc/litestream-key"
+BACKUP_KEY_FILE = f"{BACKUP_KEY_MOUNT}/{BACKUP_KEY_ITEM}"
+#: The manifest's name in the application's backup directory, beside (never inside) Litestream's replica.
+MANIFEST_FILE_NAME = "replica.manifest"
+SIGNER_CONTAINER = "backup-signer"
+#: The catch-up check of the Litestream sidecar (its startup probe and its preStop hook), in the config ConfigMap.
+POSITION_SCRIPT_NAME = "litestream-position.sh"
+POSITION_SCRIPT_KEY = "position.sh"
+POSITION_SCRIPT_FILE = f"{CONFIG_MOUNT}/{POSITION_SCRIPT_KEY}"
+#: How long the sidecar's startup probe may take to see the replica caught up before the kubelet restarts it.
+CATCH_UP_SECONDS = 300
+
+
+def backup_key_secret(app: str) -> str:
+    """The Secret holding the tailnet's backup key for one application, in its namespace."""
+    return f"{app}-backup-key"
+
+
+def manifest_script() -> str:
+    """Text of the manifest signer and verifier (components/scripts/litestream-manifest.sh)."""
+    return packaged_script(MANIFEST_SCRIPT_NAME)
+
+
+def backup_key_volume(secret_name: str) -> dict[str, Any]:
+    """The pod volume of the backup key (Secret ``secret_name``): its one item, read-only to the pod's group."""
+    secret = {
+        "secretName": secret_name,
+        "defaultMode": 0o440,
+        "items": [{"key": BACKUP_KEY_ITEM, "path": BACKUP_KEY_ITEM}],
+    }
+    return {"name": BACKUP_KEY_VOLUME, "secret": secret}
+
+
+BACKUP_KEY_VOLUME_MOUNT: dict[str, Any] = {"name": BACKUP_KEY_VOLUME, "mountPath": BACKUP_KEY_MOUNT, "readOnly": True}
 
 
 def served_config_map(app: str) -> str:
@@ -84,8 +131,12 @@ class LitestreamBackupArgs:
     data_mount: str  # where that volume is mounted
     pvc_name: str | None  # the claim behind data_volume (for VolSync); None: disposable storage, no claim
     backup_claim: str  # the claim of the NFS export; this app mounts its sub-directory `<app>` of it
-    identity_volume: str | None = None  # pod volume with the Noise key; None: no identity contract
-    identity_file: str | None = None  # the Noise key file whose fingerprint must match the backup's
+    #: The identity's fingerprint (SHA-256 of the Noise key, components/identity.py) the backup must record; the
+    #: restore gets this, never the key. None: no identity contract.
+    identity_fingerprint: pulumi.Input[str] | None = None
+    #: The tailnet's backup key (a secret, 64 hex): the signer sidecar signs the replica with it and the restore
+    #: refuses what it did not sign. None: no authentication.
+    backup_key: pulumi.Input[str] | None = None
     require_backup: bool = False  # a standby must restore, never start empty
     #: The override after a real loss of both volumes: today's UTC date (YYYY-MM-DD) lets a site that has served
     #: start empty on that date only; None: an empty start of a site that has served is refused (exit 24).
@@ -121,6 +172,7 @@ class LitestreamBackup(pulumi.ComponentResource):
     config_checksum: str
     backup_dir: str
     served: k8s.core.v1.ConfigMapPatch | None = None
+    backup_key: k8s.core.v1.Secret | None
     metrics_service: k8s.core.v1.Service | None
 
     def __init__(self, name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -136,7 +188,9 @@ class LitestreamBackup(pulumi.ComponentResource):
             metrics_addr=f":{args.metrics_port}" if args.metrics_port is not None else None,
         )
         script = restore_script()
-        scripts = {"restore.sh": script}
+        scripts = {"restore.sh": script, POSITION_SCRIPT_KEY: packaged_script(POSITION_SCRIPT_NAME)}
+        if args.backup_key is not None:
+            scripts[MANIFEST_SCRIPT_KEY] = manifest_script()
         if args.upgrade_version is not None:
             scripts[UPGRADE_SCRIPT_KEY] = pre_upgrade_script()
         self.config_checksum = checksum(config_text, *scripts.values())
@@ -156,6 +210,21 @@ class LitestreamBackup(pulumi.ComponentResource):
             {"name": CONFIG_VOLUME, "configMap": {"name": f"{args.app}-litestream", "defaultMode": 0o444}},
             {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
         ]
+        self.backup_key = None
+        if args.backup_key is not None:
+            # A Pulumi secret end to end: the Secret's data is encrypted in the state and never rendered in plain.
+            self.backup_key = k8s.core.v1.Secret(
+                f"{name}-backup-key",
+                metadata={
+                    "name": backup_key_secret(args.app),
+                    "namespace": args.namespace,
+                    "labels": labels(args.app, "backup"),
+                },
+                type="Opaque",
+                string_data={BACKUP_KEY_ITEM: pulumi.Output.secret(args.backup_key)},
+                opts=child,
+            )
+            self.volumes.append(backup_key_volume(backup_key_secret(args.app)))
         if args.reads_witness:
             # Optional: absent until the first ready rollout (the kubelet then mounts an empty directory).
             witness = {
@@ -168,9 +237,11 @@ class LitestreamBackup(pulumi.ComponentResource):
         if args.upgrade_version is not None:
             self.volumes.append({"name": UPGRADE_SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.upgrade_scratch_size}})
         # In order: restore, then (Headscale) the pre-upgrade snapshot while nothing writes, then the sidecar.
+        # The signer before Litestream: sidecars stop in reverse order, so it signs the tail Litestream ships last.
         self.init_containers = [
             self._restore(args),
             *([self._pre_upgrade(args)] if args.upgrade_version is not None else []),
+            *([self._signer(args)] if args.backup_key is not None else []),
             self._replicate(args),
         ]
         self.replication_source = self._volsync(name, args, child)
@@ -224,10 +295,22 @@ class LitestreamBackup(pulumi.ComponentResource):
             mounts.append({"name": SERVED_VOLUME, "mountPath": SERVED_MOUNT, "readOnly": True})
             if args.allow_empty_start:
                 env.append({"name": "ALLOW_EMPTY_START", "value": args.allow_empty_start})
-        if args.identity_file is not None and args.identity_volume is not None:
-            env.append({"name": "IDENTITY_FILE", "value": args.identity_file})
-            identity_dir = args.identity_file.rsplit("/", 1)[0]
-            mounts.append({"name": args.identity_volume, "mountPath": identity_dir, "readOnly": True})
+        if args.identity_fingerprint is not None:
+            env.append({"name": "IDENTITY_FINGERPRINT", "value": args.identity_fingerprint})
+        if args.backup_key is not None:
+            auth = args.settings.auth
+            env += [
+                {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
+                {"name": "MANIFEST_FILE", "value": f"{self.backup_dir}/{MANIFEST_FILE_NAME}"},
+                {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
+                {
+                    "name": "MAX_REPLICA_AGE_SECONDS",
+                    "value": str(duration_seconds(auth.max_age, argument="backup.auth.maxAge")),
+                },
+                *([{"name": "ALLOW_UNSIGNED_RESTORE", "value": auth.allow_unsigned}] if auth.allow_unsigned else []),
+                *([{"name": "ALLOW_STALE_RESTORE", "value": auth.allow_stale}] if auth.allow_stale else []),
+            ]
+            mounts.append(BACKUP_KEY_VOLUME_MOUNT)
         return {
             "name": "restore",
             "image": args.settings.litestream.image,
@@ -281,12 +364,54 @@ class LitestreamBackup(pulumi.ComponentResource):
         )
         return self.served
 
+    def _signer(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+        """The native sidecar that signs the replica's manifest (litestream-manifest.sh run); it alone (with the
+        restore) holds the backup key, and mounts neither the database nor the application's files."""
+        return {
+            "name": SIGNER_CONTAINER,
+            "image": args.settings.litestream.image,
+            "command": ["/bin/sh", MANIFEST_SCRIPT_FILE, "run"],
+            "restartPolicy": "Always",  # native sidecar: starts before Litestream, stops after it
+            "env": [
+                {"name": "KEY_FILE", "value": BACKUP_KEY_FILE},
+                {"name": "APP", "value": args.app},
+                {"name": "REPLICA_DIR", "value": f"{self.backup_dir}/replica"},
+                {"name": "MANIFEST_FILE", "value": f"{self.backup_dir}/{MANIFEST_FILE_NAME}"},
+            ],
+            "volumeMounts": [
+                backup_mount(args.app),
+                {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
+                {"name": TMP_VOLUME, "mountPath": "/tmp"},
+                BACKUP_KEY_VOLUME_MOUNT,
+            ],
+            "resources": resources(args.settings.litestream.resources),
+            "securityContext": container_security(),
+        }
+
     def _replicate(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+        position = ["/bin/sh", POSITION_SCRIPT_FILE]
         return {
             "name": "litestream",
             "image": args.settings.litestream.image,
             "args": ["replicate", "-config", CONFIG_FILE],
             "restartPolicy": "Always",  # native sidecar: starts after the restore, stops after the app
+            # The position check reads these (Litestream itself ignores them).
+            "env": [
+                {"name": "DB_PATH", "value": args.db_path},
+                {"name": "REPLICA_DIR", "value": f"{self.backup_dir}/replica"},
+            ],
+            # The application starts only once this succeeds (a native sidecar's startup probe holds the main
+            # containers): after a restore, once Litestream has taken the database over and the replica holds its
+            # position, so no write lands before the replica can hold it.
+            "startupProbe": {
+                "exec": {"command": [*position, "caught-up"]},
+                "periodSeconds": 1,
+                "timeoutSeconds": 5,
+                "failureThreshold": CATCH_UP_SECONDS,
+            },
+            # The application has stopped when a sidecar's preStop runs: wait for the last write to be shipped
+            # (a SIGTERM less than a tick after Litestream restarted would ship nothing), then stop.
+            "lifecycle": {"preStop": {"exec": {"command": [*position, "drain"]}}},
             **(
                 {"ports": [{"name": METRICS_PORT_NAME, "containerPort": args.metrics_port, "protocol": "TCP"}]}
                 if args.metrics_port is not None

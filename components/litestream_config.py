@@ -19,7 +19,14 @@ import posixpath
 import re
 from importlib import resources
 
-__all__ = ["RESTORE_SCRIPT_NAME", "packaged_script", "parse_go_duration", "render_litestream_config", "restore_script"]
+__all__ = [
+    "RESTORE_SCRIPT_NAME",
+    "duration_seconds",
+    "packaged_script",
+    "parse_go_duration",
+    "render_litestream_config",
+    "restore_script",
+]
 
 RESTORE_SCRIPT_NAME = "litestream-restore.sh"
 
@@ -43,6 +50,11 @@ def parse_go_duration(value: str, *, argument: str) -> int:
     for number, unit in _GO_DURATION_PART.findall(value):
         total += float(number) * _UNIT_NS[unit]
     return sign * int(total)
+
+
+def duration_seconds(value: str, *, argument: str) -> int:
+    """A positive Go duration in whole seconds, at least 1 (what the scripts take)."""
+    return max(1, parse_go_duration(value, argument=argument) // 1_000_000_000)
 
 
 def _positive_duration(value: str, *, argument: str) -> str:

@@ -30,7 +30,19 @@ from components.headscale import (
     server_files,
 )
 from components.headscale_config import PASSWORD_ENV, HeadscalePaths
-from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, CONFIG_FILE, CONFIG_MOUNT, SCRIPT_FILE, backup_mount
+from components.litestream import (
+    BACKUP_KEY_FILE,
+    BACKUP_KEY_VOLUME_MOUNT,
+    BACKUP_MOUNT,
+    BACKUP_VOLUME,
+    CONFIG_FILE,
+    CONFIG_MOUNT,
+    MANIFEST_SCRIPT_FILE,
+    SCRIPT_FILE,
+    backup_key_secret,
+    backup_key_volume,
+    backup_mount,
+)
 from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, static_check_skips
 from components.settings import Cluster, ComputeResources
 
@@ -58,6 +70,9 @@ class SqliteToPostgresArgs:
     oidc: bool = False  # the server's config has an OIDC block: configtest needs its client-secret file mounted
     policy: PolicyFile | None = None  # the server's config is in policy file mode: configtest loads that file too
     cluster: Cluster  # placement of the Job's pod
+    #: Restore only a replica this tailnet's backup key signed (the Secret `headscale-backup-key` of Headscale's
+    #: backup, which the migrating stage keeps); False: no authentication.
+    authenticate: bool = False
 
 
 def target_url(target: PostgresStorage) -> str:
@@ -130,6 +145,13 @@ class SqliteToPostgres(pulumi.ComponentResource):
             "resources": resources(args.restore_resources),
             "securityContext": container_security(),
         }
+        if args.authenticate:
+            # No age limit: Headscale is stopped while it migrates, so its manifest ages by design.
+            restore["env"] += [
+                {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
+                {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
+            ]
+            restore["volumeMounts"].append(BACKUP_KEY_VOLUME_MOUNT)
         schema = {
             "name": "schema",
             "image": args.headscale_image,
@@ -173,6 +195,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
             {"name": "litestream-config", "configMap": {"name": RESTORE_CONFIG_MAP, "defaultMode": 0o444}},
             *file_volumes,
             *ca_volumes,
+            *([backup_key_volume(backup_key_secret(APP))] if args.authenticate else []),
         ]  # fmt: skip
         pod_spec = {
             "restartPolicy": "Never",

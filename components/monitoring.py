@@ -12,6 +12,8 @@ that stop moving mean nobody ran it. Scraped through prometheus-operator objects
 - PodMonitor `headscale-db` (PostgreSQL stages): the CloudNativePG instances' exporter;
 - PodMonitor `tailnet-gateway` (gateway namespace): CoreDNS's `prometheus` plugin;
 - PrometheusRule `headscale-ha`: components/alerts.py, each alert linking its runbook in docs/operations.md.
+With `monitoring.dashboard`, also the ConfigMap `headscale-ha-dashboard` (components/dashboard.py) that Grafana's
+dashboard sidecar loads: the same series as the alerts, as panels.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from components.alerts import (
     alert_groups,
     state_exporter_script,
 )
+from components.dashboard import DASHBOARD, dashboard_config_map, dashboard_model
 from components.gateway import SERVICES as GATEWAY_APP
 from components.headscale import APP as HEADSCALE_APP
 from components.litestream import METRICS_COMPONENT, METRICS_PORT_NAME
@@ -110,6 +113,7 @@ class StackMonitoring(pulumi.ComponentResource):
 
     rule: k8s.apiextensions.CustomResource
     exporter: k8s.apps.v1.Deployment
+    dashboard: k8s.core.v1.ConfigMap | None
 
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:monitoring:StackMonitoring", name, None, opts)
@@ -190,7 +194,25 @@ class StackMonitoring(pulumi.ComponentResource):
             spec={"groups": alert_groups(args.scope)},
             opts=child,
         )
-        self.register_outputs({"rule": f"{ns}/{RULE}", "exporter": f"{ns}/{EXPORTER}"})
+        self.dashboard = self._dashboard(name, args, child) if args.settings.dashboard else None
+        outputs = {"rule": f"{ns}/{RULE}", "exporter": f"{ns}/{EXPORTER}"}
+        if self.dashboard is not None:
+            outputs["dashboard"] = f"{args.settings.dashboard_namespace or ns}/{DASHBOARD}"
+        self.register_outputs(outputs)
+
+    @staticmethod
+    def _dashboard(name: str, args: MonitoringArgs, child: pulumi.ResourceOptions) -> k8s.core.v1.ConfigMap:
+        """The Grafana dashboard's ConfigMap: in the control plane's namespace unless `dashboardNamespace` names
+        Grafana's (see components/dashboard.py for how the sidecar finds it)."""
+        settings = args.settings
+        manifest = dashboard_config_map(
+            dashboard_model(args.scope, keys=bool(args.key_expiries)),
+            namespace=settings.dashboard_namespace or args.namespace,
+            sidecar_labels=dict(settings.dashboard_labels),
+        )
+        return k8s.core.v1.ConfigMap(
+            f"{name}-dashboard", metadata=manifest["metadata"], data=manifest["data"], opts=child
+        )
 
     def _monitor(self, suffix: str, kind: str, object_name: str, namespace: str, spec: dict[str, Any]) -> None:
         k8s.apiextensions.CustomResource(
@@ -216,9 +238,7 @@ class StackMonitoring(pulumi.ComponentResource):
             data={EXPORTER_SCRIPT_NAME: script, "httpd.conf": EXPORTER_HTTPD_CONF},
             opts=child,
         )
-        expiries = [
-            pulumi.Output.all(key.kind, key.name, key.expiration).apply(tuple) for key in args.key_expiries
-        ]
+        expiries = [pulumi.Output.all(key.kind, key.name, key.expiration).apply(tuple) for key in args.key_expiries]
         keys_text = pulumi.Output.all(*expiries).apply(lambda rows: key_metrics([tuple(r) for r in rows]))
         keys = k8s.core.v1.ConfigMap(
             f"{name}-exporter-keys",
@@ -279,7 +299,7 @@ class StackMonitoring(pulumi.ComponentResource):
             else []
         )
         # Alive while the collector keeps rewriting the file: a stuck `litestream ltx` (a hung NFS mount) restarts it.
-        fresh = f'test $(( $(date +%s) - $(stat -c %Y {out_file}) )) -lt {10 * interval}'
+        fresh = f"test $(( $(date +%s) - $(stat -c %Y {out_file}) )) -lt {10 * interval}"
         collector = {
             "name": "collector",
             "image": args.litestream_image,

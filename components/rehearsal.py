@@ -16,7 +16,17 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config_types import quantity_value
-from components.litestream import BACKUP_MOUNT, BACKUP_VOLUME, backup_mount
+from components.litestream import (
+    BACKUP_KEY_FILE,
+    BACKUP_KEY_VOLUME_MOUNT,
+    BACKUP_MOUNT,
+    BACKUP_VOLUME,
+    MANIFEST_FILE_NAME,
+    MANIFEST_SCRIPT_KEY,
+    backup_key_volume,
+    backup_mount,
+    manifest_script,
+)
 from components.litestream_config import packaged_script
 from components.pod import (
     checksum,
@@ -78,6 +88,12 @@ class RestoreRehearsalArgs:
     cluster: Cluster  # placement of the Job's pod
     scratch_size: str  # Kubernetes quantity: the scratch emptyDir's limit; must hold a restored copy of the database
     deadline_seconds: int = 900  # a run that takes longer fails (a hung NFS mount must not block the next ones)
+    #: The Secret with the tailnet's backup key (`<app>-backup-key`): the rehearsal verifies the replica's signed
+    #: manifest as the restore does; None: no authentication.
+    backup_key_secret: str | None = None
+    #: With ``backup_key_secret``: the restore's ``backup.auth.maxAge`` in seconds; an older manifest fails the
+    #: rehearsal as it would fail a restore. None: no age check of the manifest.
+    manifest_max_age_seconds: int | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -127,10 +143,13 @@ class RestoreRehearsal(pulumi.ComponentResource):
         # receive the application's traffic while a rehearsal runs.
         object_labels = labels(object_name, COMPONENT)
         script = rehearse_script()
+        scripts = {SCRIPT_KEY: script}
+        if args.backup_key_secret is not None:
+            scripts[MANIFEST_SCRIPT_KEY] = manifest_script()
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-script",
             metadata={"name": object_name, "namespace": args.namespace, "labels": object_labels},
-            data={SCRIPT_KEY: script},
+            data=scripts,
             opts=child,
         )
         pod_spec = self._pod_spec(args, object_name)
@@ -160,7 +179,7 @@ class RestoreRehearsal(pulumi.ComponentResource):
                         "template": {
                             "metadata": {
                                 "labels": object_labels,
-                                "annotations": {SCRIPT_CHECKSUM_ANNOTATION: checksum(script)},
+                                "annotations": {SCRIPT_CHECKSUM_ANNOTATION: checksum(*scripts.values())},
                             },
                             "spec": pod_spec,
                         },
@@ -193,6 +212,24 @@ class RestoreRehearsal(pulumi.ComponentResource):
             "resources": resources(args.resources),
             "securityContext": container_security(),
         }
+        volumes = [
+            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
+            {"name": SCRIPT_VOLUME, "configMap": {"name": config_map, "defaultMode": 0o444}},
+            {"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.scratch_size}},
+            {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}},  # the root filesystem is read-only
+        ]
+        if args.backup_key_secret is not None:
+            container["env"] += [
+                {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
+                {"name": "MANIFEST_FILE", "value": f"{BACKUP_MOUNT}/{args.app}/{MANIFEST_FILE_NAME}"},
+                {"name": "MANIFEST_SCRIPT", "value": f"{SCRIPT_MOUNT}/{MANIFEST_SCRIPT_KEY}"},
+            ]
+            if args.manifest_max_age_seconds is not None:
+                container["env"].append(
+                    {"name": "MANIFEST_MAX_AGE_SECONDS", "value": str(args.manifest_max_age_seconds)}
+                )
+            container["volumeMounts"].append(BACKUP_KEY_VOLUME_MOUNT)
+            volumes.append(backup_key_volume(args.backup_key_secret))
         return {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
@@ -200,10 +237,5 @@ class RestoreRehearsal(pulumi.ComponentResource):
             "securityContext": pod_security(),
             **scheduling(args.cluster),
             "containers": [container],
-            "volumes": [
-                {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
-                {"name": SCRIPT_VOLUME, "configMap": {"name": config_map, "defaultMode": 0o444}},
-                {"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.scratch_size}},
-                {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}},  # the root filesystem is read-only
-            ],
+            "volumes": volumes,
         }

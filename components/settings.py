@@ -32,6 +32,7 @@ from components.config_types import (
     DnsLabel,
     Duration,
     Fqdn,
+    HostAddress,
     HttpsUrl,
     Image,
     IPAddress,
@@ -439,8 +440,8 @@ class Tailnet(SettingsModel):
 
 
 class ApiServer(SettingsModel):
-    host: str = Field(
-        min_length=1, description="Address of the cluster's API server (VIP or name) the gateway proxies to."
+    host: HostAddress = Field(
+        description="Address of the cluster's API server (VIP or DNS name) the gateway proxies to."
     )
     port: int = Field(default=6443, ge=1, le=65535, description="API server port.")
 
@@ -569,17 +570,7 @@ class Headscale(SettingsModel):
     @field_validator("allow_empty_start", mode="before")
     @classmethod
     def _utc_date(cls, value: object) -> object:
-        # YAML reads an unquoted 2025-06-01 as a date; Pulumi hands the same text over as a string.
-        if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-            return value.isoformat()
-        if isinstance(value, str):
-            try:
-                ok = re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) and datetime.date.fromisoformat(value)
-            except ValueError:
-                ok = False
-            if not ok:
-                raise ValueError(f"{value!r} is not a date YYYY-MM-DD (the UTC date the restore's refusal prints)")
-        return value
+        return _override_date(value)
 
     @field_validator("replicas")
     @classmethod
@@ -671,9 +662,8 @@ class Headplane(SettingsModel):
 class Nfs(SettingsModel):
     """Where the Litestream replicas live. Pods reach it only through a claim: `restricted` admits no `nfs:` volume."""
 
-    server: str | None = Field(
+    server: HostAddress | None = Field(
         default=None,
-        min_length=1,
         description="NFS server (name or IP) of the static PersistentVolume; required unless `storageClass` is set.",
     )
     path: AbsolutePath | None = Field(
@@ -786,6 +776,62 @@ class Rehearsal(SettingsModel):
         return _go_duration_in_range(duration, above="0s", reason="a zero age fails every rehearsal")
 
 
+def _override_date(value: object) -> object:
+    """A dated override (YYYY-MM-DD, the UTC date the restore's refusal prints) as text."""
+    # YAML reads an unquoted 2025-06-01 as a date; Pulumi hands the same text over as a string.
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, str):
+        try:
+            ok = re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) and datetime.date.fromisoformat(value)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{value!r} is not a date YYYY-MM-DD (the UTC date the restore's refusal prints)")
+    return value
+
+
+class BackupAuth(SettingsModel):
+    """Authenticated backups: the restore (and the rehearsal) refuse a replica this tailnet's key did not sign."""
+
+    max_age: Duration = Field(
+        default="24h",
+        description="The restore refuses a replica whose manifest was signed longer ago (exit 44): the signer "
+        "re-signs at least every minute while the application runs, so an older one is a rollback (an NFS snapshot, "
+        "a copied old directory) or a writer stopped that long. A day by default, so that a promotion the day the "
+        "active is lost, or a cluster's restart after a night down, needs no override; lower it to catch younger "
+        "rollbacks, at the price of `allowStale` after every longer stop.",
+    )
+    allow_unsigned: str | None = Field(
+        default=None,
+        description="Override: a UTC date (YYYY-MM-DD) on which the restore accepts a replica without a manifest or "
+        "signed with another key (exits 40/41): the first rollout after upgrading to signed backups on disposable "
+        "storage, a rotation of the backup key (`keyEpoch`) or of the identity. Inert on any other day; remove it "
+        "afterwards.",
+    )
+    allow_stale: str | None = Field(
+        default=None,
+        description="Override: a UTC date (YYYY-MM-DD) on which the restore accepts a manifest older than `maxAge` "
+        "(exit 44), after checking the application was really stopped that long. Inert on any other day.",
+    )
+    key_epoch: int = Field(
+        default=1,
+        ge=1,
+        description="The backup key is derived from the tailnet's Noise key and this number: the same on every site "
+        "(set it in Pulumi.yaml, for all stacks); raise it to rotate the key (with `allowUnsigned` for that day).",
+    )
+
+    @field_validator("allow_unsigned", "allow_stale", mode="before")
+    @classmethod
+    def _utc_date(cls, value: object) -> object:
+        return _override_date(value)
+
+    @field_validator("max_age")
+    @classmethod
+    def _positive_age(cls, duration: str) -> str:
+        return _go_duration_in_range(duration, above="0s", reason="a zero age refuses every restore")
+
+
 class Backup(SettingsModel):
     nfs: Nfs | None = Field(
         default=None, description="NFS target of the Litestream replicas; required in the sqlite and migrating stages."
@@ -793,6 +839,7 @@ class Backup(SettingsModel):
     litestream: Litestream = Field(default_factory=Litestream, description="Litestream settings.")
     local: LocalVolume = Field(default_factory=LocalVolume, description="Where each SQLite database lives locally.")
     rehearsal: Rehearsal = Field(default_factory=Rehearsal, description="Scheduled restore rehearsals.")
+    auth: BackupAuth = Field(default_factory=BackupAuth, description="Authenticated backups (docs/security.md).")
     volsync: VolSync | None = Field(default=None, description="Optional VolSync ReplicationSource per SQLite volume.")
 
     @model_validator(mode="after")
@@ -862,7 +909,7 @@ class Postgres(SettingsModel):
         description="How a standby's replica cluster follows the active one: `archive` (the shared WAL archive) or "
         "`streaming` (replication connection to `streamingHost`, plus the archive as fallback).",
     )
-    streaming_host: str | None = Field(
+    streaming_host: HostAddress | None = Field(
         default=None,
         description="Address of the active cluster's PostgreSQL as the standby reaches it (e.g. through the tailnet "
         "gateway); required for `streaming`. The active cluster's TLS Secrets `headscale-db-replication` and "
@@ -955,7 +1002,7 @@ class Routers(SettingsModel):
 class Proxy(SettingsModel):
     name: DnsLabel = Field(description="Port name on the gateway Service.")
     port: int = Field(ge=1, le=65535, description="Port on the gateway IP.")
-    target_host: str = Field(min_length=1, description="Where the proxy forwards to.")
+    target_host: HostAddress = Field(description="Where the proxy forwards to (a DNS name or an IP address).")
     target_port: int = Field(ge=1, le=65535, description="Target port.")
 
 
@@ -1070,6 +1117,25 @@ class Monitoring(SettingsModel):
     exporter_interval_seconds: int = Field(
         default=30, ge=5, le=3600, description="How often the state exporter lists the replicas."
     )
+    # The defaults follow kube-prometheus-stack's Grafana: its dashboard sidecar watches ConfigMaps labelled
+    # `grafana_dashboard: "1"` in every namespace (`searchNamespace: ALL`). The plain Grafana chart's sidecar
+    # watches the same label (any value) but only in Grafana's own namespace; rendering into a namespace the
+    # program does not create is opt-in, because `pulumi up` fails when that namespace does not exist.
+    dashboard: bool = Field(
+        default=True,
+        description="Render the Grafana dashboard ConfigMap `headscale-ha-dashboard` (control plane, replication, "
+        "keys) for Grafana's dashboard sidecar; only with `enabled`.",
+    )
+    dashboard_labels: dict[str, str] = Field(
+        default_factory=lambda: {"grafana_dashboard": "1"},
+        description="Labels the Grafana sidecar selects dashboards by (the Grafana chart's "
+        '`sidecar.dashboards.label`/`labelValue`; kube-prometheus-stack: `grafana_dashboard: "1"`).',
+    )
+    dashboard_namespace: DnsLabel | None = Field(
+        default=None,
+        description="Namespace of the dashboard ConfigMap; default: the control plane's. Set it to Grafana's "
+        "namespace when its sidecar searches only there (the Grafana chart's default); it must exist.",
+    )
 
 
 class NetworkPolicy(SettingsModel):
@@ -1094,3 +1160,68 @@ class NetworkPolicy(SettingsModel):
         description="Namespace of the CloudNativePG operator, admitted to PostgreSQL (5432) and the instance "
         "manager (8000).",
     )
+    egress: bool = Field(
+        default=True,
+        description="Default-deny egress in every namespace the program owns too, plus each workload's explicit "
+        "allows (docs/security.md); `false` leaves egress open, for a CNI that does not enforce egress.",
+    )
+    dns_namespace: DnsLabel = Field(
+        default="kube-system", description="Namespace of the cluster DNS pods (UDP and TCP 53) name resolvers query."
+    )
+    dns_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: {"k8s-app": "kube-dns"},
+        description="Labels of the cluster DNS pods (CoreDNS carries `k8s-app: kube-dns` on kubeadm, Talos, k3s).",
+    )
+    dns_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description="DNS servers that are no pod of `dnsNamespace`, allowed on port 53: NodeLocal DNSCache's "
+        "`169.254.20.10/32` (and the kube-dns ClusterIP it binds on each node), or a resolver outside the cluster.",
+    )
+    api_server_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description="The API server's endpoint addresses (`kubectl get endpointslices -n default -l "
+        "kubernetes.io/service-name=kubernetes`), not the `kubernetes` ClusterIP: policies see the address after "
+        "the Service's DNAT. The subnet routers (their state Secrets) and CloudNativePG need it: required with "
+        "`egress`. Cilium matches a node's address by ipBlock only with `policyCIDRMatchMode: nodes`.",
+    )
+    api_server_port: int = Field(
+        default=6443, ge=1, le=65535, description="Port of those endpoints (6443: kubeadm, Talos; 443: most managed)."
+    )
+    egress_internet_cidrs: list[Cidr] = Field(
+        default_factory=lambda: ["0.0.0.0/0", "::/0"],
+        description="The internet, for destinations known only by name (DERP maps and relays, the OIDC issuer, the "
+        "object store, the routers' control server and peers); narrow it to your egress ranges. The private, "
+        "CGNAT, link-local (cloud metadata) and unique-local ranges and every site's routes and lbPool are always "
+        "excepted from it (a listed range inside one of them is taken as meant).",
+    )
+    egress_hosts: dict[Fqdn, list[Cidr]] = Field(
+        default_factory=dict,
+        description="Named destinations that are not on the internet (an IdP, an S3 endpoint or a proxy target on "
+        "your LAN): host name → its CIDRs, used for that name instead of `egressInternetCidrs`.",
+    )
+    volsync_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description="Addresses of the VolSync restic repository, any TCP port; empty: `egressInternetCidrs` on 443.",
+    )
+    routers_reach_routes: bool = Field(
+        default=False,
+        description="Let the subnet routers forward tailnet traffic to every address of the site's `routes` (any "
+        "pod or Service the tailnet policy admits a client to); off: to the gateway's DNS and proxies only.",
+    )
+
+    @model_validator(mode="after")
+    def _never_the_metadata_service(self) -> NetworkPolicy:
+        """The cloud metadata service hands out node credentials: no listed range may be just that address (a wider
+        range is fine, it is excepted)."""
+        metadata = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+        lists = {("dnsCidrs",): self.dns_cidrs, ("apiServerCidrs",): self.api_server_cidrs}
+        lists |= {("egressInternetCidrs",): self.egress_internet_cidrs, ("volsyncCidrs",): self.volsync_cidrs}
+        lists |= {("egressHosts", host): cidrs for host, cidrs in self.egress_hosts.items()}
+        problems = [
+            FieldProblem((*key, i), "is the cloud metadata service, never an egress destination", cidr)
+            for key, cidrs in lists.items()
+            for i, cidr in enumerate(cidrs)
+            if ipaddress.ip_network(cidr).num_addresses == 1 and ipaddress.ip_network(cidr)[0] in metadata
+        ]
+        _raise_problems(problems)
+        return self

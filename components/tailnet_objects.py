@@ -1,10 +1,10 @@
 """TailnetObjects: what lives inside Headscale, managed through its API by the dynamic provider.
 
 Every stack with API access mints the enrolment keys of its own site's subnet routers: one single-use, pre-tagged,
-short-lived pre-auth key per replica, all in one Secret the routers mount (key `authkey-<ordinal>`); nothing
-reusable carries the route-approving tag. The stack that owns the tailnet also manages the users and Headplane's
-API key (an API key for Headplane's admin calls, not an enrolment key). Which stack that is, and
-whether there is API access at all, the program decides (see program/args_gateway.py).
+short-lived pre-auth key per replica, each in a Secret of its own that only that replica mounts
+(`subnet-router-authkey-<ordinal>`); nothing reusable carries the route-approving tag. The stack that owns the
+tailnet also manages the users and Headplane's API key (an API key for Headplane's admin calls, not an enrolment
+key). Which stack that is, and whether there is API access at all, the program decides (see program/args.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gateway import AUTHKEY_SECRET, router_key_name
-from components.pod import labels
+from components.gateway import router_key_name, router_key_secret, router_key_secrets
 from components.settings import TailnetUser
 from headscale_provider.resources import (
     ApiKey,
@@ -25,8 +24,6 @@ from headscale_provider.resources import (
     PreAuthKeyProvider,
     UserProvider,
 )
-
-ROUTER_KEY_SECRET = AUTHKEY_SECRET
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +37,6 @@ class TailnetObjectsArgs:
     router_key_lifetime: str  # validity of each key (a Go duration)
     router_key_rotate_before: str  # a key expiring within this window is replaced at the next up (a Go duration)
     routers_namespace: str  # where the routers run and read their keys
-    router_key_secret: str = ROUTER_KEY_SECRET  # the Secret (keys `authkey-<ordinal>`) the keys are written to
     users: tuple[TailnetUser, ...] = ()  # users to manage; empty on a stack that does not own the tailnet
     mint_headplane_api_key: bool = False  # mint an API key for this site's Headplane (whatever the site's role)
 
@@ -50,20 +46,20 @@ class KeyExpiry:
     """A provider-managed key's expiry, for the monitoring's key metrics: it only moves when `pulumi up` rotates."""
 
     kind: str  # "api" or "preauth"
-    name: str  # what the key is for: "headplane", or the routers' Secret key "authkey-<ordinal>"
+    name: str  # what the key is for: "headplane", or router replica N's "authkey-<N>"
     expiration: pulumi.Output[str]  # RFC 3339, as the provider reads it back from Headscale
 
 
 class TailnetObjects(pulumi.ComponentResource):
     """Users, the routers' pre-auth keys and Headplane's API key, as far as this stack owns them.
 
-    Outputs: `routerKeySecret`, `<namespace>/<name>` of the Secret holding the routers' keys (attribute
-    `router_key_secret`, the Secret itself; `router_key_secret_ref`, that reference). Attribute
+    Outputs: `routerKeySecrets`, `<namespace>/<name>` of each router replica's key Secret (attribute
+    `router_key_secrets`, the Secrets themselves; `router_key_secret_refs`, those references). Attribute
     `headplane_api_key`: Headplane's API key (a secret), or None when not minted; not registered as an output.
     """
 
-    router_key_secret: k8s.core.v1.Secret
-    router_key_secret_ref: str
+    router_key_secrets: list[k8s.core.v1.Secret]
+    router_key_secret_refs: list[str]
     headplane_api_key: pulumi.Output[str] | None
     key_expiries: list[KeyExpiry]
 
@@ -92,16 +88,8 @@ class TailnetObjects(pulumi.ComponentResource):
             )
             for ordinal in range(args.router_replicas)
         }
-        self.router_key_secret = k8s.core.v1.Secret(
-            f"{name}-router-key-secret",
-            metadata={
-                "name": args.router_key_secret,
-                "namespace": args.routers_namespace,
-                "labels": labels("subnet-router", "auth"),
-            },
-            type="Opaque",
-            string_data={data_key: pulumi.Output.secret(key.key) for data_key, key in router_keys.items()},
-            opts=child,
+        self.router_key_secrets = router_key_secrets(
+            f"{name}-router-key-secret", args.routers_namespace, [key.key for key in router_keys.values()], child
         )
         self.headplane_api_key = None
         self.key_expiries = [KeyExpiry("preauth", data_key, key.expiration) for data_key, key in router_keys.items()]
@@ -125,5 +113,7 @@ class TailnetObjects(pulumi.ComponentResource):
             )
             self.headplane_api_key = pulumi.Output.secret(key.key)
             self.key_expiries.append(KeyExpiry("api", "headplane", key.expiration))
-        self.router_key_secret_ref = f"{args.routers_namespace}/{args.router_key_secret}"
-        self.register_outputs({"routerKeySecret": self.router_key_secret_ref})
+        self.router_key_secret_refs = [
+            f"{args.routers_namespace}/{router_key_secret(n)}" for n in range(args.router_replicas)
+        ]
+        self.register_outputs({"routerKeySecrets": self.router_key_secret_refs})

@@ -60,7 +60,7 @@ from components.postgres import CLUSTER as DATABASE_CLUSTER
 from components.postgres import DATABASE, OWNER, PostgresDatabaseArgs, ReplicaOf, app_secret, read_write_host
 from components.postgres import ca_secret as postgres_ca_secret
 from components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
-from components.tailnet_objects import ROUTER_KEY_SECRET, KeyExpiry, TailnetObjectsArgs
+from components.tailnet_objects import KeyExpiry, TailnetObjectsArgs
 from components.tailnet_policy import CONFIG_MAP as POLICY_CONFIG_MAP
 from components.tailnet_policy import POLICY_KEY, LiveApi, TailnetPolicyArgs
 from policy.model import PolicyError
@@ -152,6 +152,7 @@ def headscale_server_args(
         resources=headscale.resources,
         cluster=config.cluster,
         identity=identity_source(config),
+        backup_key_epoch=config.backup.auth.key_epoch,
         database=headscale_storage(config),
         server_hostname=tailnet.public_hostname,
         prefixes=tailnet.prefixes,
@@ -188,6 +189,7 @@ def sqlite_to_postgres_args(config: StackConfig) -> SqliteToPostgresArgs:
         oidc=config.headscale.oidc is not None,
         policy=policy_file(config),
         cluster=config.cluster,
+        authenticate=True,  # the migrating stage keeps Headscale's SQLite backup, and with it its key's Secret
     )
 
 
@@ -197,7 +199,11 @@ def headplane_replicas(config: StackConfig) -> int:
 
 
 def headplane_args(
-    config: StackConfig, *, headscale_url: str, api_key: pulumi.Output[str] | None = None
+    config: StackConfig,
+    *,
+    headscale_url: str,
+    api_key: pulumi.Output[str] | None = None,
+    backup_key: pulumi.Input[str] | None = None,
 ) -> HeadplaneArgs:
     """Headplane's Args; ``api_key`` is the key the provider minted, else the stack's `headplaneApiKey` is used.
     Headplane 0.6 acts with a server-side key only for OIDC logins, so without OIDC no key reaches it."""
@@ -226,6 +232,7 @@ def headplane_args(
         metrics=config.monitoring.enabled,
         require_backup=config.role is Role.STANDBY,
         allow_empty_start=config.headscale.allow_empty_start,  # one override for both applications' restores
+        backup_key=backup_key,  # the tailnet's, as Headscale's (HeadscaleServer.backup_key)
     )
 
 
@@ -332,7 +339,8 @@ def next_steps(config: StackConfig) -> list[str]:
             if config.router_auth_keys is not None
             else [
                 f"# until then the subnet routers in {routers_namespace(config)} have no pre-auth key and stay not "
-                f"ready; pulumi up mints one single-use key per replica into the Secret {ROUTER_KEY_SECRET} there "
+                f"ready; pulumi up mints one single-use key per replica, each into its own Secret "
+                f"{gateway_module.AUTHKEY_SECRET}-<N> there "
                 "(or set routerAuthKeys instead)"
             ]
         ),
@@ -373,7 +381,7 @@ def render_stack_policy(config: StackConfig, project_root: Path = PROJECT_ROOT) 
 # ------------------------------------------------------------------------------------------------- the Args
 
 
-def subnet_routers_args(config: StackConfig, key_secret: pulumi.Resource | None) -> SubnetRoutersArgs:
+def subnet_routers_args(config: StackConfig, key_secrets: Sequence[pulumi.Resource] = ()) -> SubnetRoutersArgs:
     routers = config.gateway.routers
     return SubnetRoutersArgs(
         namespace=routers_namespace(config),
@@ -386,7 +394,7 @@ def subnet_routers_args(config: StackConfig, key_secret: pulumi.Resource | None)
         hostname_prefix=config.site.name,
         cluster=config.cluster,
         key_source=key_source(config),
-        key_secret=key_secret,
+        key_secrets=tuple(key_secrets),
     )
 
 
@@ -621,7 +629,7 @@ def monitoring_args(config: StackConfig, *, key_expiries: Sequence[KeyExpiry] = 
             apps=apps,
             serving=config.role is Role.ACTIVE,
             routers_namespace=routers_namespace(config),
-            routers_statefulset=gateway_module.ROUTERS,
+            routers_statefulsets=tuple(gateway_module.router_name(n) for n in range(config.gateway.routers.replicas)),
             cnpg_cluster=DATABASE_CLUSTER if with_database else None,
             certificate=CERTIFICATE,
             rehearsal=config.backup.rehearsal.enabled and bool(apps),

@@ -23,7 +23,7 @@ import pulumi
 import yaml
 from pydantic import BaseModel, Field, SecretStr, TypeAdapter, ValidationError
 
-from components.config_types import DnsLabel, NodePrivateKey
+from components.config_types import ApiUrl, DnsLabel, NodePrivateKey
 from components.settings import (
     PROJECT,
     Backup,
@@ -115,10 +115,10 @@ class StackConfig(SettingsModel):
         default=None,
         description="Secret. Headscale API key the provider uses; with it the stack manages users, keys and policy.",
     )
-    headscale_api_url: str | None = Field(
+    headscale_api_url: ApiUrl | None = Field(
         default=None,
-        pattern=r"^https?://[^\s/]+(/\S*)?$",
-        description="Headscale API as reached from where `pulumi up` runs (http(s) URL); default the public URL.",
+        description="Headscale API as reached from where `pulumi up` runs: an https:// URL, or http:// to a "
+        "loopback address (a `kubectl port-forward`); default the public URL.",
     )
     object_store_access_key_id: SecretStr | None = Field(
         default=None, description="Secret. S3 access key id of `database.postgres.objectStore`."

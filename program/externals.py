@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components import headplane, headscale
-from components.gateway import AUTHKEY_SECRET, ROUTERS
+from components.gateway import AUTHKEY_FILE, router_key_secret, router_name
 from components.litestream import SERVED_KEY, served_config_map
 from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
 from components.settings import DatabaseStage, ReplicaSource, Role
@@ -81,12 +81,13 @@ def optional_references(config: StackConfig) -> list[OptionalRef]:
     found = [
         OptionalRef(
             namespace=routers_namespace(config),
-            workload=f"StatefulSet/{ROUTERS}",
-            name=AUTHKEY_SECRET,
-            absence_shown_by="the Secret is mounted optional; without the file authkey-<ordinal> the entrypoint logs "
-            "'subnet-router: no pre-auth key for <pod>' and the readiness probe (tailscale /healthz) fails until "
-            "the node is enrolled; nextSteps says what to set",
+            workload=f"StatefulSet/{router_name(ordinal)}",
+            name=router_key_secret(ordinal),
+            absence_shown_by=f"the Secret is mounted optional; without its file {AUTHKEY_FILE} the entrypoint logs "
+            f"'subnet-router: no pre-auth key for {router_name(ordinal)}' and the readiness probe (tailscale "
+            "/healthz) fails until the node is enrolled; nextSteps says what to set",
         )
+        for ordinal in range(config.gateway.routers.replicas)
     ]
     if config.role is Role.STANDBY:
         return found  # a standby's restore requires a backup (REQUIRE_BACKUP): it reads no witness

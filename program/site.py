@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 from components import headscale as headscale_module
 from components.backup_volume import BackupVolume
 from components.endpoint import PublicEndpoint
-from components.gateway import GatewayServices, SubnetRouters, advertised_routes, router_key_name
+from components.gateway import GatewayServices, SubnetRouters, advertised_routes, router_key_secrets
 from components.gateway_config import rewrite_kubeconfig
 from components.headplane import Headplane
 from components.headscale import HeadscaleServer
@@ -21,7 +21,7 @@ from components.pod import labels
 from components.postgres import PostgresDatabase
 from components.release import VERSION
 from components.settings import DatabaseStage, Role
-from components.tailnet_objects import ROUTER_KEY_SECRET, TailnetObjects
+from components.tailnet_objects import TailnetObjects
 from components.tailnet_policy import CONFIG_MAP, TailnetPolicy
 from program.args import (
     backup_volume_args,
@@ -31,7 +31,6 @@ from program.args import (
     headplane_args,
     headscale_server_args,
     monitoring_args,
-    network_policies_args,
     next_steps,
     postgres_database_args,
     public_endpoint_args,
@@ -46,6 +45,7 @@ from program.config import StackConfig
 from program.examples import warning as example_warning
 from program.failover import promotion_steps
 from program.inventory import must_back_up
+from program.network import network_args
 from program.recovery import recovery_model
 from program.standby import standby_gate
 
@@ -209,7 +209,7 @@ class TailnetSite(pulumi.ComponentResource):
             )
             in_routers = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[kernel_namespace]))
         self.objects = None
-        router_key: k8s.core.v1.Secret | None = None
+        router_keys: list[k8s.core.v1.Secret] = []
         if config.bootstrap_api_key is not None:
             self.objects = TailnetObjects(
                 f"{name}-tailnet",
@@ -218,27 +218,19 @@ class TailnetSite(pulumi.ComponentResource):
                     pulumi.ResourceOptions.merge(in_namespace, in_routers), pulumi.ResourceOptions(depends_on=serving)
                 ),
             )
-            router_key = self.objects.router_key_secret
+            router_keys = self.objects.router_key_secrets
         elif config.router_auth_keys is not None:
             # The user's keys, one per ordinal. Whether each is single-use cannot be checked without API access:
             # config's description and the README ask for single-use keys (an accepted risk).
-            router_key = k8s.core.v1.Secret(
+            router_keys = router_key_secrets(
                 f"{name}-router-key",
-                metadata={
-                    "name": ROUTER_KEY_SECRET,
-                    "namespace": router_namespace,
-                    "labels": labels("subnet-router", "auth"),
-                },
-                type="Opaque",
-                string_data={
-                    router_key_name(ordinal): pulumi.Output.secret(key.get_secret_value())
-                    for ordinal, key in enumerate(config.router_auth_keys)
-                },
-                opts=in_routers,
+                router_namespace,
+                [key.get_secret_value() for key in config.router_auth_keys],
+                in_routers,
             )
         # The routers read their key when they start: they start after it exists (see SubnetRouters for how a
         # key that arrives later reaches routers that started without one).
-        SubnetRouters(f"{name}-routers", subnet_routers_args(config, key_secret=router_key), opts=in_routers)
+        SubnetRouters(f"{name}-routers", subnet_routers_args(config, key_secrets=router_keys), opts=in_routers)
         GatewayServices(f"{name}-gateway", gateway_services_args(config), opts=in_gateway)
         if config.headplane.enabled:
             self.headplane = Headplane(
@@ -247,6 +239,7 @@ class TailnetSite(pulumi.ComponentResource):
                     config,
                     headscale_url=self.headscale.api_url,
                     api_key=self.objects.headplane_api_key if self.objects else None,
+                    backup_key=self.headscale.backup_key,
                 ),
                 opts=in_namespace,
             )
@@ -259,7 +252,7 @@ class TailnetSite(pulumi.ComponentResource):
         if config.network_policy.enabled:
             # Default-deny and the allows of every namespace the stack owns (the kernel routers' one included).
             in_all = pulumi.ResourceOptions.merge(pulumi.ResourceOptions.merge(in_namespace, in_gateway), in_routers)
-            NetworkPolicies(f"{name}-network", network_policies_args(config), opts=in_all)
+            NetworkPolicies(f"{name}-network", network_args(config), opts=in_all)
         recovery = recovery_model(
             config,
             {

@@ -66,6 +66,7 @@ def project_copy(tmp_path: Path) -> Callable[..., Path]:
 LAB_STACK = (
     "config:\n  headscale-ha:role: active\n"
     "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
+    "  headscale-ha:networkPolicy: {apiServerCidrs: [10.10.0.0/24]}\n"
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,7 @@ def test_plan_replaces_stale_files(tmp_path: Path) -> None:
 def test_a_new_stack_file_needs_no_code_change(project_copy) -> None:
     project = project_copy(
         lab="config:\n  headscale-ha:role: standby\n  headscale-ha:cluster: {nodes: 5, apiServer: {host: 10.30.0.10}}\n"
+        "  headscale-ha:networkPolicy: {apiServerCidrs: [10.30.0.0/24]}\n"
     )
     _add_site(project, LAB_SITE)
     result = _plan_subprocess(project)
@@ -133,7 +135,8 @@ config:
   headscale-ha:role: active
   headscale-ha:cluster: {name: hydra, nodes: 3, storageClass: ceph-block, apiServer: {host: 10.10.0.10}}
   headscale-ha:endpoint: {route: ingress, ingressClass: nginx, tlsIssuer: internal-ca, tlsIssuerKind: Issuer}
-  headscale-ha:networkPolicy: {ingressNamespaces: [ingress-nginx], ingressCidrs: [10.0.0.0/8]}
+  headscale-ha:networkPolicy:
+    {ingressNamespaces: [ingress-nginx], ingressCidrs: [10.0.0.0/8], apiServerCidrs: [10.10.0.0/24]}
   headscale-ha:oidcClientSecret:
     secure: v1:AAAA
   headscale-ha:headplaneApiKey:
@@ -208,6 +211,7 @@ OIDC_SECRETS = """\
 LAB_ACTIVE = (
     "config:\n  headscale-ha:role: active\n"
     "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
+    "  headscale-ha:networkPolicy: {apiServerCidrs: [10.10.0.0/24]}\n"
 )
 #: name -> (stack file text of "lab", changes to the shared config, secrets assumed set). Every stage, both roles,
 #: both router modes and key paths, both routes, both backup volume sources, OIDC, embedded DERP, VolSync.
@@ -248,6 +252,7 @@ OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     "standby-postgres-external-dns": (
         "config:\n  headscale-ha:role: standby\n"
         "  headscale-ha:cluster: {name: cosmos, nodes: 1, workloadsOnControlPlane: true, apiServer: {host: 10.2.0.1}}\n"
+        "  headscale-ha:networkPolicy: {apiServerCidrs: [10.2.0.1/32]}\n"
         "  headscale-ha:endpoint: {failover: externalDns}\n" + POSTGRES_STAGE.format(stage="postgres"),
         {},
         ("bootstrapApiKey",),
@@ -255,6 +260,7 @@ OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     "standby-postgres-streaming-k8gb": (
         "config:\n  headscale-ha:role: standby\n"
         "  headscale-ha:cluster: {name: cosmos, nodes: 1, workloadsOnControlPlane: true, apiServer: {host: 10.2.0.1}}\n"
+        "  headscale-ha:networkPolicy: {apiServerCidrs: [10.2.0.1/32]}\n"
         "  headscale-ha:endpoint: {failover: k8gb}\n"
         + POSTGRES_STAGE.format(stage="postgres").replace(
             "      instances: 1\n",
@@ -346,7 +352,7 @@ def _stateful(resource: RegisteredResource) -> str | None:
         return "deleting a namespace deletes every claim and Secret inside it"
     if kind in ("PersistentVolumeClaim", "PersistentVolume"):
         return "a database or its backup"
-    router_state = name.startswith("subnet-router-") and name[-1].isdigit()
+    router_state = re.fullmatch(r"subnet-router-\d+", name) is not None  # not `subnet-router-authkey-N`
     if kind == "Secret" and (name == "headscale-identity" or router_state):
         return "node private keys"
     if kind == "Cluster":
@@ -371,28 +377,30 @@ def test_stateful_resources_survive_destroy(option_set: str, project_copy, stack
 def test_the_router_key_secret_and_the_routers_meet_in_one_namespace(
     option_set: str, project_copy, stack_outputs
 ) -> None:
-    """Each replica finds its own key (`authkey-<ordinal>`) in the Secret mounted in its namespace; every key the
+    """Each replica finds its own key (file `authkey`) in its own Secret, mounted in its namespace; every key the
     stack mints for the routers is single-use, so nothing reusable carries the route-approving tag."""
     run = _option_set_run(option_set, project_copy, stack_outputs)
     objects = run.kubernetes_objects()
-    (routers,) = [o for o in objects if o["kind"] == "StatefulSet"]
-    namespace = routers["metadata"]["namespace"]
-    pod = routers["spec"]["template"]["spec"]
-    assert all(e["name"] != "TS_AUTHKEY" for c in pod["containers"] for e in c.get("env", [])), "no key in the spec"
-    (volume,) = [v["secret"] for v in pod["volumes"] if "secret" in v]
-    keys = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == volume["secretName"]]
+    routers = [o for o in objects if o["kind"] == "StatefulSet"]
+    assert [r["metadata"]["name"] for r in routers] == [f"subnet-router-{n}" for n in range(len(routers))]
     minted = [r for r in run.resources if r.type.endswith(":PreAuthKey")]
     assert all(r.inputs["reusable"] is False and r.inputs["recreateIfInvalid"] == "always" for r in minted)
-    if minted or option_set == "sqlite-kernel-routers-router-key":
-        assert [k["metadata"]["namespace"] for k in keys] == [namespace]
-        assert set(keys[0]["stringData"]) == {f"authkey-{i}" for i in range(routers["spec"]["replicas"])}
-        assert len(minted) in (0, routers["spec"]["replicas"])
-        assert "pulumi.com/skipAwait" not in routers["metadata"].get("annotations", {})
-    else:
-        assert keys == []
-        # No key yet: Pulumi does not wait for routers that cannot become ready, and the stack says what to set.
-        assert routers["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
-        assert any("routerAuthKeys" in step for step in run.outputs["nextSteps"])
+    assert len(minted) in (0, len(routers))
+    for ordinal, router in enumerate(routers):
+        namespace = router["metadata"]["namespace"]
+        pod = router["spec"]["template"]["spec"]
+        assert all(e["name"] != "TS_AUTHKEY" for c in pod["containers"] for e in c.get("env", [])), "no key in spec"
+        (volume,) = [v["secret"] for v in pod["volumes"] if "secret" in v]
+        assert volume["secretName"] == f"subnet-router-authkey-{ordinal}"
+        keys = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == volume["secretName"]]
+        if minted or option_set == "sqlite-kernel-routers-router-key":
+            assert [(k["metadata"]["namespace"], set(k["stringData"])) for k in keys] == [(namespace, {"authkey"})]
+            assert "pulumi.com/skipAwait" not in router["metadata"].get("annotations", {})
+        else:
+            assert keys == []
+            # No key yet: Pulumi does not wait for routers that cannot become ready, and the stack says what to set.
+            assert router["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+            assert any("routerAuthKeys" in step for step in run.outputs["nextSteps"])
 
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
@@ -415,5 +423,5 @@ def test_an_undeclared_optional_reference_is_a_finding(project_copy, stack_outpu
     """The check above can fail: without the program's declaration, the routers' optional key is reported."""
     run = _option_set_run("cosmos", project_copy, stack_outputs)
     (finding,) = check_wiring(run.kubernetes_objects())
-    assert finding.obj == "StatefulSet/tailnet-gateway/subnet-router"
-    assert "subnet-router-authkey" in finding.message
+    assert finding.obj == "StatefulSet/tailnet-gateway/subnet-router-0"
+    assert "subnet-router-authkey-0" in finding.message

@@ -111,7 +111,7 @@ class ProgramRun:
     #: (offline) values, so a stack that references this one plans with what this one planned.
     exports: dict[str, Any] = field(default_factory=dict, repr=False)
     #: What the program logged through the engine (`pulumi.log`), as (level, message): the CLI's diagnostics.
-    diagnostics: list[tuple[str, str]] = field(default_factory=list)
+    diagnostics: list[tuple[str, str]] = field(default_factory=list, repr=False)
 
     def warnings(self) -> list[str]:
         """The warnings the CLI would show under Diagnostics (`warning: <message>`)."""

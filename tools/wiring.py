@@ -292,6 +292,8 @@ def _cnpg_creates_app_secret(name: str, spec: Mapping[str, Any]) -> bool:
 
 
 CNPG_ROLES = ("primary", "replica")
+#: The labels VolSync puts on the pods of its mover Jobs (`utils.SetOwnedByVolSync` on the Job's template).
+VOLSYNC_MOVER_LABELS = {"app.kubernetes.io/created-by": "volsync"}
 
 
 def cnpg_instance_labels(cluster: str, role: str, inherited: Mapping[str, Any]) -> dict[str, Any]:
@@ -454,6 +456,9 @@ class _Wiring:
             for role in CNPG_ROLES:
                 labels = cnpg_instance_labels(name, role, inherited)
                 self.templates.append(_PodTemplate(holder, kind, labels, None, "spec"))
+        elif kind == "ReplicationSource" and group == "volsync.backube":
+            # VolSync runs a mover Job per sync; its pods carry the ownership label (policies select them by it).
+            self.templates.append(_PodTemplate(holder, kind, VOLSYNC_MOVER_LABELS, None, "spec"))
         elif kind == "StatefulSet" and holder.namespace is not None:
             replicas = spec.get("replicas", 1)
             count = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1

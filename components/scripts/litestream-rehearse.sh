@@ -14,6 +14,12 @@
 #   MAX_AGE_SECONDS  positive integer: the newest LTX file of the replica may be at most this many seconds old
 #   APP              the application's name (lowercase letters, digits, '-'), for messages and the scratch file
 #   LITESTREAM_BIN   optional: litestream executable (default: litestream)
+#   BACKUP_KEY_FILE  optional: the tailnet's backup key; set = the replica's signed manifest is verified the way the
+#                    restore verifies it (litestream-manifest.sh verify), and the verified copy is what is restored
+#   MANIFEST_FILE    with BACKUP_KEY_FILE: the manifest (absolute; default: replica.manifest beside REPLICA_DIR)
+#   MANIFEST_SCRIPT  with BACKUP_KEY_FILE: litestream-manifest.sh (default: manifest.sh beside this script)
+#   MANIFEST_MAX_AGE_SECONDS  optional, with BACKUP_KEY_FILE: the restore's backup.auth.maxAge; a manifest signed
+#                    longer ago fails the rehearsal (exit 55) as it would fail a restore (the signer stopped)
 #
 # Age: the newest `timestamp` that `litestream ltx -level all` lists. Litestream writes a level-0 file within a
 # monitor tick of each transaction and compacts or snapshots only when new data arrived, so for an idle database
@@ -37,6 +43,8 @@
 #   52  stale: the newest LTX file is older than MAX_AGE_SECONDS (the backup itself restores)
 #   53  the restore failed, or did not produce a database that passes the integrity check
 #   54  litestream cannot list the replica, or lists it in a form this script does not understand
+#   55  (BACKUP_KEY_FILE) the replica is not authenticated: no manifest, a MAC that does not verify, a truncated
+#       manifest, a file that differs from its signed digest (the manifest check's own exit code, 40-46, is printed)
 set -eu
 
 PROG=litestream-rehearse
@@ -46,6 +54,7 @@ EX_NO_BACKUP=51
 EX_STALE=52
 EX_RESTORE_FAILED=53
 EX_LISTING=54
+EX_UNAUTHENTICATED=55
 
 info() {
     printf '%s: %s\n' "$PROG" "$1" >&2
@@ -87,9 +96,13 @@ format_seconds() {
 }
 
 OUTPUT=
+VERIFIED=
 remove_output() {
     if [ -n "$OUTPUT" ]; then
         rm -f "$OUTPUT" "$OUTPUT.tmp" "$OUTPUT-wal" "$OUTPUT-shm" "$OUTPUT-journal"
+    fi
+    if [ -n "$VERIFIED" ]; then
+        rm -rf "$VERIFIED"
     fi
 }
 # The restored copy never outlives the run: removed on every exit (the exit status is kept), and on a signal.
@@ -104,6 +117,10 @@ REPLICA_DIR=${REPLICA_DIR:-}
 SCRATCH_DIR=${SCRATCH_DIR:-}
 MAX_AGE_SECONDS=${MAX_AGE_SECONDS:-}
 LITESTREAM_BIN=${LITESTREAM_BIN:-litestream}
+BACKUP_KEY_FILE=${BACKUP_KEY_FILE:-}
+MANIFEST_FILE=${MANIFEST_FILE:-}
+MANIFEST_SCRIPT=${MANIFEST_SCRIPT:-$(dirname "$0")/manifest.sh}
+MANIFEST_MAX_AGE_SECONDS=${MANIFEST_MAX_AGE_SECONDS:-}
 
 case "$APP" in
     '' | *[!a-z0-9-]*) usage "APP must be the application's name, lowercase letters, digits and '-' (got '$APP')." ;;
@@ -138,6 +155,19 @@ if [ "${#MAX_AGE_SECONDS}" -gt 10 ]; then
 fi
 if [ ! -d "$SCRATCH_DIR" ] || [ ! -w "$SCRATCH_DIR" ]; then
     usage "SCRATCH_DIR '$SCRATCH_DIR' is not a writable directory. Check the scratch emptyDir mount."
+fi
+if [ -n "$BACKUP_KEY_FILE" ]; then
+    case "$SCRATCH_DIR/" in
+        *[!A-Za-z0-9._/-]*) usage "SCRATCH_DIR must be a plain path of letters, digits, '.', '_', '-' and '/' with \
+BACKUP_KEY_FILE (got '$SCRATCH_DIR'): the verified copy is restored through a file:// URL." ;;
+    esac
+    MANIFEST_FILE=${MANIFEST_FILE:-${REPLICA_DIR%/*}/replica.manifest}
+    case "$MANIFEST_FILE" in
+        /*) ;;
+        *) usage "MANIFEST_FILE must be an absolute path (got '$MANIFEST_FILE')." ;;
+    esac
+    [ -f "$MANIFEST_SCRIPT" ] || usage "The manifest script MANIFEST_SCRIPT='$MANIFEST_SCRIPT' is missing. Check \
+the rehearsal's ConfigMap volume."
 fi
 command -v "$LITESTREAM_BIN" >/dev/null 2>&1 || usage "The litestream executable LITESTREAM_BIN='$LITESTREAM_BIN' \
 was not found. Run this script in the litestream image or set LITESTREAM_BIN."
@@ -204,6 +234,22 @@ fi
 # --- restore into scratch, checked --------------------------------------------------------------------------
 OUTPUT="$SCRATCH_DIR/$APP.sqlite"
 remove_output
+if [ -n "$BACKUP_KEY_FILE" ]; then
+    # The same check as the restore's, into scratch: what is restored below is the verified copy.
+    VERIFIED="$SCRATCH_DIR/$APP.verified"
+    rm -rf "$VERIFIED"
+    VERIFY_STATUS=0
+    VERIFY_OUT=$(KEY_FILE=$BACKUP_KEY_FILE APP=$APP REPLICA_DIR=$REPLICA_DIR MANIFEST_FILE=$MANIFEST_FILE \
+        COPY_DIR=$VERIFIED MAX_AGE_SECONDS=$MANIFEST_MAX_AGE_SECONDS /bin/sh "$MANIFEST_SCRIPT" verify) ||
+        VERIFY_STATUS=$?
+    if [ "$VERIFY_STATUS" -ne 0 ]; then
+        die "$EX_UNAUTHENTICATED" "The replica in '$REPLICA_DIR' is not authenticated: the manifest check refused \
+it with exit $VERIFY_STATUS (its message is above). A restore of $APP would refuse it the same way. Inspect the NFS \
+export (docs/security.md, 'Trust model of the backup export')."
+    fi
+    info "the replica's manifest verified ($VERIFY_OUT)."
+    URL="file://$VERIFIED"
+fi
 info "restoring $APP from '$REPLICA_DIR' ($LTX_FILES LTX files, newest $NEWEST, ${AGE} s old) into '$OUTPUT'."
 STARTED=$(now_ms)
 if ! "$LITESTREAM_BIN" restore -integrity-check full -o "$OUTPUT" "$URL" >&2; then

@@ -12,13 +12,39 @@
 #   DB_PATH            the application's SQLite file on its local volume (absolute)
 #   BACKUP_DIR         this application's directory on the NFS backup volume (absolute; its parent must exist)
 #   LITESTREAM_CONFIG  rendered litestream.yml; its file replica path is "$BACKUP_DIR/replica"
-#   IDENTITY_FILE      optional: Noise private key file ("privkey:" + 64 hex); unset/empty = no identity contract
+#   IDENTITY_FINGERPRINT  optional: the identity's fingerprint, 64 lowercase hex (the SHA-256 of the trimmed Noise
+#                      key, what the program knows as identityFingerprint); the pods get this, never the key itself
+#   IDENTITY_FILE      optional, instead of IDENTITY_FINGERPRINT: the Noise private key file ("privkey:" + 64 hex),
+#                      hashed here; both unset/empty = no identity contract
 #   REQUIRE_BACKUP     optional: "true" on a standby, which must never first-start
 #   SERVED_FILE        optional: the served witness, a file holding "true" once this site has served (mounted from
 #                      an optional ConfigMap that Pulumi writes after the application's first ready rollout); unset or
 #                      empty = no witness; set but absent = not served yet; any other content refuses (exit 2)
 #   ALLOW_EMPTY_START  optional: the override after a real loss, today's UTC date (YYYY-MM-DD); see "Served witness"
+#   BACKUP_KEY_FILE    optional: the tailnet's backup key (64 hex, the Secret headscale-backup-key); set = the replica
+#                      is restored only once its signed manifest verifies (see "Authenticated backups"); unset/empty =
+#                      no authentication (as before signing existed)
+#   MANIFEST_FILE      with BACKUP_KEY_FILE: the manifest the signer sidecar writes (default "$BACKUP_DIR/replica.manifest")
+#   MANIFEST_SCRIPT    with BACKUP_KEY_FILE: litestream-manifest.sh (default: manifest.sh beside this script)
+#   MAX_REPLICA_AGE_SECONDS  optional, with BACKUP_KEY_FILE: refuse a manifest signed longer ago (exit 44)
+#   ALLOW_STALE_RESTORE     optional: today's UTC date restores a manifest older than MAX_REPLICA_AGE_SECONDS (exit 44
+#                      otherwise) on that date only
+#   ALLOW_UNSIGNED_RESTORE  optional: today's UTC date restores a replica without a manifest, or whose manifest another
+#                      key signed (exits 40 and 41 otherwise), on that date only, unverified and said loudly: the upgrade
+#                      that introduced signing and a key rotation (a tampered or truncated manifest is never overridden)
 #   LITESTREAM_BIN     optional: litestream executable (default: litestream)
+#
+# Authenticated backups: the signer sidecar (litestream-manifest.sh run) writes MANIFEST_FILE, an HMAC-SHA256 under the
+# tailnet's backup key over the replica's LTX files (name, size, SHA-256), the signed position (txid) and the signing
+# time. Before a byte is restored, the manifest is verified and every signed file is copied to "$DB_PATH.verified" and
+# checked there; Litestream then restores from that copy, so a file swapped after the check is never read. Files the
+# manifest does not list (the tail after the last signature) are not restored: the restore stops at the signed
+# position. The manifest must be signed for the application BACKUP_DIR is named after (/backup/<app>), and the check
+# runs as `/bin/sh MANIFEST_SCRIPT verify` (exit codes 40-46 are its own, passed on). The position is also recorded
+# on the local volume ("$(dirname DB_PATH)/.backup-position") after a restore; a later restore onto that volume
+# refuses a replica below it (exit 44). After any restore, "$(dirname DB_PATH)/.litestream-catch-up" tells the
+# Litestream sidecar's startup probe to hold the application until the replica has caught up
+# (litestream-position.sh), which then removes it.
 #
 # "Local database exists" means DB_PATH is a non-empty file; then the database is never modified: the identity
 # is checked against the backup's fingerprint and the local marker, and missing markers are recorded. Before a restore or a first start, leftovers that
@@ -46,6 +72,7 @@
 #   11  identity fingerprint differs from the one recorded with the backup (or with the local database)
 #   12  a replica exists but carries no identity fingerprint, so it cannot be matched to this identity
 #   13  a marker (or BACKUP_DIR itself) is a symbolic link, or a marker does not hold a marker value
+#   14  IDENTITY_FINGERPRINT is set but is not 64 lowercase hex digits
 #   20  BACKUP_DIR is missing or unreadable while a backup should exist (or unreadable with no local database)
 #   21  a fingerprint/marker says a backup exists, but the replica holds no data
 #   22  the replica data cannot be read (litestream cannot list it)
@@ -53,6 +80,14 @@
 #   24  the served witness says this site has served, and there is neither a local database nor a backup
 #   30  litestream restore failed, or produced no valid SQLite file
 #   31  the local volume could not be prepared (markers, moving stale files aside)
+#   40  (BACKUP_KEY_FILE) the replica has no manifest: not written by this tailnet's writers, or before signing began
+#   41  (BACKUP_KEY_FILE) the manifest's MAC does not verify: written without this tailnet's key (planted, another tailnet)
+#   42  (BACKUP_KEY_FILE) the manifest is truncated or malformed
+#   43  (BACKUP_KEY_FILE) a replica file differs from its signed digest (swapped), a needed file is gone, or the manifest
+#       is another application's
+#   44  (BACKUP_KEY_FILE) the signed position is older than MAX_REPLICA_AGE_SECONDS, or below the local position record
+#   45  (BACKUP_KEY_FILE) the backup key file is missing, unreadable or not 64 lowercase hex digits
+#   46  (BACKUP_KEY_FILE) the replica or its verified copy cannot be read or written
 #
 # Trust: whoever can write the backup export can plant a backup, so nothing read from it is followed or echoed
 # blindly. A marker that is a symbolic link is refused, never read (a link to the mounted key file would otherwise
@@ -77,6 +112,14 @@ EX_BACKUP_REQUIRED=23
 EX_SERVED_NO_BACKUP=24
 EX_RESTORE_FAILED=30
 EX_LOCAL_STATE=31
+EX_FINGERPRINT_FORM=14
+EX_UNSIGNED=40
+EX_FORGED=41
+EX_MANIFEST_MALFORMED=42
+EX_TAMPERED=43
+EX_STALE=44
+EX_BACKUP_KEY=45
+EX_VERIFY_IO=46
 
 info() {
     printf '%s: %s\n' "$PROG" "$1" >&2
@@ -164,6 +207,13 @@ DB_PATH=${DB_PATH:-}
 BACKUP_DIR=${BACKUP_DIR:-}
 LITESTREAM_CONFIG=${LITESTREAM_CONFIG:-}
 IDENTITY_FILE=${IDENTITY_FILE:-}
+IDENTITY_FINGERPRINT=${IDENTITY_FINGERPRINT:-}
+BACKUP_KEY_FILE=${BACKUP_KEY_FILE:-}
+MANIFEST_FILE=${MANIFEST_FILE:-}
+MANIFEST_SCRIPT=${MANIFEST_SCRIPT:-$(dirname "$0")/manifest.sh}
+MAX_REPLICA_AGE_SECONDS=${MAX_REPLICA_AGE_SECONDS:-}
+ALLOW_STALE_RESTORE=${ALLOW_STALE_RESTORE:-}
+ALLOW_UNSIGNED_RESTORE=${ALLOW_UNSIGNED_RESTORE:-}
 REQUIRE_BACKUP=${REQUIRE_BACKUP:-}
 SERVED_FILE=${SERVED_FILE:-}
 ALLOW_EMPTY_START=${ALLOW_EMPTY_START:-}
@@ -203,6 +253,25 @@ application has served; restore its ConfigMap with \`pulumi up\` (or set its key
     fi
 fi
 TODAY=$(date -u +%Y-%m-%d)
+MANIFEST_FILE=${MANIFEST_FILE:-$BACKUP_DIR/replica.manifest}
+REPLICA_DIR="$BACKUP_DIR/replica"
+# The application the manifest must be signed for: the backup directory is named after it (/backup/<app>).
+VERIFY_APP=${BACKUP_DIR##*/}
+if [ -n "$BACKUP_KEY_FILE" ]; then
+    require_absolute BACKUP_KEY_FILE "$BACKUP_KEY_FILE"
+    require_absolute MANIFEST_FILE "$MANIFEST_FILE"
+    [ -f "$MANIFEST_SCRIPT" ] || die "$EX_USAGE" "The manifest script MANIFEST_SCRIPT='$MANIFEST_SCRIPT' is missing. \
+Check the ConfigMap volume mount of the init container."
+    case "$MAX_REPLICA_AGE_SECONDS" in
+        '') ;;
+        *[!0-9]* | 0*) die "$EX_USAGE" "MAX_REPLICA_AGE_SECONDS must be a positive whole number of seconds (got \
+'$MAX_REPLICA_AGE_SECONDS')." ;;
+    esac
+fi
+case "$ALLOW_UNSIGNED_RESTORE" in
+    '' | [0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]) ;;
+    *) die "$EX_USAGE" "ALLOW_UNSIGNED_RESTORE must be empty or a UTC date YYYY-MM-DD (got '$ALLOW_UNSIGNED_RESTORE')." ;;
+esac
 case "$ALLOW_EMPTY_START" in
     '') ;;
     [0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9])
@@ -239,7 +308,19 @@ STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 volume mount of the init container."
 
 # --- identity ------------------------------------------------------------------------------------------------
-if [ -n "$IDENTITY_FILE" ]; then
+if [ -n "$IDENTITY_FINGERPRINT" ]; then
+    case "$IDENTITY_FINGERPRINT" in
+        *[!0-9a-f]*) FP_OK=false ;;
+        *) if [ "${#IDENTITY_FINGERPRINT}" -eq 64 ]; then FP_OK=true; else FP_OK=false; fi ;;
+    esac
+    [ "$FP_OK" = true ] || die "$EX_FINGERPRINT_FORM" "IDENTITY_FINGERPRINT is not 64 lowercase hex digits (the \
+SHA-256 of the Noise key, the stack output identityFingerprint). Fix the init container environment."
+    BACKUP_MARKER="$BACKUP_DIR/identity.sha256"
+    LOCAL_MARKER="$DB_DIR/.backup-identity.sha256"
+    FINGERPRINT=$IDENTITY_FINGERPRINT
+    MARKER_VALUE=$FINGERPRINT
+    MARKER_FORM="the SHA-256 of the identity key, 64 lowercase hex digits"
+elif [ -n "$IDENTITY_FILE" ]; then
     BACKUP_MARKER="$BACKUP_DIR/identity.sha256"
     LOCAL_MARKER="$DB_DIR/.backup-identity.sha256"
     if [ ! -f "$IDENTITY_FILE" ] || [ ! -r "$IDENTITY_FILE" ] || ! KEY=$(cat "$IDENTITY_FILE" 2>/dev/null); then
@@ -383,6 +464,66 @@ fi
 
 remove_restore_tmp() {
     rm -f "$RESTORE_TMP" "$RESTORE_TMP.tmp" "$RESTORE_TMP-wal" "$RESTORE_TMP-shm"
+    rm -rf "$VERIFIED_DIR"
+}
+
+POSITION_RECORD="$DB_DIR/.backup-position"
+VERIFIED_DIR="$DB_PATH.verified"
+
+# verify_replica: check the signed manifest and copy the signed files to VERIFIED_DIR; sets RESTORE_SOURCE (the
+# verified copy's URL, or the config's replica under the unsigned override) and SIGNED_TXID. Refuses otherwise.
+verify_replica() {
+    vr_min=
+    if [ -e "$POSITION_RECORD" ] || [ -L "$POSITION_RECORD" ]; then
+        refuse_link "$POSITION_RECORD" "The local position record"
+        vr_min=$(tr -d ' \t\r\n' <"$POSITION_RECORD" 2>/dev/null || true)
+        case "$vr_min" in
+            *[!0-9a-f]*) vr_min= ;;
+            *) if [ "${#vr_min}" -ne 16 ]; then vr_min=; fi ;;
+        esac
+        if [ -z "$vr_min" ]; then
+            die "$EX_MARKER_UNTRUSTED" "The local position record '$POSITION_RECORD' does not hold a position (16 hex \
+digits). Inspect it, move it aside if it is damaged, then restart the pod."
+        fi
+    fi
+    case "$DB_DIR" in
+        *[!A-Za-z0-9._/-]*) die "$EX_USAGE" "The database directory '$DB_DIR' must be a plain path (letters, digits, \
+'.', '_', '-', '/'): the verified copy is restored through a file:// URL." ;;
+    esac
+    rm -rf "$VERIFIED_DIR"
+    vr_status=0
+    vr_out=$(KEY_FILE=$BACKUP_KEY_FILE APP=$VERIFY_APP REPLICA_DIR=$REPLICA_DIR MANIFEST_FILE=$MANIFEST_FILE \
+        COPY_DIR=$VERIFIED_DIR MAX_AGE_SECONDS=$MAX_REPLICA_AGE_SECONDS ALLOW_STALE=$ALLOW_STALE_RESTORE \
+        MIN_TXID=$vr_min /bin/sh "$MANIFEST_SCRIPT" verify) || vr_status=$?
+    case "$vr_status" in
+        0)
+            SIGNED_TXID=${vr_out#txid=}
+            SIGNED_TXID=${SIGNED_TXID%% *}
+            RESTORE_SOURCE="file://$VERIFIED_DIR"
+            info "the replica's manifest verified ($vr_out)."
+            ;;
+        "$EX_UNSIGNED" | "$EX_FORGED")
+            rm -rf "$VERIFIED_DIR"
+            if [ "$ALLOW_UNSIGNED_RESTORE" != "$TODAY" ]; then
+                exit "$vr_status"
+            fi
+            info "!!! OVERRIDE: ALLOW_UNSIGNED_RESTORE=$ALLOW_UNSIGNED_RESTORE (today): restoring the replica in \
+'$BACKUP_DIR' WITHOUT a valid signature (exit $vr_status above). The signer signs it from now on. Remove \
+backup.auth.allowUnsigned from the stack config now."
+            SIGNED_TXID=
+            RESTORE_SOURCE=
+            ;;
+        "$EX_MANIFEST_MALFORMED" | "$EX_TAMPERED" | "$EX_STALE" | "$EX_BACKUP_KEY" | "$EX_VERIFY_IO" | "$EX_USAGE")
+            # The manifest script said why (stderr); its code is this script's.
+            rm -rf "$VERIFIED_DIR"
+            exit "$vr_status"
+            ;;
+        *)
+            rm -rf "$VERIFIED_DIR"
+            die "$EX_VERIFY_IO" "The manifest check '$MANIFEST_SCRIPT' ended with status $vr_status, which it does not \
+document (killed? out of memory?). Restart the pod to retry."
+            ;;
+    esac
 }
 
 move_stale_local_files() {
@@ -408,14 +549,23 @@ to start empty."
             identity_mismatch "the backup '$BACKUP_MARKER'" "$BACKUP_FP"
         fi
     fi
-    move_stale_local_files
     # Restore next to the database, then rename: an interrupted restore never leaves a partial DB_PATH that the
     # next run would take for an existing database (case a). litestream itself also writes "<output>.tmp".
     RESTORE_TMP="$DB_PATH.restoring"
     remove_restore_tmp
+    RESTORE_SOURCE=
+    SIGNED_TXID=
+    if [ -n "$BACKUP_KEY_FILE" ]; then
+        verify_replica
+    fi
+    move_stale_local_files
     info "restoring '$DB_PATH' from the Litestream replica in '$BACKUP_DIR' ($REPLICA_FILES LTX files)."
-    if ! "$LITESTREAM_BIN" restore -config "$LITESTREAM_CONFIG" -if-replica-exists -integrity-check full \
-        -o "$RESTORE_TMP" "$DB_PATH" >&2; then
+    if [ -n "$RESTORE_SOURCE" ]; then
+        set -- restore -integrity-check full -o "$RESTORE_TMP" "$RESTORE_SOURCE"
+    else
+        set -- restore -config "$LITESTREAM_CONFIG" -if-replica-exists -integrity-check full -o "$RESTORE_TMP" "$DB_PATH"
+    fi
+    if ! "$LITESTREAM_BIN" "$@" >&2; then
         remove_restore_tmp
         die "$EX_RESTORE_FAILED" "litestream restore from '$BACKUP_DIR' failed (see its output above). The local \
 database was not created. Check the replica files on the NFS backup volume; restore '$BACKUP_DIR' from an older \
@@ -434,11 +584,20 @@ are damaged, then restart the pod."
 atomically. Restart the pod to retry; report it if it persists."
     fi
     rm -f "$RESTORE_TMP-shm"
+    rm -rf "$VERIFIED_DIR"
     mv -f "$RESTORE_TMP" "$DB_PATH" || die "$EX_LOCAL_STATE" "Could not move the restored database into place \
 at '$DB_PATH'. Check that the data volume is writable, then restart the pod."
     write_local_marker || die "$EX_LOCAL_STATE" "The database was restored to '$DB_PATH' but the local marker \
 '$LOCAL_MARKER' could not be written. Check that the data volume is writable, then restart the pod."
-    info "restored '$DB_PATH' from the backup in '$BACKUP_DIR'."
+    # The Litestream sidecar's startup probe holds the application until the replica has caught up with this
+    # database (litestream-position.sh); it removes the marker then.
+    if ! write_marker "$DB_DIR/.litestream-catch-up" restored; then
+        info "warning: could not write '$DB_DIR/.litestream-catch-up'; the application will not wait for Litestream."
+    fi
+    if [ -n "$SIGNED_TXID" ] && ! write_marker "$POSITION_RECORD" "$SIGNED_TXID"; then
+        info "warning: could not record the restored position in '$POSITION_RECORD'; continuing."
+    fi
+    info "restored '$DB_PATH' from the backup in '$BACKUP_DIR'${SIGNED_TXID:+ (signed position txid $SIGNED_TXID)}."
     exit 0
 fi
 

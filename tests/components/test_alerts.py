@@ -19,7 +19,9 @@ with the real tools.
   within a derived bound, and a replica Litestream can no longer write (read-only, still listable) must make
   LitestreamReplicationStalled pending once the replication lag bound has passed. The rendered ``for`` is minutes,
   so end to end only the pending transition is observed; the transition to firing is covered by the promtool unit
-  tests.
+  tests. Once the rules are armed, every Grafana dashboard query (components/dashboard.py) runs against the same
+  Prometheus: each over a series the lab serves must return one, and exactly those in E2E_DASHBOARD_NOT_COVERED
+  (series of components the lab does not run) return none.
 """
 
 from __future__ import annotations
@@ -51,10 +53,13 @@ from components.alerts import (
     HEADSCALE_JOB,
     AlertScope,
     alert_groups,
+    prom_duration,
     replication_lag_bound,
     rule_file,
     state_exporter_script,
 )
+from components.dashboard import dashboard_model, dashboard_queries
+from components.monitoring import key_metrics
 from tests.support.litestream_lab import (
     STATE_EXPORTER_SCRIPT,
     App,
@@ -108,6 +113,7 @@ def _scope(**overrides: Any) -> AlertScope:
         "apps": ("headscale", "headplane"),
         "serving": True,
         "routers_namespace": ROUTERS_NS,
+        "routers_statefulsets": ("subnet-router-0", "subnet-router-1", "subnet-router-2"),
         "cnpg_cluster": None,
         "certificate": "headscale-tls",
         "rehearsal": True,
@@ -234,7 +240,9 @@ def test_replication_lag_bound() -> None:
         ("namespace", "Headscale"),
         ("namespace", ""),
         ("routers_namespace", "a_b"),
-        ("routers_statefulset", "x" * 64),
+        ("routers_statefulsets", ("x" * 64,)),
+        ("routers_statefulsets", ()),
+        ("routers_statefulsets", "subnet-router-0"),
         ("apps", ["headscale"]),
         ("apps", ("headscale", "headscale")),
         ("apps", ("head scale",)),
@@ -425,15 +433,23 @@ CASES: list[Case] = [
     Case(
         "SubnetRoutersDegraded",
         "one of three routers stops being ready",
-        sts(ROUTERS_NS, "subnet-router", "3x120", "3 3 3 2x117"),
-        (Fires({"namespace": ROUTERS_NS, "statefulset": "subnet-router"}, 2),),
+        merge(
+            sts(ROUTERS_NS, "subnet-router-0", "1x120", "1x120"),
+            sts(ROUTERS_NS, "subnet-router-1", "1x120", "1 1 1 0x117"),
+        ),
+        (Fires({"namespace": ROUTERS_NS, "statefulset": "subnet-router-1"}, 0),),
         since=3,
     ),
-    Case("SubnetRoutersDegraded", "scaled to 0", sts(ROUTERS_NS, "subnet-router", "0x120", "0x120")),
+    Case("SubnetRoutersDegraded", "scaled to 0", sts(ROUTERS_NS, "subnet-router-0", "0x120", "0x120")),
     Case(
         "SubnetRoutersDegraded",
         "a degraded set in the applications' namespace, not the routers'",
-        merge(sts(NS, "subnet-router", "3x120", "0x120"), sts(ROUTERS_NS, "subnet-router", "3x120", "3x120")),
+        merge(sts(NS, "subnet-router-0", "1x120", "0x120"), sts(ROUTERS_NS, "subnet-router-0", "1x120", "1x120")),
+    ),
+    Case(
+        "SubnetRoutersDegraded",
+        "a StatefulSet that is not one of the routers",
+        sts(ROUTERS_NS, "subnet-router-old", "1x120", "0x120"),
     ),
     # --- replication ---------------------------------------------------------------------------------------------
     # The default lag is 5 minutes: local(t - 5m) > replica(t). local = 100 + t.
@@ -1275,6 +1291,17 @@ EARLIEST_FROZEN = LAG - (1 + SYNC + EXPORTER_INTERVAL + 2 * SCRAPE + EVALUATION)
 #: How long healthy replication is watched once the rule has real data (six evaluations).
 HEALTHY_SECONDS = 6
 WATCHED = ("LitestreamReplicationStalled", "LitestreamReplicaUnreadable")
+E2E_SCOPE = dataclasses.replace(SCOPES["sqlite-active"], replication_lag_seconds=LAG)
+#: The lab's exporter appends a keys file, as the pod's does from its ConfigMap: the keys panel has real series.
+E2E_DASHBOARD = dashboard_model(E2E_SCOPE, keys=True)
+#: Dashboard panels over series of components the lab does not run: their queries must return nothing there.
+E2E_DASHBOARD_NOT_COVERED = {
+    "Headscale metrics target": "no Headscale server runs in the lab, so Prometheus has no `headscale` target",
+    "Ready replicas": "kube-state-metrics series: the lab has no Kubernetes",
+    "Subnet routers ready": "kube-state-metrics series: the lab has no Kubernetes",
+    "Restore and pre-upgrade restarts (15 min)": "kube-state-metrics series: the lab has no Kubernetes",
+    "Time left on the public certificate": "cert-manager's series: the lab runs no cert-manager",
+}
 
 
 @dataclass
@@ -1291,6 +1318,7 @@ class EndToEnd:
     monitor_error_logged: bool = False
     litestream_user: str = ""
     phases: dict[str, float] = field(default_factory=dict)  # seconds since the run started, at the end of each phase
+    dashboard_series: dict[tuple[str, str], int] = field(default_factory=dict)  # (panel, query) -> series returned
 
 
 def _by_app(result: list[dict[str, Any]]) -> dict[str, float]:
@@ -1314,7 +1342,7 @@ def _run_end_to_end(base: Path, stack: ExitStack, record: EndToEnd) -> None:
     httpd_port = free_port()
 
     rules = base / "rules.yml"
-    rules.write_text(rule_file(dataclasses.replace(SCOPES["sqlite-active"], replication_lag_seconds=LAG)))
+    rules.write_text(rule_file(E2E_SCOPE))
     litestream_targets = [
         {
             "targets": [f"127.0.0.1:{ports[name]}"],
@@ -1363,11 +1391,14 @@ def _run_end_to_end(base: Path, stack: ExitStack, record: EndToEnd) -> None:
         assert wait_until((backup / name / "replica").is_dir, timeout=15), f"{name}: litestream wrote no replica"
     phase("litestream replicating")
 
+    keys = base / "keys.prom"
+    keys.write_text(key_metrics(_lab_keys()))
     env = state_exporter_env(
         LITESTREAM,
         apps=" ".join(E2E_APPS),
         backup_root=backup,
         out_file=www / "metrics.prom",
+        keys_file=keys,
         interval=EXPORTER_INTERVAL,
         path=str(busybox_bin_dir(base / "busybox-bin")),
     )
@@ -1394,6 +1425,8 @@ def _run_end_to_end(base: Path, stack: ExitStack, record: EndToEnd) -> None:
     assert wait_until(armed, timeout=LAG + 30, interval=0.25), "Prometheus never had the data the rules need"
     record.armed_after = time.monotonic() - started
     phase("armed")
+    record.dashboard_series = {query: len(prom.query(query[1])) for query in dashboard_queries(E2E_DASHBOARD)}
+    phase("dashboard queried")
 
     # Healthy: writing, replicating; the watched alerts must stay inactive.
     before = _by_app(prom.query(local))
@@ -1432,6 +1465,15 @@ def _run_end_to_end(base: Path, stack: ExitStack, record: EndToEnd) -> None:
     record.sync_errors = _by_app(prom.query(f'litestream_sync_error_count{{namespace="{NS}"}}'))
     record.monitor_error_logged = "monitor error" in (base / "headscale-litestream.log").read_text()
     phase("break observed")
+
+
+def _lab_keys() -> list[tuple[str, str, str]]:
+    """Two provider-managed keys, far from expiry (the key alerts stay quiet), as ``key_metrics`` takes them."""
+    now = datetime.datetime.now(datetime.UTC)
+    return [
+        ("api", "headplane", (now + datetime.timedelta(days=90)).isoformat()),
+        ("preauth", "authkey-0", (now + datetime.timedelta(days=30)).isoformat()),
+    ]
 
 
 def _repair(broken: Path, aside: Path) -> None:
@@ -1496,6 +1538,17 @@ def test_e2e_a_replica_litestream_cannot_write_goes_pending_after_the_lag(end_to
     assert ("LitestreamReplicationStalled", "headplane") in seen, seen
     assert EARLIEST_FROZEN <= seen[("LitestreamReplicationStalled", "headplane")] <= BOUND_FROZEN, seen
     assert ("LitestreamReplicaUnreadable", "headplane") not in seen, "a listable replica counted as unreadable"
+
+
+@E2E
+def test_e2e_every_dashboard_query_over_what_the_lab_serves_returns_series(end_to_end: EndToEnd) -> None:
+    series = end_to_end.dashboard_series
+    assert set(series) == set(dashboard_queries(E2E_DASHBOARD)), "every query ran"
+    empty = {title for (title, _), count in series.items() if count == 0}
+    assert empty == set(E2E_DASHBOARD_NOT_COVERED), {f"{title}: {expr}": n for (title, expr), n in series.items()}
+    counts = {title: n for (title, _), n in series.items()}  # (the panels below have one query each)
+    assert counts[f"Transactions the replica lacks ({prom_duration(LAG)} lag)"] == len(E2E_APPS), "one per app"
+    assert counts["Time left on provider-managed keys"] == len(_lab_keys()), "one series per key"
 
 
 @E2E

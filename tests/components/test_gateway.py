@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from components.gateway import advertised_routes, dns_records, endpoints
+from components.gateway import advertised_routes, dns_records, endpoints, socat_target
 from components.gateway_config import tailnet_addresses
+from components.pod import selector
 from components.settings import Proxy, RouterMode, Site
 from policy.pack.rules import Subject, violations
 from program.args import gateway_services_args, subnet_routers_args
@@ -31,14 +33,23 @@ def _kinds(run: ProgramRun, kind: str) -> list[dict]:
     return [o for o in run.kubernetes_objects() if o["kind"] == kind]
 
 
+def _routers(run: ProgramRun) -> list[dict]:
+    """The routers' StatefulSets, one per replica, in ordinal order."""
+    found = [o for o in _kinds(run, "StatefulSet") if o["metadata"]["name"].startswith("subnet-router-")]
+    return sorted(found, key=lambda o: int(o["metadata"]["name"].rsplit("-", 1)[1]))
+
+
 @pytest.mark.parametrize(("stack", "replicas"), [("hydra", 2), ("cosmos", 1)])
 def test_replicas_are_gated_per_cluster(stack: str, replicas: int, run_stack) -> None:
     run = run_stack(stack)
-    routers = _obj(run, "StatefulSet", "subnet-router")["spec"]
+    routers = _routers(run)
     services = _obj(run, "Deployment", "tailnet-gateway")["spec"]
-    assert routers["replicas"] == services["replicas"] == replicas
+    assert [r["metadata"]["name"] for r in routers] == [f"subnet-router-{n}" for n in range(replicas)]
+    assert {r["spec"]["replicas"] for r in routers} == {1}
+    assert services["replicas"] == replicas
     many = replicas > 1
-    assert ("podAntiAffinity" in routers["template"]["spec"]["affinity"]) is many
+    for router in routers:
+        assert ("podAntiAffinity" in router["spec"]["template"]["spec"]["affinity"]) is many
     assert ("podAntiAffinity" in services["template"]["spec"]["affinity"]) is many
     assert {p["metadata"]["name"] for p in _kinds(run, "PodDisruptionBudget")} == (
         {"subnet-router", "tailnet-gateway"} if many else set()
@@ -49,19 +60,28 @@ def test_a_five_node_cluster_gets_five_routers_not_six(run_stack, project_copy) 
     stack = (
         "config:\n  headscale-ha:role: active\n"
         "  headscale-ha:cluster: {{name: hydra, nodes: 5, apiServer: {{host: 10.10.0.10}}}}\n"
+        "  headscale-ha:networkPolicy: {{apiServerCidrs: [10.10.0.0/24]}}\n"
     )
     project = project_copy(
         lab=stack.format() + "  headscale-ha:gateway: {routers: {replicas: 5}, services: {replicas: 5}}\n"
     )
     run = run_stack("lab", project_dir=project)
-    routers = _obj(run, "StatefulSet", "subnet-router")["spec"]
-    assert routers["replicas"] == 5
-    anti = routers["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
-    role = _obj(run, "Role", "subnet-router")
-    assert role["rules"][0]["resourceNames"] == [f"subnet-router-{i}" for i in range(5)]
+    routers = _routers(run)
+    assert len(routers) == 5
+    for ordinal, router in enumerate(routers):
+        affinity = router["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        (anti,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+        # One node per replica across the five StatefulSets: the rule selects the app label they all carry.
+        assert anti == {
+            "labelSelector": {"matchLabels": selector("subnet-router")},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+        role = _obj(run, "Role", f"subnet-router-{ordinal}")
+        assert role["rules"][0]["resourceNames"] == [f"subnet-router-{ordinal}"]
     assert sorted(
-        o["metadata"]["name"] for o in _kinds(run, "Secret") if o["metadata"]["name"].startswith("subnet-router-")
+        o["metadata"]["name"]
+        for o in _kinds(run, "Secret")
+        if re.fullmatch(r"subnet-router-\d+", o["metadata"]["name"])
     ) == [f"subnet-router-{i}" for i in range(5)]
     too_many = project_copy(lab=stack.format() + "  headscale-ha:gateway: {routers: {replicas: 6}}\n")
     with pytest.raises(ConfigError, match=r"gateway\.routers\.replicas: exceeds cluster\.nodes \(5\)"):
@@ -70,23 +90,29 @@ def test_a_five_node_cluster_gets_five_routers_not_six(run_stack, project_copy) 
 
 def test_routers_advertise_the_cluster_and_the_pool_with_their_tag(run_stack) -> None:
     run = run_stack("hydra")
-    (container,) = _obj(run, "StatefulSet", "subnet-router")["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
-    assert env["TS_ROUTES"] == "10.244.0.0/16,10.96.0.0/16,172.30.250.0/28"
-    assert "--advertise-tags=tag:subnet-router-hydra" in env["TS_EXTRA_ARGS"]
-    assert "--login-server=https://headscale.example.com" in env["TS_EXTRA_ARGS"]
-    assert env["TS_USERSPACE"] == "true"
-    assert env["TS_KUBE_SECRET"] == "$(POD_NAME)"
-    # The enrolment key is not in the pod spec: the entrypoint reads its ordinal's file from the mounted Secret,
-    # and containerboot logs in only while the node has no state (an enrolled replica never reuses its key).
-    assert "TS_AUTHKEY" not in env
-    assert env["TS_AUTH_ONCE"] == "true"
-    spec = _obj(run, "StatefulSet", "subnet-router")["spec"]["template"]["spec"]
-    (volume,) = [v for v in spec["volumes"] if "secret" in v]
-    assert volume["secret"] == {"secretName": "subnet-router-authkey", "optional": True, "defaultMode": 0o440}
-    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
-    assert (mount["mountPath"], mount["readOnly"], "subPath" in mount) == ("/etc/tailscale-authkey", True, False)
-    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    for ordinal, router in enumerate(_routers(run)):
+        (container,) = router["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+        assert env["TS_ROUTES"] == "10.244.0.0/16,10.96.0.0/16,172.30.250.0/28"
+        assert "--advertise-tags=tag:subnet-router-hydra" in env["TS_EXTRA_ARGS"]
+        assert "--login-server=https://headscale.example.com" in env["TS_EXTRA_ARGS"]
+        assert env["TS_USERSPACE"] == "true"
+        # The node state and the tailnet name keep the names of the single-StatefulSet layout (its pod names).
+        assert (env["TS_KUBE_SECRET"], env["TS_HOSTNAME"]) == (
+            f"subnet-router-{ordinal}",
+            f"hydra-subnet-router-{ordinal}",
+        )
+        # The enrolment key is not in the pod spec: the entrypoint reads it from the replica's own Secret, and
+        # containerboot logs in only while the node has no state (an enrolled replica never reuses its key).
+        assert "TS_AUTHKEY" not in env
+        assert env["TS_AUTH_ONCE"] == "true"
+        spec = router["spec"]["template"]["spec"]
+        (volume,) = [v for v in spec["volumes"] if "secret" in v]
+        secret = f"subnet-router-authkey-{ordinal}"
+        assert volume["secret"] == {"secretName": secret, "optional": True, "defaultMode": 0o440}
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        assert (mount["mountPath"], mount["readOnly"], "subPath" in mount) == ("/etc/tailscale-authkey", True, False)
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     # Routes are approved by the policy's autoApprovers, for exactly this tag.
     policy = json.loads(_obj(run, "ConfigMap", "headscale-policy-rendered")["data"]["policy.json"])
     for route in env["TS_ROUTES"].split(","):
@@ -162,9 +188,11 @@ def test_kubeconfig_output_is_a_secret(run_stack, lab_project) -> None:
 def test_given_router_keys_land_one_per_ordinal_in_the_routers_secret(run_stack, lab_project) -> None:
     keys = "  headscale-ha:routerAuthKeys:\n    - secure: v1:AAAA\n    - secure: v1:BBBB\n"
     run = run_stack("lab", project_dir=lab_project("  headscale-ha:gateway: {routers: {replicas: 2}}\n" + keys))
-    secret = _obj(run, "Secret", "subnet-router-authkey")
-    assert secret["metadata"]["namespace"] == "tailnet-gateway"
-    assert secret["stringData"] == {"authkey-0": SECRET, "authkey-1": SECRET}
+    for ordinal in range(2):
+        secret = _obj(run, "Secret", f"subnet-router-authkey-{ordinal}")
+        assert secret["metadata"]["namespace"] == "tailnet-gateway"
+        assert secret["stringData"] == {"authkey": SECRET}, "one replica's key, and no other"
+    assert not [o for o in _kinds(run, "Secret") if o["metadata"]["name"] == "subnet-router-authkey"]
 
 
 def test_given_router_keys_must_match_the_replicas() -> None:
@@ -198,65 +226,57 @@ def test_router_keys_are_short_lived(routers: dict, message: str) -> None:
 
 
 def test_a_router_without_a_key_says_why_and_is_not_ready(run_stack, tmp_path) -> None:
-    routers = _obj(run_stack("hydra"), "StatefulSet", "subnet-router")
-    (container,) = routers["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["TS_ENABLE_HEALTH_CHECK"] == "true"
-    port = int(env["TS_LOCAL_ADDR_PORT"].rsplit(":", 1)[1])
-    assert {"name": "health", "containerPort": port, "protocol": "TCP"} in container["ports"]
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    shell, flag, script = container["command"]
-    assert (shell, flag) == ("/bin/sh", "-c")
-    # Run the entrypoint for real under busybox sh (the image's shell), with a stand-in containerboot that shows
-    # what it was given, against a stand-in of the mounted key Secret.
+    routers = _routers(run_stack("hydra"))
     busybox = shutil.which("busybox")
     assert busybox is not None, "busybox is needed to run the entrypoint as the tailscale image does"
     boot = tmp_path / "containerboot"
     boot.write_text('#!/bin/sh\necho "containerboot started with TS_AUTHKEY=${TS_AUTHKEY:-<unset>}"\n')
     boot.chmod(0o755)
-    keys = tmp_path / "keys"
-    keys.mkdir()
-    assert "/etc/tailscale-authkey/" in script
-    runnable = script.replace("/usr/local/bin/containerboot", str(boot)).replace("/etc/tailscale-authkey", str(keys))
-
-    def start(pod: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [busybox, "sh", "-c", runnable], capture_output=True, text=True, env={"POD_NAME": pod}, check=True
+    for ordinal, router in enumerate(routers):
+        (container,) = router["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["TS_ENABLE_HEALTH_CHECK"] == "true"
+        port = int(env["TS_LOCAL_ADDR_PORT"].rsplit(":", 1)[1])
+        assert {"name": "health", "containerPort": port, "protocol": "TCP"} in container["ports"]
+        assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+        shell, flag, script = container["command"]
+        assert (shell, flag) == ("/bin/sh", "-c")
+        # Run the entrypoint for real under busybox sh (the image's shell), with a stand-in containerboot that
+        # shows what it was given, against a stand-in of the replica's own mounted key Secret.
+        keys = tmp_path / f"keys-{ordinal}"
+        keys.mkdir()
+        assert "/etc/tailscale-authkey/" in script
+        runnable = script.replace("/usr/local/bin/containerboot", str(boot)).replace(
+            "/etc/tailscale-authkey", str(keys)
         )
 
-    without = start("subnet-router-1")
-    assert (
-        "no pre-auth key for subnet-router-1 (Secret tailnet-gateway/subnet-router-authkey, key authkey-1, "
-        "is missing or empty)" in without.stderr
-    )
-    assert "nextSteps" in without.stderr
-    assert without.stdout == "containerboot started with TS_AUTHKEY=<unset>\n"
-    (keys / "authkey-0").write_text("key-of-0")
-    (keys / "authkey-1").write_text("key-of-1\n")
-    (keys / "authkey-11").write_text("key-of-11")
-    for pod, key in (
-        ("subnet-router-0", "key-of-0"),
-        ("subnet-router-1", "key-of-1"),
-        ("subnet-router-11", "key-of-11"),
-    ):
-        started = start(pod)
+        def start(script: str = runnable) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([busybox, "sh", "-c", script], capture_output=True, text=True, env={}, check=True)
+
+        without = start()
+        assert (
+            f"no pre-auth key for subnet-router-{ordinal} (Secret tailnet-gateway/subnet-router-authkey-{ordinal}, "
+            "key authkey, is missing or empty)" in without.stderr
+        )
+        assert "nextSteps" in without.stderr
+        assert without.stdout == "containerboot started with TS_AUTHKEY=<unset>\n"
+        (keys / "authkey").write_text(f"key-of-{ordinal}\n")
+        started = start()
         assert started.stderr == ""
-        assert started.stdout == f"containerboot started with TS_AUTHKEY={key}\n", (
-            "each pod takes its own ordinal's key"
-        )
-    (keys / "authkey-1").write_text("")
-    assert "no pre-auth key for subnet-router-1" in start("subnet-router-1").stderr, "an empty key is no key"
+        assert started.stdout == f"containerboot started with TS_AUTHKEY=key-of-{ordinal}\n"
+        (keys / "authkey").write_text("")
+        assert f"no pre-auth key for subnet-router-{ordinal}" in start().stderr, "an empty key is no key"
 
 
 def test_routers_start_after_their_key_and_roll_when_a_key_source_appears(
     run_stack, project_copy, stack_outputs
 ) -> None:
     """Routers read TS_AUTHKEY only at start: they wait for the key Secret, and the first key source rolls them."""
-    without = _obj(run_stack("cosmos"), "StatefulSet", "subnet-router")["spec"]["template"]["metadata"]
+    (without,) = [r["spec"]["template"]["metadata"] for r in _routers(run_stack("cosmos"))]
     run = plan_stack("cosmos", assume_secrets=["bootstrapApiKey"], stack_outputs=stack_outputs)
     routers = next(r for r in run.resources if r.type == "kubernetes:apps/v1:StatefulSet")
     (key,) = [
-        r for r in run.resources if r.is_kubernetes_object and r.inputs["metadata"]["name"] == "subnet-router-authkey"
+        r for r in run.resources if r.is_kubernetes_object and r.inputs["metadata"]["name"] == "subnet-router-authkey-0"
     ]
     assert key.urn in routers.dependencies
     annotation = "headscale-ha/auth-key-source"
@@ -279,9 +299,9 @@ def test_the_gateway_helpers_need_no_stack_config() -> None:
 
 def test_the_site_decides_the_routers_namespace_key_source_and_default_proxies() -> None:
     config = parse("hydra")
-    routers = subnet_routers_args(config, key_secret=None)
+    routers = subnet_routers_args(config)
     assert (routers.mode, routers.namespace) == (RouterMode.USERSPACE, "tailnet-gateway")
-    kernel = subnet_routers_args(parse("hydra", gateway={"routers": {"mode": "kernel"}}), key_secret=None)
+    kernel = subnet_routers_args(parse("hydra", gateway={"routers": {"mode": "kernel"}}))
     assert kernel.namespace == "tailnet-gateway-routers", "kernel routers get a privileged namespace of their own"
     assert routers.key_source is None, "no bootstrapApiKey nor routerAuthKey in the shipped stack"
     assert routers.tag == "tag:subnet-router-hydra"
@@ -289,3 +309,72 @@ def test_the_site_decides_the_routers_namespace_key_source_and_default_proxies()
     services = gateway_services_args(config)
     assert [proxy.name for proxy in services.proxies] == ["kube-api", "talos", "clustermesh"]
     assert services.pool_name == "tailnet-hydra"
+
+
+def test_a_proxy_to_an_ipv6_target_brackets_the_address() -> None:
+    """socat reads `TCP:fd00::1:6443` as host `fd00` and a bad port: the address goes in brackets."""
+    assert socat_target("fd00::10", 6443) == "TCP:[fd00::10]:6443"
+    assert socat_target("10.10.0.10", 6443) == "TCP:10.10.0.10:6443"
+    assert socat_target("api.lan", 6443) == "TCP:api.lan:6443"
+
+
+READS, WRITES = (
+    frozenset({"get", "list", "watch"}),
+    frozenset({"create", "update", "patch", "delete", "deletecollection"}),
+)
+
+
+def _secret_access(objects: list[dict], namespace: str) -> dict[str, dict[str, set[str]]]:
+    """Per router pod (`<StatefulSet>-0`): the Secrets of ``namespace`` it can read and write, through its mounts
+    and through its ServiceAccount token (every RoleBinding and ClusterRoleBinding naming that account, the rules
+    of their roles; a rule without resourceNames reaches every Secret, a `*` verb or resource everything)."""
+    every = {
+        o["metadata"]["name"] for o in objects if o["kind"] == "Secret" and o["metadata"].get("namespace") == namespace
+    }
+    roles = {
+        (o["kind"], o["metadata"]["name"]): o.get("rules", []) for o in objects if o["kind"] in ("Role", "ClusterRole")
+    }
+    bindings = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    access = {}
+    for sts in (o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["namespace"] == namespace):
+        spec = sts["spec"]["template"]["spec"]
+        account = spec.get("serviceAccountName", "default")
+        read = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+        write: set[str] = set()
+        for binding in bindings:
+            subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+            if subject not in binding["subjects"]:
+                continue
+            for rule in roles.get((binding["roleRef"]["kind"], binding["roleRef"]["name"]), []):
+                if not ({"secrets", "*"} & set(rule.get("resources", []))) or not ({"", "*"} & set(rule["apiGroups"])):
+                    continue
+                reached = set(rule.get("resourceNames") or every)
+                verbs = set(rule["verbs"])
+                read |= reached if verbs & (READS | {"*"}) else set()
+                write |= reached if verbs & (WRITES | {"*"}) else set()
+        access[f"{sts['metadata']['name']}-0"] = {"read": read, "write": write}
+    return access
+
+
+def test_each_router_pod_reaches_only_its_own_key_and_its_own_state(run_stack, lab_project) -> None:
+    """Router N cannot read router M's node key or unused pre-auth key, nor wipe its state."""
+    keys = "  headscale-ha:routerAuthKeys:\n" + "".join(f"    - secure: v1:KEY{n}\n" for n in range(3))
+    run = run_stack("lab", project_dir=lab_project("  headscale-ha:gateway: {routers: {replicas: 3}}\n" + keys))
+    objects = run.kubernetes_objects()
+    assert _secret_access(objects, "tailnet-gateway") == {
+        f"subnet-router-{n}-0": {
+            "read": {f"subnet-router-{n}", f"subnet-router-authkey-{n}"},
+            "write": {f"subnet-router-{n}"},
+        }
+        for n in range(3)
+    }
+    # The evaluator is not blind: the single-Role layout of release 0.1.0 gave every router every state Secret.
+    shared = [
+        {**o, "rules": [{**o["rules"][0], "resourceNames": [f"subnet-router-{n}" for n in range(3)]}]}
+        if o["kind"] == "Role" and o["metadata"]["name"] == "subnet-router-0"
+        else o
+        for o in objects
+    ]
+    assert _secret_access(shared, "tailnet-gateway")["subnet-router-0-0"]["write"] == {
+        f"subnet-router-{n}" for n in range(3)
+    }

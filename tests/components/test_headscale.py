@@ -93,9 +93,13 @@ def test_probes_use_the_unauthenticated_health_endpoint(run_stack) -> None:
     assert container["args"] == ["serve"]
 
 
+def _mounts_volume(container: dict, volume: str) -> bool:
+    return any(m["name"] == volume for m in container.get("volumeMounts", []))
+
+
 def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
     pod = _pod(run_stack("hydra"))
-    restore, pre_upgrade, sidecar = pod["initContainers"]
+    restore, pre_upgrade, signer, sidecar = pod["initContainers"]
     assert restore["name"] == "restore"
     assert "restartPolicy" not in restore, "the restore must finish before anything else starts"
     # Between the restore and the sidecar: the snapshot is taken while nothing writes the database.
@@ -114,11 +118,22 @@ def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
     env = {e["name"]: e["value"] for e in restore["env"]}
     assert env["DB_PATH"] == "/var/lib/headscale/db.sqlite"
     assert env["BACKUP_DIR"] == "/backup/headscale"
-    assert env["IDENTITY_FILE"] == "/etc/headscale/identity/noise_private.key"
+    assert "IDENTITY_FILE" not in env, "the restore gets the fingerprint, not the Noise key"
+    assert re.fullmatch("[0-9a-f]{64}", env["IDENTITY_FINGERPRINT"])
+    assert not [m for m in restore["volumeMounts"] if m["name"] == "identity"], "the Noise key is not mounted"
     assert env["REQUIRE_BACKUP"] == "false"
+    # Authenticated backups: the signer sidecar starts before Litestream (and so stops after it); only it, the
+    # restore and the rehearsal mount the backup key.
+    assert signer["name"] == "backup-signer"
+    assert signer["restartPolicy"] == "Always"
+    assert signer["command"] == ["/bin/sh", "/etc/litestream/manifest.sh", "run"]
+    assert env["BACKUP_KEY_FILE"] == "/etc/litestream-key/backup.key"
+    assert env["MAX_REPLICA_AGE_SECONDS"] == str(24 * 3600)
+    holders = [c["name"] for c in [*pod["initContainers"], *pod["containers"]] if _mounts_volume(c, "backup-key")]
+    assert holders == ["restore", "backup-signer"]
     backup = next(v for v in pod["volumes"] if v["name"] == "backup")
     assert backup == {"name": "backup", "persistentVolumeClaim": {"claimName": BACKUP_CLAIM}}
-    for container in (restore, pre_upgrade, sidecar):
+    for container in (restore, pre_upgrade, signer, sidecar):
         (mount,) = [m for m in container["volumeMounts"] if m["name"] == "backup"]
         assert mount == {"name": "backup", "mountPath": "/backup/headscale", "subPath": "headscale"}
 
@@ -187,7 +202,7 @@ def test_a_single_node_cluster_lets_the_control_plane_host_the_pods(run_stack) -
     run = run_stack("cosmos")
     for kind, name in (
         ("Deployment", "headscale"),
-        ("StatefulSet", "subnet-router"),
+        ("StatefulSet", "subnet-router-0"),
         ("Deployment", "tailnet-gateway"),
     ):
         spec = _object(run, kind, name)["spec"]["template"]["spec"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from components.backup_volume import claim_name
+from components.identity import derived_backup_key, identity_fingerprint
 from components.litestream import SERVED_FILE, SERVED_KEY, SERVED_MOUNT, SERVED_VOLUME, served_config_map
 from components.litestream_config import restore_script
 from components.settings import Backup, Headscale, Nfs
@@ -319,3 +321,66 @@ def test_the_optional_witness_is_declared_where_it_is_read(stack: str, run_stack
         assert any("headscale-served" in f and "not declared" in f for f in findings), findings
     else:
         assert witnesses == set()
+
+
+def _holds(container: dict, volume: str) -> bool:
+    return any(mount["name"] == volume for mount in container.get("volumeMounts", []))
+
+
+def test_only_the_signer_the_restore_and_the_rehearsal_hold_the_backup_key(run_stack) -> None:
+    """Authenticated backups: each application's key Secret, a Pulumi secret, mounted by exactly the containers that
+    sign or verify; the Litestream sidecar waits for its position before the application starts and stops after
+    the last sync."""
+    run = run_stack("hydra")
+    secrets = {
+        o["metadata"]["name"]: o for o in _objects(run, "Secret") if o["metadata"]["name"].endswith("-backup-key")
+    }
+    assert set(secrets) == {"headscale-backup-key", "headplane-backup-key"}
+    assert all(repr(secret["stringData"]["backup.key"]) == "[secret]" for secret in secrets.values())
+    for app in ("headscale", "headplane"):
+        pod = _deployment_pod(run, app)
+        (key,) = [v for v in pod["volumes"] if v["name"] == "backup-key"]
+        assert key["secret"]["secretName"] == f"{app}-backup-key"
+        containers = [*pod["initContainers"], *pod["containers"]]
+        assert [c["name"] for c in containers if _holds(c, "backup-key")] == ["restore", "backup-signer"]
+        names = [c["name"] for c in pod["initContainers"]]
+        assert names.index("backup-signer") < names.index("litestream"), "starts first, stops last"
+        sidecar = next(c for c in pod["initContainers"] if c["name"] == "litestream")
+        assert sidecar["startupProbe"]["exec"]["command"] == ["/bin/sh", "/etc/litestream/position.sh", "caught-up"]
+        assert sidecar["lifecycle"]["preStop"]["exec"]["command"][-1] == "drain"
+        config = next(o for o in _objects(run, "ConfigMap") if o["metadata"]["name"] == f"{app}-litestream")
+        assert {"restore.sh", "manifest.sh", "position.sh"} <= set(config["data"])
+        cron = next(o for o in _objects(run, "CronJob") if o["metadata"]["name"] == f"{app}-restore-rehearsal")
+        job_pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        (rehearsal,) = job_pod["containers"]
+        assert _holds(rehearsal, "backup-key")
+        env = {e["name"]: e["value"] for e in rehearsal["env"]}
+        assert env["BACKUP_KEY_FILE"] == "/etc/litestream-key/backup.key"
+        assert env["MANIFEST_MAX_AGE_SECONDS"] == "3600"
+
+
+def test_the_auth_overrides_reach_the_restore_only_as_dates(run_stack, project_copy) -> None:
+    project = project_copy()
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    document["config"]["backup"]["value"]["auth"] = {"allowUnsigned": "2026-12-01", "maxAge": "6h"}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    pod = _deployment_pod(run_stack("hydra", project_dir=project), "headscale")
+    env = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}
+    assert env["ALLOW_UNSIGNED_RESTORE"] == "2026-12-01"
+    assert env["MAX_REPLICA_AGE_SECONDS"] == str(6 * 3600)
+    assert "ALLOW_STALE_RESTORE" not in env
+    with pytest.raises(ValidationError, match="is not a date"):
+        Backup.model_validate({"auth": {"allowStale": "tomorrow"}})
+
+
+def test_every_site_derives_the_same_backup_key_and_the_epoch_rotates_it() -> None:
+    """The backup key comes from the tailnet's Noise key, so an active reading the identity stack and a standby that
+    imports the same keys sign and verify with one key; it reveals nothing of the Noise key."""
+    noise = "privkey:" + "ab" * 32
+    key = derived_backup_key(noise)
+    assert re.fullmatch("[0-9a-f]{64}", key)
+    assert derived_backup_key(f"  {noise}\n") == key, "trimmed like the fingerprint"
+    assert derived_backup_key(noise, 2) != key
+    assert derived_backup_key("privkey:" + "cd" * 32) != key
+    assert "ab" * 32 not in key
+    assert key != identity_fingerprint(noise)

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import re
 import secrets
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,7 +40,7 @@ from tests.support.litestream_lab import (
     wait_until,
     write_then_stop,
 )
-from tests.support.script_checks import SYNTAX_CHECKERS
+from tests.support.script_checks import SYNTAX_CHECKERS, assert_passes, exit_codes
 
 LITESTREAM = litestream_bin()
 # Real tools (tests/real_tools.py): every script run needs its shell and Litestream; a missing one skips the test,
@@ -60,6 +58,7 @@ EXIT = {
     "identity_mismatch": 11,
     "identity_unrecorded": 12,
     "marker_untrusted": 13,
+    "fingerprint_form": 14,
     "backup_dir_unavailable": 20,
     "replica_missing": 21,
     "replica_unreadable": 22,
@@ -67,6 +66,13 @@ EXIT = {
     "served_no_backup": 24,
     "restore_failed": 30,
     "local_state": 31,
+    "unsigned": 40,
+    "forged": 41,
+    "manifest_malformed": 42,
+    "tampered": 43,
+    "stale": 44,
+    "backup_key": 45,
+    "verify_io": 46,
 }
 BACKUP_ROWS = 75
 
@@ -165,17 +171,11 @@ def _record_fingerprint(app: App, value: str) -> None:
 
 @pytest.mark.parametrize("checker", SYNTAX_CHECKERS)
 def test_script_is_clean_posix_sh(checker: list[str]) -> None:
-    result = subprocess.run([*checker, str(SCRIPT)], capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_passes(checker, SCRIPT)
 
 
 def test_documented_exit_codes_match_the_script() -> None:
-    text = SCRIPT.read_text()
-    assert text.startswith("#!/bin/sh\n")
-    assert "\nset -eu\n" in text
-    documented = {int(code) for code in re.findall(r"^#\s{2,}(\d+)\s{2}\S", text, flags=re.MULTILINE)}
-    defined = [int(code) for code in re.findall(r"^EX_[A-Z_]+=(\d+)$", text, flags=re.MULTILINE)]
-    assert len(defined) == len(set(defined)), "exit codes must be distinct"
+    documented, defined = exit_codes(SCRIPT)
     assert documented == {*defined, 0} == set(EXIT.values())
 
 
@@ -341,6 +341,30 @@ def test_d_backup_of_another_identity_is_refused(shell, new_app, identity, backu
         result, "identity_mismatch", "identity Secret from the stack that wrote the backup", "aside", key=identity
     )
     assert not app.db_path.exists()
+
+
+def test_d_the_fingerprint_alone_decides_like_the_key(shell, new_app, identity, backup_template) -> None:
+    """The pods get IDENTITY_FINGERPRINT (the stack's identityFingerprint), never the Noise key: same decisions."""
+    app = new_app(with_backup=True, template=backup_template[0])
+    _record_fingerprint(app, identity.fingerprint)
+    other = hashlib.sha256(b"privkey:" + b"1" * 64).hexdigest()
+    refused = _run(shell, app, extra_env={"IDENTITY_FINGERPRINT": other})
+    _assert_exit(refused, "identity_mismatch", other[:12])
+    assert not app.db_path.exists()
+    restored = _run(shell, app, extra_env={"IDENTITY_FINGERPRINT": identity.fingerprint})
+    _assert_exit(restored, "ok", "restored")
+    assert len(read_rows(app.db_path)) == BACKUP_ROWS
+    assert (app.data_dir / ".backup-identity.sha256").read_text().strip() == identity.fingerprint
+
+
+@pytest.mark.parametrize("value", ["", "A" * 64, "0" * 63, "privkey:" + "0" * 64])
+def test_d_a_malformed_fingerprint_is_refused(new_app, backup_template, value) -> None:
+    app = new_app(with_backup=True, template=backup_template[0])
+    result = _run(["sh"], app, extra_env={"IDENTITY_FINGERPRINT": value})
+    if value:
+        _assert_exit(result, "fingerprint_form", "IDENTITY_FINGERPRINT")
+    else:
+        assert result.returncode != EXIT["fingerprint_form"], "unset/empty: no identity contract"
 
 
 @pytest.mark.parametrize("problem", ["missing", "empty", "whitespace", "directory"])

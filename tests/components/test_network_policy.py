@@ -1,13 +1,14 @@
-"""NetworkPolicies: default-deny ingress in every namespace the program owns, and exactly the intended flows.
+"""NetworkPolicies: default-deny ingress in every namespace the program owns, and exactly the intended flows in.
 
 The flows are proven by evaluating the rendered policies (tests/support/netpol.py) for both stacks and every
-option set of tests/test_main.py, then for the options that change who may connect.
+option set of tests/test_main.py, then for the options that change who may connect. What each pod may reach
+(egress) is proven in test_network_egress.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -15,12 +16,18 @@ import pytest
 from components import gateway as gateway_module
 from components.network_policy import DEFAULT_DENY, Allow, NamespacePolicies, NetworkPoliciesArgs, Port, Protected
 from components.pod import labels
-from components.settings import Derp
 from program.args import gateway_services_args, network_policies_args
 from tests.program.test_config import STORE_KEYS, STORE_SECRETS, parse
-from tests.support.netpol import External, Pod, admitted, namespaces_of, network_policies_of, pods_of
+from tests.support.netpol import (
+    Evaluator,
+    External,
+    Pod,
+    admitted,
+    namespaces_of,
+    network_policies_of,
+    pods_of,
+)
 from tests.test_main import ALL_SETS, _option_set_run
-from tools.harness import PROJECT_DIR
 
 #: Namespaces the program does not own but names (or a stranger's).
 OUTSIDE = {"monitoring": {}, "cnpg-system": {}, "ingress-nginx": {}, "elsewhere": {}}
@@ -37,7 +44,12 @@ DATABASE = {"stage": "postgres", "postgres": {"instances": 3, "objectStore": {"d
 
 @dataclass(frozen=True)
 class World:
-    """A cluster as the policies see it: the rendered policies, namespaces and pods, plus outside namespaces."""
+    """A cluster as the policies see it: the rendered policies, namespaces and pods, plus outside namespaces.
+
+    Every rendered pod gets an address of the pod CIDR, so an ipBlock that would match a pod (Calico's reading)
+    counts in every denial; allowances to pods are asked under Cilium's reading (`connects`: no ipBlock selects a
+    pod), so they hold on both.
+    """
 
     policies: Sequence[Mapping[str, Any]]
     namespaces: Mapping[str, Mapping[str, str]]
@@ -45,17 +57,36 @@ class World:
 
     @classmethod
     def of(cls, objects: Sequence[Mapping[str, Any]]) -> World:
-        return cls(network_policies_of(objects), {**OUTSIDE, **namespaces_of(objects)}, pods_of(objects))
+        pods = {
+            key: replace(pod, ip=f"10.244.{index // 250}.{index % 250 + 2}")
+            for index, (key, pod) in enumerate(sorted(pods_of(objects).items()))
+        }
+        return cls(network_policies_of(objects), {**OUTSIDE, **namespaces_of(objects)}, pods)
+
+    def apps(self, app: str) -> list[Pod]:
+        """The pods of one application (a workload may be rendered as several objects, one per replica)."""
+        return [p for _, p in sorted(self.pods.items()) if p.labels.get("app.kubernetes.io/name") == app]
 
     def pod(self, app: str) -> Pod:
-        (found,) = [p for p in self.pods.values() if p.labels.get("app.kubernetes.io/name") == app]
-        return found
+        found = self.apps(app)
+        assert found, f"no pod of {app}"
+        return found[0]
 
     def instances(self) -> list[Pod]:
         return [p for p in self.pods.values() if "cnpg.io/cluster" in p.labels]
 
     def can(self, source: Pod | External, destination: Pod, port: int, protocol: str = "TCP") -> bool:
+        """Ingress only: whether the destination admits the connection."""
         return admitted(self.policies, self.namespaces, source, destination, port, protocol)
+
+    def out(self, source: Pod, destination: Pod | External, port: int, protocol: str = "TCP") -> bool:
+        """Egress only, in the permissive reading: for denials."""
+        return Evaluator(self.policies, self.namespaces).lets_out(source, destination, port, protocol)
+
+    def connects(self, source: Pod | External, destination: Pod | External, port: int, protocol: str = "TCP") -> bool:
+        """Both sides, in Cilium's reading (no ipBlock selects a pod): for allowances."""
+        strict = Evaluator(self.policies, self.namespaces, ip_blocks_select_pods=False)
+        return strict.connects(source, destination, port, protocol)
 
 
 def rendered(args: NetworkPoliciesArgs) -> list[dict[str, Any]]:
@@ -296,27 +327,10 @@ def test_source_ranges_reach_the_rendered_service(project_copy, stack_outputs) -
         lab="config:\n  headscale-ha:role: active\n"
         "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
         "  headscale-ha:gateway: {services: {loadBalancerSourceRanges: [10.244.0.0/16]}}\n"
+        "  headscale-ha:networkPolicy: {apiServerCidrs: [10.10.0.0/24]}\n"
     )
     from tools.plan import plan_stack
 
     objects = plan_stack("lab", project_dir=project, stack_outputs=stack_outputs).kubernetes_objects()
     (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == gateway_module.SERVICES]
     assert service["spec"]["loadBalancerSourceRanges"] == ["10.244.0.0/16"]
-
-
-# ---------------------------------------------------------------------------------------------- egress
-
-
-def test_no_policy_blocks_what_headscale_needs_at_start(run_stack) -> None:
-    """Headscale stops at start when a DERP map URL cannot be fetched, and with onlyStartIfAvailable when the OIDC
-    issuer is unreachable: no rendered policy may restrict egress without allowing them (docs/installation.md:
-    Prerequisites)."""
-    for stack in ("hydra", "cosmos"):
-        policies = [o for o in run_stack(stack).kubernetes_objects() if o["kind"] == "NetworkPolicy"]
-        assert policies
-        assert all("Egress" not in p["spec"]["policyTypes"] for p in policies)
-    page = (PROJECT_DIR / "docs" / "installation.md").read_text()
-    prerequisites = page.split("## Prerequisites", 1)[1].split("\n## ", 1)[0]
-    for default_map in Derp().urls:
-        assert default_map in prerequisites
-    assert "onlyStartIfAvailable" in prerequisites

@@ -161,6 +161,7 @@ def test_the_owner_password_is_ours_and_cnpg_applies_it_on_the_primary(
         stack = (
             "config:\n  headscale-ha:role: standby\n"
             "  headscale-ha:cluster: {name: cosmos, nodes: 3, apiServer: {host: 10.2.0.1}}\n"
+            "  headscale-ha:networkPolicy: {apiServerCidrs: [10.2.0.0/24]}\n"
         )
         stack_outputs[ACTIVE_STACK]["databaseStage"] = "postgres"  # the active it follows runs PostgreSQL too
         run = run_stack("lab", project_dir=project_copy(lab=stack + POSTGRES), stack_outputs=stack_outputs)

@@ -61,6 +61,7 @@ from tools.wiring import check_wiring, selector_matches
 LITESTREAM = litestream_bin()
 APP = "headscale"
 EXIT = {"ok": 0, "usage": 2, "replica_dir": 50, "no_backup": 51, "stale": 52, "restore_failed": 53, "listing": 54}
+EXIT |= {"unauthenticated": 55}
 BACKUP_ROWS = 75
 #: The pod's user: the script must work without any write permission on the replica.
 POD_USER = 65532
@@ -513,7 +514,11 @@ def test_the_script_documents_every_exit_code_it_uses() -> None:
         assert re.search(rf"^#\s+{code}\s+\S", header, flags=re.MULTILINE), f"exit {code} is not documented"
     # The environment it reads is the documented one: no test-only knob (a clock override, say).
     read = set(re.findall(r"^([A-Z_]+)=\$\{\1:-", text, flags=re.MULTILINE))
-    assert read == {"APP", "REPLICA_DIR", "SCRATCH_DIR", "MAX_AGE_SECONDS", "LITESTREAM_BIN"}
+    assert read == {"APP", "REPLICA_DIR", "SCRATCH_DIR", "MAX_AGE_SECONDS", "LITESTREAM_BIN", "BACKUP_KEY_FILE"} | {
+        "MANIFEST_FILE",
+        "MANIFEST_SCRIPT",
+        "MANIFEST_MAX_AGE_SECONDS",
+    }
     for name in read:
         assert re.search(rf"^#   {name}\s", header, flags=re.MULTILINE), f"{name} is not documented"
     # ... and no other variable comes from the environment: every one it uses, it assigns.

@@ -88,7 +88,7 @@ def test_keys_reach_their_secrets_as_secrets(run_stack, lab_project) -> None:
     run = run_stack("lab", project_dir=lab_project(BOOTSTRAP + WITH_OIDC))
     assert _dynamic(run)["lab-tailnet-headplane-api-key"] == "ApiKey"
     secrets = {o["metadata"]["name"]: o for o in run.kubernetes_objects() if o["kind"] == "Secret"}
-    assert secrets["subnet-router-authkey"]["stringData"] == {"authkey-0": SECRET}
+    assert secrets["subnet-router-authkey-0"]["stringData"] == {"authkey": SECRET}
     assert secrets["headplane-secrets"]["stringData"]["headscale-api-key"] is SECRET
 
 
@@ -102,7 +102,7 @@ def test_standby_only_mints_its_own_router_key(run_stack, project_copy) -> None:
 
 
 def test_each_router_replica_gets_its_own_single_use_short_lived_key(run_stack, lab_project) -> None:
-    """One key per ordinal, in one Secret; nothing reusable or long-lived carries the route-approving tag."""
+    """One key per ordinal, each in its own Secret; nothing reusable or long-lived carries the route-approving tag."""
     config = "  headscale-ha:gateway: {routers: {replicas: 3, authKeyLifetime: 2h, authKeyRotateBefore: 1h}}\n"
     run = run_stack("lab", project_dir=lab_project(BOOTSTRAP + config))
     keys = {r.name: r.inputs for r in run.resources if r.type == f"{DYNAMIC}PreAuthKey"}
@@ -110,17 +110,17 @@ def test_each_router_replica_gets_its_own_single_use_short_lived_key(run_stack, 
     for key in keys.values():
         assert (key["reusable"], key["lifetime"], key["rotateBefore"]) == (False, "2h", "1h")
         assert (key["aclTags"], key["recreateIfInvalid"]) == (["tag:subnet-router-hydra"], "always")
-    (secret,) = [o for o in run.kubernetes_objects() if o["metadata"]["name"] == "subnet-router-authkey"]
-    assert secret["stringData"] == {f"authkey-{i}": SECRET for i in range(3)}
-    # The Secret is written after every key, so it never holds a key Headscale does not know yet.
-    secret_resource = next(
-        r
+    secrets = {
+        r.inputs["metadata"]["name"]: r
         for r in run.resources
-        if r.is_kubernetes_object
-        and r.inputs is not None
-        and r.inputs.get("metadata", {}).get("name") == "subnet-router-authkey"
-    )
-    assert {run.named(name).urn for name in keys} <= set(secret_resource.dependencies)
+        if r.is_kubernetes_object and r.inputs["metadata"]["name"].startswith("subnet-router-authkey")
+    }
+    assert sorted(secrets) == [f"subnet-router-authkey-{i}" for i in range(3)], "one Secret per replica"
+    for ordinal in range(3):
+        secret = secrets[f"subnet-router-authkey-{ordinal}"]
+        assert secret.inputs["stringData"] == {"authkey": SECRET}
+        # Each Secret is written after its key, so it never holds a key Headscale does not know yet.
+        assert run.named(f"lab-tailnet-router-key-{ordinal}").urn in secret.dependencies
 
 
 def test_apply_mode_needs_api_access_on_the_active_stack(run_stack, lab_project, project_copy) -> None:

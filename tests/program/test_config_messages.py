@@ -386,3 +386,55 @@ def test_a_key_set_as_a_secret_shows_no_value_in_any_of_its_problems() -> None:
     (found,) = problems(secret_keys=("backup",), backup=backup)
     assert found.startswith(f"{PROJECT}:backup.nfs.path: must be an absolute path")
     assert found.endswith("got [secret]")
+
+
+# ------------------------------------------------------------------------------------------ what reaches a command
+
+
+def test_a_secret_under_a_mistyped_key_is_never_echoed() -> None:
+    assert problems(bootstrapApikey="hskey-api-hunter2") == [
+        f"{PROJECT}:bootstrapApikey: unknown key; did you mean 'bootstrapApiKey'?, got [secret]"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://headscale.example.com", "must be https://: plain http:// would send the Headscale API key in clear"),
+        ("http://10.0.0.1:8080", "must be https://: plain http:// would send the Headscale API key in clear"),
+        ("ftp://127.0.0.1", "must be an https:// URL (or http:// to a loopback address)"),
+    ],
+)
+def test_the_headscale_api_in_clear_is_refused_except_on_loopback(url: str, expected: str) -> None:
+    (found,) = problems(headscaleApiUrl=url)
+    assert found.startswith(f"{PROJECT}:headscaleApiUrl: {expected}")
+    assert url in found
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8080", "http://localhost:8080/", "http://[::1]:8080", "https://hs.lan"]
+)
+def test_https_or_a_port_forward_to_loopback_is_accepted(url: str) -> None:
+    assert parse_stack_config(raw_config(headscaleApiUrl=url), stack="hydra").headscale_api_url == url
+
+
+@pytest.mark.parametrize(
+    ("key", "edit", "where"),
+    [
+        ("cluster", lambda c: c["apiServer"].update(host="10.10.0.10,fork"), "cluster.apiServer.host"),
+        ("backup", lambda b: b["nfs"].update(server="nfs server"), "backup.nfs.server"),
+        (
+            "gateway",
+            lambda g: g["services"].update(
+                proxies=[{"name": "ssh", "port": 22, "targetHost": "bastion:99", "targetPort": 22}]
+            ),
+            "gateway.services.proxies[0].targetHost",
+        ),
+    ],
+)
+def test_a_host_that_would_add_command_options_is_refused(key: str, edit: Callable[[dict], None], where: str) -> None:
+    value = section("hydra", key)
+    edit(value)
+    found = [p for p in problems(**{key: value}) if p.startswith(f"{PROJECT}:{where}:")]
+    assert len(found) == 1, problems(**{key: value})
+    assert "must be a DNS name (lowercase letters, digits, '-' and '.') or an IPv4 or IPv6 address" in found[0]

@@ -104,9 +104,9 @@ def test_the_first_deployment_in_the_documented_order_creates_everything_once(ap
         if api:
             assert lab.headscale is not None
             assert sorted(u.name for u in lab.headscale.users.values()) == ["alice", "bob", "carol"]
-            keys = lab.cosmos.find("Secret", "subnet-router-authkey")
+            keys = lab.cosmos.find("Secret", "subnet-router-authkey-0")
             assert keys is not None
-            assert keys["stringData"]["authkey-0"].startswith("hskey-auth-")
+            assert keys["stringData"]["authkey"].startswith("hskey-auth-")
     finally:
         lab.close()
 
@@ -182,21 +182,27 @@ def test_router_replicas_up_and_down(api_lab: Lab, stack: str, changed: int) -> 
     """Scaled to ``changed`` and back: every replica has its single-use key; a removed replica's key is deleted and
     its node state Secret retained (a later scale-up finds it)."""
     cluster = api_lab.world.clusters[stack]
-    base = int(api_lab.resources(stack)[f"{stack}-routers-statefulset"].inputs["spec"]["replicas"])
+    resources = api_lab.resources(stack)
+    base = sum(1 for name in resources if name.startswith(f"{stack}-routers-statefulset-"))
     for replicas, previous in ((changed, base), (base, changed)):
         up = api_lab.run("up", stack, {"headscale-ha:gateway.routers.replicas": replicas})
         assert up.error is None, up.text()
         assert _kinds(up) <= {"create", "update", "delete"}, up.text()
-        keys = cluster.find("Secret", "subnet-router-authkey")["stringData"]
-        assert sorted(keys) == [f"authkey-{n}" for n in range(replicas)]
+        for n in range(replicas):
+            assert cluster.find("Secret", f"subnet-router-authkey-{n}")["stringData"].keys() == {"authkey"}
         deleted = {s.name: s.how for s in up.changes() if s.op == "delete"}
         removed = range(replicas, previous)
         budget = {f"{stack}-routers-pdb": ""} if replicas == 1 < previous else {}  # one replica: no budget
-        assert deleted == {f"{stack}-tailnet-router-key-{n}": "" for n in removed} | budget | {
+        per_replica = ("tailnet-router-key", "tailnet-router-key-secret", "routers-statefulset", "routers-account")
+        per_replica += ("routers-role", "routers-binding", "routers-headless")
+        assert deleted == {f"{stack}-{what}-{n}": "" for n in removed for what in per_replica} | budget | {
             f"{stack}-routers-state-{n}": "retained" for n in removed
         }
         assert all(cluster.find("Secret", f"subnet-router-{n}") is not None for n in range(max(replicas, previous)))
-        assert cluster.find("StatefulSet", "subnet-router")["spec"]["replicas"] == replicas
+        assert [cluster.find("StatefulSet", f"subnet-router-{n}") is not None for n in range(3)] == [
+            n < replicas for n in range(3)
+        ]
+        assert all(cluster.find("Secret", f"subnet-router-authkey-{n}") is None for n in removed)
 
 
 @pytest.mark.parametrize("stack", SITES)
@@ -238,20 +244,22 @@ def test_a_kubeconfig_naming_another_cluster_is_trusted_not_a_move(lab: Lab) -> 
 
 def test_a_used_router_key_is_rotated_and_its_secret_updated_in_place(api_lab: Lab) -> None:
     assert api_lab.headscale is not None
-    secret = api_lab.hydra.find("Secret", "subnet-router-authkey")
-    used = secret["stringData"]["authkey-0"]
+    secret = api_lab.hydra.find("Secret", "subnet-router-authkey-0")
+    other = api_lab.hydra.find("Secret", "subnet-router-authkey-1")
+    used = secret["stringData"]["authkey"]
     api_lab.headscale.register_node("subnet-router-0", preauth_key=used)
     preview = api_lab.run("preview", "hydra")
     assert preview.error is None, preview.text()
     step = preview.of("hydra-tailnet-router-key-0")
     assert (step.op, step.how) == ("replace", "create-before-delete")
-    assert preview.of("hydra-tailnet-router-key-secret").op == "update"
+    assert preview.of("hydra-tailnet-router-key-secret-0").op == "update"
+    assert [s.name for s in preview.changes() if "router-key-secret" in s.name] == ["hydra-tailnet-router-key-secret-0"]
     up = api_lab.run("up", "hydra")
     assert up.error is None, up.text()
-    after = api_lab.hydra.find("Secret", "subnet-router-authkey")
+    after = api_lab.hydra.find("Secret", "subnet-router-authkey-0")
     assert after["metadata"]["uid"] == secret["metadata"]["uid"]
-    assert after["stringData"]["authkey-0"] not in (used, "")
-    assert after["stringData"]["authkey-1"] == secret["stringData"]["authkey-1"]
+    assert after["stringData"]["authkey"] not in (used, "")
+    assert api_lab.hydra.find("Secret", "subnet-router-authkey-1") == other, "the other replica's key is untouched"
 
 
 def test_rotating_the_identity_updates_the_retained_secret_in_place(lab: Lab) -> None:

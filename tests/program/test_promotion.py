@@ -226,6 +226,7 @@ config:
     nodes: 1
     workloadsOnControlPlane: true
     apiServer: {host: 10.30.0.10}
+  headscale-ha:networkPolicy: {apiServerCidrs: [10.30.0.0/24]}
   headscale-ha:database:
     stage: sqlite
     postgres: {instances: 1}

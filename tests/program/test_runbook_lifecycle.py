@@ -47,6 +47,8 @@ ANDROMEDA_STACK = """\
         nodes: 2
         apiServer:
           host: 10.30.0.10
+      headscale-ha:networkPolicy:
+        apiServerCidrs: [10.30.0.0/24]
     """
 
 # ------------------------------------------------------------------------------------------------ the files, by hand

@@ -83,6 +83,11 @@ class App:
         return self.root / "litestream.yml"
 
     @property
+    def manifest(self) -> Path:
+        """Where the signer sidecar writes the replica's signed manifest (beside the replica, on the export)."""
+        return self.backup_dir / "replica.manifest"
+
+    @property
     def witness_dir(self) -> Path:
         """Where the pod mounts the optional served-witness ConfigMap (outside both the data and backup volumes)."""
         return self.root / "served-witness"
@@ -149,6 +154,35 @@ def read_rows(path: Path) -> list[tuple[int, float]]:
         return conn.execute("SELECT id, inserted_at FROM rows ORDER BY id").fetchall()
     finally:
         conn.close()
+
+
+#: One row of build_backup ~ one 4 KiB page, so a database grows by ~1 MB per 256 rows.
+ROW_BYTES = 4000
+
+
+def build_backup(binary: Path, root: Path, size_mb: int) -> App:
+    """A database of about ``size_mb`` MB of incompressible rows, fully replicated once (the bench scripts)."""
+    app = App(root).create()
+    conn = connect_wal(app.db_path)
+    rows = size_mb * 1024 * 1024 // (ROW_BYTES + 96)
+    with conn:
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO rows (inserted_at, pad) VALUES (?, ?)",
+            ((time.time(), os.urandom(ROW_BYTES // 2).hex()) for _ in range(rows)),
+        )
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    once = subprocess.run(
+        [str(binary), "replicate", "-once", "-config", str(app.config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if once.returncode != 0:
+        raise RuntimeError(f"litestream replicate -once failed: {once.stdout}{once.stderr}")
+    return app
 
 
 def restore_to(binary: Path, app: App, out: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -288,6 +322,7 @@ def run_restore_script(
     app: App,
     *,
     identity_file: Path | None = None,
+    backup_key: Path | None = None,
     require_backup: bool | None = None,
     served: bool | None = None,
     allow_empty_start: str | None = None,
@@ -308,6 +343,9 @@ def run_restore_script(
     }
     if identity_file is not None:
         env["IDENTITY_FILE"] = str(identity_file)
+    if backup_key is not None:
+        env["BACKUP_KEY_FILE"] = str(backup_key)
+        env["MANIFEST_SCRIPT"] = str(MANIFEST_SCRIPT)
     if require_backup is not None:
         env["REQUIRE_BACKUP"] = "true" if require_backup else "false"
     if served is not None:
@@ -317,6 +355,79 @@ def run_restore_script(
         env["ALLOW_EMPTY_START"] = allow_empty_start
     env.update(extra_env or {})
     return run_script([*shell, str(SCRIPT)], env=env, timeout=timeout)
+
+
+# --- signed manifests (components/scripts/litestream-manifest.sh) ----------------------------------------------------
+
+MANIFEST_SCRIPT = ROOT / "components" / "scripts" / "litestream-manifest.sh"
+
+
+def write_backup_key(path: Path) -> Path:
+    """A backup key as the Secret mounts it: 64 lowercase hex digits and a newline."""
+    import secrets  # here, not at the top: only the manifest helpers make keys
+
+    path.write_text(secrets.token_hex(32) + "\n")
+    return path
+
+
+def manifest_env(app: App, key_file: Path, *, name: str = "app", **extra: str) -> dict[str, str]:
+    """The signer's (and the verifier's) environment for ``app``; ``extra`` adds variables (e.g. COPY_DIR)."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "KEY_FILE": str(key_file),
+        "APP": name,
+        "REPLICA_DIR": str(app.replica_dir),
+        "MANIFEST_FILE": str(app.manifest),
+        "TMPDIR": str(app.root),
+        **extra,
+    }
+
+
+def run_manifest_script(shell: list[str], command: str, env: dict[str, str], **run: Any) -> ScriptResult:
+    """``litestream-manifest.sh <command>`` under ``shell`` (run: ``input``, ``timeout`` ...)."""
+    run.setdefault("timeout", 60)
+    return run_script([*shell, str(MANIFEST_SCRIPT), command], env=env, **run)
+
+
+@contextmanager
+def signing(shell: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The signer sidecar's loop (``litestream-manifest.sh run``); always stopped (TERM, then KILL) on exit."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [*shell, str(MANIFEST_SCRIPT), "run"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd="/"
+        )
+    try:
+        yield proc
+    finally:
+        stop_process(proc, timeout=30)
+
+
+def manifest_txid(app: App) -> int:
+    """The signed position of ``app``'s manifest (0 when there is none yet)."""
+    if not app.manifest.is_file():
+        return 0
+    for line in app.manifest.read_text().splitlines():
+        if line.startswith("txid "):
+            return int(line.split()[1], 16)
+    return 0
+
+
+# --- the sidecar's catch-up check (components/scripts/litestream-position.sh) -----------------------------------------
+
+POSITION_SCRIPT = ROOT / "components" / "scripts" / "litestream-position.sh"
+
+
+def position_check(
+    shell: list[str], app: App, command: str, *, extra_env: dict[str, str] | None = None, timeout: float = 30
+) -> ScriptResult:
+    """``litestream-position.sh <command>`` (caught-up, drain) for ``app``, with the sidecar's environment."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "DB_PATH": str(app.db_path),
+        "REPLICA_DIR": str(app.replica_dir),
+        **(extra_env or {}),
+    }
+    return run_script([*shell, str(POSITION_SCRIPT), command], env=env, timeout=timeout)
 
 
 # --- restore rehearsal (components/scripts/litestream-rehearse.sh) ---------------------------------------------------

@@ -3,7 +3,9 @@ shellcheck), and the shells they run under, busybox with only its applets on PAT
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,3 +51,21 @@ def shell_for(argv: list[str], bin_dir: Path) -> Shell:
         assert busybox is not None
         return Shell([busybox, *argv[1:]], str(busybox_bin_dir(bin_dir)))
     return Shell(argv, None)
+
+
+def assert_passes(checker: list[str], script: Path) -> None:
+    """``checker`` (a SYNTAX_CHECKERS entry) accepts ``script``."""
+    result = subprocess.run([*checker, str(script)], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def exit_codes(script: Path) -> tuple[set[int], set[int]]:
+    """(documented, defined): the codes the header lists (``#   NN  meaning``) and the ``EX_*=NN`` it defines, after
+    checking the script is /bin/sh with ``set -eu`` and defines each code once."""
+    text = script.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    assert "\nset -eu\n" in text
+    documented = {int(code) for code in re.findall(r"^#\s{2,}(\d+)\s{2}\S", text, flags=re.MULTILINE)}
+    defined = [int(code) for code in re.findall(r"^EX_[A-Z_]+=(\d+)$", text, flags=re.MULTILINE)]
+    assert len(defined) == len(set(defined)), "exit codes must be distinct"
+    return documented, set(defined)

@@ -1,4 +1,5 @@
-"""The NetworkPolicy evaluator on hand-made policies: each rule of the semantics, including the classic traps."""
+"""The NetworkPolicy evaluator on hand-made policies: each rule of the semantics, ingress and egress, including the
+classic traps."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.netpol import External, Pod, PolicyError, admitted, pods_of, selecting_policies
+from tests.support.netpol import (
+    Evaluator,
+    External,
+    Pod,
+    PolicyError,
+    admitted,
+    pods_of,
+    selecting_policies,
+)
 
 NAMESPACES = {"app": {"team": "a"}, "other": {"team": "b"}, "monitoring": {"team": "ops"}}
 WEB = Pod(namespace="app", labels={"role": "web"}, ip="10.0.0.5", named_ports={"http": (8080, "TCP")})
@@ -198,3 +207,109 @@ def test_pods_are_read_from_templates_cron_jobs_and_cnpg_clusters() -> None:
     assert pods["n/d"].named_ports == {"h": (1, "TCP")}
     assert pods["n/db-primary"].labels["cnpg.io/cluster"] == "db"
     assert selecting_policies([DENY_ALL], pods["n/d"]) == []
+
+
+# ------------------------------------------------------------------------------------------------------ egress
+
+METADATA = External(ip="169.254.169.254")
+INTERNET = External(ip="198.51.100.7")
+
+
+def egress_policy(*rules: dict[str, Any], name: str = "e", role: str = "web") -> dict[str, Any]:
+    spec = {"podSelector": {"matchLabels": {"role": role}}, "policyTypes": ["Egress"], "egress": list(rules)}
+    return policy(spec, name=name)
+
+
+DENY_EGRESS = policy({"podSelector": {}, "policyTypes": ["Egress"]}, name="deny-egress")
+
+
+def test_egress_is_open_until_a_policy_with_egress_selects_the_pod() -> None:
+    assert Evaluator([], NAMESPACES).lets_out(WEB, METADATA, 80)
+    assert Evaluator([DENY_ALL], NAMESPACES).lets_out(WEB, METADATA, 80), "an ingress default-deny leaves egress open"
+    assert not Evaluator([DENY_EGRESS], NAMESPACES).lets_out(WEB, METADATA, 80)
+    assert Evaluator([DENY_EGRESS], NAMESPACES).lets_out(FOREIGN_CLIENT, METADATA, 80), "another namespace is open"
+    implied = policy({"podSelector": {}, "egress": []})  # no policyTypes: Egress is implied by the egress key
+    assert not Evaluator([implied], NAMESPACES).lets_out(WEB, METADATA, 80)
+    assert Evaluator([policy({"podSelector": {}})], NAMESPACES).lets_out(WEB, METADATA, 80), (
+        "no egress key: Ingress only"
+    )
+    with pytest.raises(PolicyError):
+        Evaluator([policy({"podSelector": {}, "policyTypes": ["Outbound"]})], NAMESPACES).lets_out(WEB, METADATA, 80)
+
+
+def test_egress_rules_are_a_union_of_to_and_ports() -> None:
+    to_db = {"to": [{"podSelector": {"matchLabels": {"role": "db"}}}], "ports": [{"port": 5432}]}
+    to_web = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16"]}}], "ports": [{"port": 443}]}
+    policies = [DENY_EGRESS, egress_policy(to_db), egress_policy(to_web, name="f")]
+    assert Evaluator(policies, NAMESPACES).lets_out(WEB, DB, 5432)
+    assert not Evaluator(policies, NAMESPACES).lets_out(WEB, DB, 5433)
+    assert Evaluator(policies, NAMESPACES).lets_out(WEB, INTERNET, 443)
+    assert not Evaluator(policies, NAMESPACES).lets_out(WEB, METADATA, 443), "except"
+    assert not Evaluator(policies, NAMESPACES).lets_out(WEB, INTERNET, 5432), "ports and peers of one rule together"
+    assert not Evaluator(policies, NAMESPACES).lets_out(CLIENT, INTERNET, 443), "the policies select web only"
+    anywhere = egress_policy({"ports": [{"port": 53, "protocol": "UDP"}]})
+    assert Evaluator([anywhere], NAMESPACES).lets_out(WEB, METADATA, 53, "UDP"), "no `to`: every destination"
+    assert not Evaluator([egress_policy()], NAMESPACES).lets_out(WEB, INTERNET, 443), "no rules: nothing"
+
+
+def test_egress_peers_select_destination_pods_like_ingress_peers_select_sources() -> None:
+    same_namespace = {"to": [{"podSelector": {"matchLabels": {"role": "client"}}}]}
+    assert Evaluator([egress_policy(same_namespace)], NAMESPACES).lets_out(WEB, CLIENT, 1)
+    assert not Evaluator([egress_policy(same_namespace)], NAMESPACES).lets_out(WEB, FOREIGN_CLIENT, 1), (
+        "other namespace"
+    )
+    dns = {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                "podSelector": {"matchLabels": {"app": "prometheus"}},
+            }
+        ]
+    }
+    assert Evaluator([egress_policy(dns)], NAMESPACES).lets_out(WEB, PROMETHEUS, 9090)
+    assert not Evaluator([egress_policy(dns)], NAMESPACES).lets_out(WEB, External(ip=PROMETHEUS.ip or ""), 9090), (
+        "selectors select pods, not their addresses"
+    )
+
+
+def test_an_ip_block_matches_a_pod_only_in_the_permissive_reading() -> None:
+    block = egress_policy({"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]})
+    assert Evaluator([block], NAMESPACES).lets_out(WEB, DB, 5432), "Calico: a pod's address is in the block"
+    assert not Evaluator([block], NAMESPACES, ip_blocks_select_pods=False).lets_out(WEB, DB, 5432), "Cilium: it is not"
+    assert Evaluator([block], NAMESPACES, ip_blocks_select_pods=False).lets_out(WEB, External(ip="10.9.9.9"), 1)
+    bad = egress_policy({"to": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["192.168.0.0/16"]}}]})
+    with pytest.raises(PolicyError, match="not inside"):
+        Evaluator([bad], NAMESPACES, ip_blocks_select_pods=False).lets_out(WEB, DB, 1)
+
+
+def test_egress_ports_named_and_protocol_only() -> None:
+    named = egress_policy({"ports": [{"port": "pg"}]})
+    assert Evaluator([named], NAMESPACES).lets_out(WEB, DB, 5432), "the destination pod's named port"
+    assert not Evaluator([named], NAMESPACES).lets_out(WEB, External(ip="10.0.0.6"), 5432), "an address has no names"
+    every_udp = egress_policy({"ports": [{"protocol": "UDP"}]})
+    assert Evaluator([every_udp], NAMESPACES).lets_out(WEB, INTERNET, 41641, "UDP")
+    assert not Evaluator([every_udp], NAMESPACES).lets_out(WEB, INTERNET, 41641, "TCP")
+
+
+def test_a_connection_needs_the_source_egress_and_the_destination_ingress() -> None:
+    out = egress_policy({"to": [{"podSelector": {"matchLabels": {"role": "db"}}}], "ports": [{"port": 5432}]})
+    into = db_policy({"from": [{"podSelector": {"matchLabels": {"role": "web"}}}], "ports": [{"port": 5432}]})
+    assert Evaluator([DENY_ALL, DENY_EGRESS, out, into], NAMESPACES).connects(WEB, DB, 5432)
+    assert not Evaluator([DENY_ALL, DENY_EGRESS, out], NAMESPACES).connects(WEB, DB, 5432), "the database admits nobody"
+    assert not Evaluator([DENY_ALL, DENY_EGRESS, into], NAMESPACES).connects(WEB, DB, 5432), "web may not open it"
+    assert Evaluator([DENY_EGRESS], NAMESPACES).connects(External(ip="203.0.113.1"), WEB, 80), (
+        "outside sources: ingress only"
+    )
+    assert not Evaluator([DENY_EGRESS], NAMESPACES).connects(WEB, INTERNET, 443), "outside destinations: egress only"
+
+
+def test_volsync_movers_are_read_from_replication_sources() -> None:
+    source = {
+        "kind": "ReplicationSource",
+        "apiVersion": "volsync.backube/v1alpha1",
+        "metadata": {"name": "headscale-data", "namespace": "n"},
+        "spec": {},
+    }
+    (mover,) = pods_of([source]).values()
+    assert mover.labels == {"app.kubernetes.io/created-by": "volsync"}
+    assert mover.namespace == "n"

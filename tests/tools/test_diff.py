@@ -876,8 +876,9 @@ def test_a_secure_value_change_reaches_its_secret_as_changed_without_the_value(
     hydra = work / "Pulumi.hydra.yaml"
     hydra.write_text(hydra.read_text().replace("v1:ROUTERKEYZERO", "v1:ROUTERKEYROTATED"))
     report, text = _head_diff(work, base_dump)
-    assert "stringData.authkey-0: changed (secret)" in text
-    assert "stringData.authkey-1" not in text, "only the key whose ciphertext changed"
+    block = text.split("Secret tailnet-gateway/subnet-router-authkey-0", 1)[1].split("\n  ~", 1)[0]
+    assert "stringData.authkey: changed (secret)" in block
+    assert "Secret tailnet-gateway/subnet-router-authkey-1" not in text, "only the key whose ciphertext changed"
     assert "headscale-ha:routerAuthKeys: secure value changed" in text
     assert "ROUTERKEY" not in text
     assert "offline placeholder" not in text
