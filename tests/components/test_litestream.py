@@ -356,7 +356,7 @@ def test_only_the_signer_the_restore_and_the_rehearsal_hold_the_backup_key(run_s
         assert _holds(rehearsal, "backup-key")
         env = {e["name"]: e["value"] for e in rehearsal["env"]}
         assert env["BACKUP_KEY_FILE"] == "/etc/litestream-key/backup.key"
-        assert env["MANIFEST_MAX_AGE_SECONDS"] == "3600"
+        assert env["MANIFEST_MAX_AGE_SECONDS"] == str(24 * 3600)
 
 
 def test_the_auth_overrides_reach_the_restore_only_as_dates(run_stack, project_copy) -> None:

@@ -32,7 +32,7 @@ def test_every_rule_passes_on_the_shipped_stacks(stack: str, run_stack) -> None:
         "headscale",
         "headplane",
         "tailnet-gateway",
-        "subnet-router",
+        *(f"subnet-router-{n}" for n in range(2 if stack == "hydra" else 1)),
         "headscale-ha-exporter",
     }, "the rules saw every workload"
 
@@ -48,9 +48,18 @@ def _pod(props: dict) -> dict:
     return props["spec"]["template"]["spec"]
 
 
+def _init(props: dict, name: str) -> dict:
+    (found,) = [c for c in _pod(props)["initContainers"] if c["name"] == name]
+    return found
+
+
+def _drop_init(props: dict, name: str) -> None:
+    _pod(props)["initContainers"].remove(_init(props, name))
+
+
 def test_moving_tag_fires(run_stack) -> None:
     def mutate(props: dict) -> None:
-        _pod(props)["initContainers"][1]["image"] = "docker.io/litestream/litestream:latest"
+        _init(props, "litestream")["image"] = "docker.io/litestream/litestream:latest"
 
     found = _broken(run_stack, "Deployment", "headplane", mutate)
     assert list(found) == ["no-moving-image-tags"]
@@ -71,16 +80,18 @@ def test_rolling_update_of_headscale_fires(run_stack) -> None:
     assert "Recreate" in found["headscale-singleton"][0]
 
 
-@pytest.mark.parametrize(("drop", "expected"), [(0, "no restore init container"), (2, "no Litestream `replicate`")])
-def test_missing_backup_container_fires(drop: int, expected: str, run_stack) -> None:
-    found = _broken(run_stack, "Deployment", "headscale", lambda p: _pod(p)["initContainers"].pop(drop))
+@pytest.mark.parametrize(
+    ("drop", "expected"), [("restore", "no restore init container"), ("litestream", "no Litestream `replicate`")]
+)
+def test_missing_backup_container_fires(drop: str, expected: str, run_stack) -> None:
+    found = _broken(run_stack, "Deployment", "headscale", lambda p: _drop_init(p, drop))
     assert list(found) == ["sqlite-backed-up"]
     assert found["sqlite-backed-up"][0].startswith(expected)
 
 
 def test_replicate_as_a_plain_init_container_does_not_count(run_stack) -> None:
     """An init container without restartPolicy Always would block the pod forever, not replicate alongside it."""
-    found = _broken(run_stack, "Deployment", "headscale", lambda p: _pod(p)["initContainers"][2].pop("restartPolicy"))
+    found = _broken(run_stack, "Deployment", "headscale", lambda p: _init(p, "litestream").pop("restartPolicy"))
     assert list(found) == ["sqlite-backed-up"]
 
 
