@@ -115,18 +115,25 @@ def _once(texts: Sequence[str], wanted: Counter[str]) -> Iterable[str]:
             yield text
 
 
-def _members(section: str, old: Any, new: Any) -> list[str]:
-    """A map of name -> list (groups, tagOwners, autoApprovers.routes): each entry added, removed or changed."""
+def _entries(
+    section: str, old: Any, new: Any, show: Callable[[Any], str], change: Callable[[Any, Any], str]
+) -> list[str]:
+    """A map's entries added (``[+] key: value``), removed (``[-]``) or changed (``[~] key: <change>``)."""
     old, new = (value if isinstance(value, dict) else {} for value in (old, new))
     lines = []
     for key in sorted(set(old) | set(new)):
         if key not in old:
-            lines.append(f"{section}[+] {key}: {_joined(new[key])}")
+            lines.append(f"{section}[+] {key}: {show(new[key])}")
         elif key not in new:
-            lines.append(f"{section}[-] {key}: {_joined(old[key])}")
+            lines.append(f"{section}[-] {key}: {show(old[key])}")
         elif old[key] != new[key]:
-            lines.append(f"{section}[~] {key}: {_list_change(old[key], new[key])}")
+            lines.append(f"{section}[~] {key}: {change(old[key], new[key])}")
     return lines
+
+
+def _members(section: str, old: Any, new: Any) -> list[str]:
+    """A map of name -> list (groups, tagOwners, autoApprovers.routes), member by member."""
+    return _entries(section, old, new, _joined, _list_change)
 
 
 def _list_change(old: Any, new: Any) -> str:
@@ -136,16 +143,7 @@ def _list_change(old: Any, new: Any) -> str:
 
 
 def _hosts(old: Any, new: Any) -> list[str]:
-    old, new = (value if isinstance(value, dict) else {} for value in (old, new))
-    lines = []
-    for name in sorted(set(old) | set(new)):
-        if name not in old:
-            lines.append(f"hosts[+] {name}: {new[name]}")
-        elif name not in new:
-            lines.append(f"hosts[-] {name}: {old[name]}")
-        elif old[name] != new[name]:
-            lines.append(f"hosts[~] {name}: {old[name]} -> {new[name]}")
-    return lines
+    return _entries("hosts", old, new, str, lambda before, after: f"{before} -> {after}")
 
 
 def _auto_approvers(old: Any, new: Any) -> list[str]:
