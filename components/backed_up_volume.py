@@ -45,6 +45,7 @@ def backed_up_volume(
     allow_empty_start: str | None = None,
     upgrade_version: str | None = None,
     metrics: bool = False,
+    record_position: bool = False,
     cluster: Cluster,
 ) -> BackedUpVolume:
     """An application's SQLite volume and its Litestream backup: the pod mounts `volume` as the volume `data`.
@@ -54,7 +55,8 @@ def backed_up_volume(
     start empty); `allow_empty_start` (today's UTC date) lets a site that has served start empty after a real loss
     of both volumes; `upgrade_version` (Headscale's release) adds the pre-upgrade snapshot; `metrics` serves the
     sidecar's metrics; `cluster` places the rehearsal's pods like the application's; `identity_fingerprint` is the
-    identity the backup must record; `backup_key` (a secret) signs the replica and authenticates its restores.
+    identity the backup must record; `backup_key` (a secret) signs the replica and authenticates its restores;
+    `record_position` adds the position recorder (with ``backup.auth.recordPosition``).
     """
     if backup.nfs is None:
         raise ValueError(f"{app}: backup.nfs is required for a Litestream backup (checked by the config)")
@@ -86,6 +88,7 @@ def backed_up_volume(
             upgrade_version=upgrade_version,
             upgrade_scratch_size=str(int(3 * quantity_value(size))),
             metrics_port=METRICS_PORT if metrics else None,
+            record_position=record_position,
         ),
         opts=pulumi.ResourceOptions(parent=parent),
     )

@@ -148,7 +148,9 @@ class Headplane(pulumi.ComponentResource):
             replicas=args.replicas,
             pod_spec=self.pod_spec,
             annotations={"checksum/config": checksum(config_text, self.backup.config_checksum)},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, self.secrets]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.config_map, self.secrets, *self.backup.pod_dependencies]
+            ),
         )
         # The served witness, once this rollout is ready (Headplane's own: its restore is separate from Headscale's).
         self.backup.record_served(self.deployment, replicas=args.replicas)
@@ -202,6 +204,7 @@ class Headplane(pulumi.ComponentResource):
             ],
         }
         return {
+            **self.backup.pod_account(),
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": pod_security(),

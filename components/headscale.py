@@ -399,6 +399,7 @@ class HeadscaleServer(pulumi.ComponentResource):
                 backup_key=self.backup_key,
                 upgrade_version=args.version,
                 metrics=args.metrics,
+                record_position=True,
                 cluster=args.cluster,
             )
             self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume
@@ -432,6 +433,7 @@ class HeadscaleServer(pulumi.ComponentResource):
                     self.identity,
                     *secrets.values(),
                     *([args.policy_file.published_by] if args.policy_file and args.policy_file.published_by else []),
+                    *(self.backup.pod_dependencies if self.backup is not None else []),
                 ],
             ),
         )
@@ -539,6 +541,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             "volumeMounts": mounts,
         }
         return {
+            **(self.backup.pod_account() if self.backup is not None else {}),
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": 30,

@@ -18,7 +18,9 @@ Authenticated backups (``backup_key``): a third native sidecar, ``backup-signer`
 components/scripts/litestream-manifest.sh), signs the replica's manifest with the tailnet's backup key whenever the
 replica changes; the restore verifies it before a byte is restored and refuses what the key did not sign. The key
 (the Secret `<app>-backup-key`) is mounted into the signer, the restore and the rehearsal only: not into Litestream,
-not into the application.
+not into the application. With ``backup.auth.recordPosition`` (the default), the position recorder sidecar
+(components/position_recorder.py) copies the signer's last position into the served witness, outside the export, and
+the restore refuses a replica signed below it: a rollback of the export is caught however young it is.
 """
 
 from __future__ import annotations
@@ -31,6 +33,17 @@ import pulumi_kubernetes as k8s
 
 from components.litestream_config import duration_seconds, packaged_script, render_litestream_config, restore_script
 from components.pod import checksum, container_security, labels, pod_security, resources, selector
+from components.position_recorder import (
+    POSITION_FILE,
+    WITNESS_KEY,
+    position_mount,
+    recorder_account,
+    recorder_container,
+    recorder_rbac,
+    recorder_script,
+    recorder_volumes,
+)
+from components.position_recorder import SCRIPT_KEY as RECORDER_SCRIPT_KEY
 from components.settings import Backup
 from components.upgrade import SCRIPT_KEY as UPGRADE_SCRIPT_KEY
 from components.upgrade import pre_upgrade_container, pre_upgrade_script
@@ -148,11 +161,20 @@ class LitestreamBackupArgs:
     upgrade_scratch_size: str = "1Gi"
     #: Serve the sidecar's Prometheus metrics on this port, behind the headless Service `<app>-litestream`; None: off.
     metrics_port: int | None = None
+    #: Whether this application's pod records its signed position in the served witness (when
+    #: ``backup.auth.recordPosition`` is on): Headscale's, whose rollback would bring back revoked keys and deleted
+    #: nodes. Headplane's is not: its pod then needs no API access (its database holds no access control).
+    record_position: bool = False
 
     @property
     def reads_witness(self) -> bool:
         """Whether the restore reads the served witness: not on a standby, whose REQUIRE_BACKUP is stricter."""
         return not self.require_backup
+
+    @property
+    def records_position(self) -> bool:
+        """Whether the running pod records its signed position in the served witness (signed backups only)."""
+        return self.backup_key is not None and self.record_position and self.settings.auth.record_position
 
 
 class LitestreamBackup(pulumi.ComponentResource):
@@ -174,6 +196,11 @@ class LitestreamBackup(pulumi.ComponentResource):
     served: k8s.core.v1.ConfigMapPatch | None = None
     backup_key: k8s.core.v1.Secret | None
     metrics_service: k8s.core.v1.Service | None
+    #: The pod's ServiceAccount (the position recorder's); None: the namespace's default, no token anywhere.
+    service_account_name: str | None
+    #: What the application's Deployment must depend on: its pods need the recorder's account to be created, and a
+    #: destroy must stop them (the recorder's last record) before their RBAC goes.
+    pod_dependencies: list[pulumi.Resource]
 
     def __init__(self, name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:litestream:LitestreamBackup", name, None, opts)
@@ -191,6 +218,8 @@ class LitestreamBackup(pulumi.ComponentResource):
         scripts = {"restore.sh": script, POSITION_SCRIPT_KEY: packaged_script(POSITION_SCRIPT_NAME)}
         if args.backup_key is not None:
             scripts[MANIFEST_SCRIPT_KEY] = manifest_script()
+        if args.records_position:
+            scripts[RECORDER_SCRIPT_KEY] = recorder_script()
         if args.upgrade_version is not None:
             scripts[UPGRADE_SCRIPT_KEY] = pre_upgrade_script()
         self.config_checksum = checksum(config_text, *scripts.values())
@@ -225,22 +254,31 @@ class LitestreamBackup(pulumi.ComponentResource):
                 opts=child,
             )
             self.volumes.append(backup_key_volume(backup_key_secret(args.app)))
+        self.service_account_name = None
+        self.pod_dependencies = []
+        if args.records_position:
+            self.pod_dependencies += recorder_rbac(
+                name, app=args.app, namespace=args.namespace, witness=served_config_map(args.app), opts=child
+            )
+            self.service_account_name = recorder_account(args.app)
+            self.volumes += recorder_volumes()
         if args.reads_witness:
-            # Optional: absent until the first ready rollout (the kubelet then mounts an empty directory).
-            witness = {
-                "name": served_config_map(args.app),
-                "optional": True,
-                "defaultMode": 0o444,
-                "items": [{"key": SERVED_KEY, "path": SERVED_KEY}],
-            }
+            # Optional: absent until the first ready rollout (the kubelet then mounts an empty directory); so is
+            # each key until it is written (an optional volume skips a missing key).
+            items = [{"key": SERVED_KEY, "path": SERVED_KEY}]
+            if args.records_position:
+                items.append({"key": WITNESS_KEY, "path": WITNESS_KEY})
+            witness = {"name": served_config_map(args.app), "optional": True, "defaultMode": 0o444, "items": items}
             self.volumes.append({"name": SERVED_VOLUME, "configMap": witness})
         if args.upgrade_version is not None:
             self.volumes.append({"name": UPGRADE_SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.upgrade_scratch_size}})
         # In order: restore, then (Headscale) the pre-upgrade snapshot while nothing writes, then the sidecar.
-        # The signer before Litestream: sidecars stop in reverse order, so it signs the tail Litestream ships last.
+        # The signer before Litestream: sidecars stop in reverse order, so it signs the tail Litestream ships last;
+        # the recorder before the signer, so it records the signer's last position.
         self.init_containers = [
             self._restore(args),
             *([self._pre_upgrade(args)] if args.upgrade_version is not None else []),
+            *([self._recorder(args)] if args.records_position else []),
             *([self._signer(args)] if args.backup_key is not None else []),
             self._replicate(args),
         ]
@@ -274,6 +312,11 @@ class LitestreamBackup(pulumi.ComponentResource):
             {"configMap": self.config_map.metadata.apply(lambda m: m.name), "backupDir": self.backup_dir}
         )
 
+    def pod_account(self) -> dict[str, Any]:
+        """The pod-spec fields of the application's pod: its ServiceAccount when the recorder needs one. The token is
+        never automounted; only the recorder mounts it (projected)."""
+        return {"serviceAccountName": self.service_account_name} if self.service_account_name else {}
+
     def _mounts(self, args: LitestreamBackupArgs) -> list[dict[str, Any]]:
         return [
             {"name": args.data_volume, "mountPath": args.data_mount},
@@ -295,6 +338,8 @@ class LitestreamBackup(pulumi.ComponentResource):
             mounts.append({"name": SERVED_VOLUME, "mountPath": SERVED_MOUNT, "readOnly": True})
             if args.allow_empty_start:
                 env.append({"name": "ALLOW_EMPTY_START", "value": args.allow_empty_start})
+            if args.records_position:
+                env.append({"name": "POSITION_WITNESS_FILE", "value": f"{SERVED_MOUNT}/{WITNESS_KEY}"})
         if args.identity_fingerprint is not None:
             env.append({"name": "IDENTITY_FINGERPRINT", "value": args.identity_fingerprint})
         if args.backup_key is not None:
@@ -309,6 +354,7 @@ class LitestreamBackup(pulumi.ComponentResource):
                 },
                 *([{"name": "ALLOW_UNSIGNED_RESTORE", "value": auth.allow_unsigned}] if auth.allow_unsigned else []),
                 *([{"name": "ALLOW_STALE_RESTORE", "value": auth.allow_stale}] if auth.allow_stale else []),
+                *([{"name": "ALLOW_ROLLBACK_RESTORE", "value": auth.allow_rollback}] if auth.allow_rollback else []),
             ]
             mounts.append(BACKUP_KEY_VOLUME_MOUNT)
         return {
@@ -364,6 +410,16 @@ class LitestreamBackup(pulumi.ComponentResource):
         )
         return self.served
 
+    def _recorder(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+        return recorder_container(
+            image=args.settings.auth.recorder_image,
+            witness=served_config_map(args.app),
+            namespace=args.namespace,
+            script_file=f"{CONFIG_MOUNT}/{RECORDER_SCRIPT_KEY}",
+            config_mount={"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
+            amounts=args.settings.litestream.resources,
+        )
+
     def _signer(self, args: LitestreamBackupArgs) -> dict[str, Any]:
         """The native sidecar that signs the replica's manifest (litestream-manifest.sh run); it alone (with the
         restore) holds the backup key, and mounts neither the database nor the application's files."""
@@ -377,12 +433,14 @@ class LitestreamBackup(pulumi.ComponentResource):
                 {"name": "APP", "value": args.app},
                 {"name": "REPLICA_DIR", "value": f"{self.backup_dir}/replica"},
                 {"name": "MANIFEST_FILE", "value": f"{self.backup_dir}/{MANIFEST_FILE_NAME}"},
+                *([{"name": "POSITION_FILE", "value": POSITION_FILE}] if args.records_position else []),
             ],
             "volumeMounts": [
                 backup_mount(args.app),
                 {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
                 {"name": TMP_VOLUME, "mountPath": "/tmp"},
                 BACKUP_KEY_VOLUME_MOUNT,
+                *([position_mount(read_only=False)] if args.records_position else []),
             ],
             "resources": resources(args.settings.litestream.resources),
             "securityContext": container_security(),

@@ -820,8 +820,26 @@ class BackupAuth(SettingsModel):
         description="The backup key is derived from the tailnet's Noise key and this number: the same on every site "
         "(set it in Pulumi.yaml, for all stacks); raise it to rotate the key (with `allowUnsigned` for that day).",
     )
+    record_position: bool = Field(
+        default=True,
+        description="Headscale's running pod records the position its signer last signed in the served witness "
+        "(outside the export) through a `position-recorder` sidecar with its own ServiceAccount (get/patch on that one "
+        "ConfigMap), and the restore refuses a replica signed below it (exit 44): a rollback younger than `maxAge` "
+        "is caught too. Needs the API server reachable from the application's pods (`networkPolicy."
+        "apiServerCidrs` under default-deny egress). `false`: rollbacks are caught by `maxAge` alone.",
+    )
+    recorder_image: Image = Field(
+        default="docker.io/curlimages/curl:8.16.0",
+        description="Image of the position recorder (a shell and curl: components/scripts/position-recorder.sh).",
+    )
+    allow_rollback: str | None = Field(
+        default=None,
+        description="Override: a UTC date (YYYY-MM-DD) on which the restore accepts a replica signed below the "
+        "recorded position (exit 44), after a deliberate return to an older copy of the backup. Inert on any other "
+        "day; remove it afterwards.",
+    )
 
-    @field_validator("allow_unsigned", "allow_stale", mode="before")
+    @field_validator("allow_unsigned", "allow_stale", "allow_rollback", mode="before")
     @classmethod
     def _utc_date(cls, value: object) -> object:
         return _override_date(value)
@@ -1181,8 +1199,9 @@ class NetworkPolicy(SettingsModel):
         default_factory=list,
         description="The API server's endpoint addresses (`kubectl get endpointslices -n default -l "
         "kubernetes.io/service-name=kubernetes`), not the `kubernetes` ClusterIP: policies see the address after "
-        "the Service's DNAT. The subnet routers (their state Secrets) and CloudNativePG need it: required with "
-        "`egress`. Cilium matches a node's address by ipBlock only with `policyCIDRMatchMode: nodes`.",
+        "the Service's DNAT. The subnet routers (their state Secrets), Headscale's position recorder and "
+        "CloudNativePG need it: required with `egress`. Cilium matches a node's address by ipBlock only with "
+        "`policyCIDRMatchMode: nodes`.",
     )
     api_server_port: int = Field(
         default=6443, ge=1, le=65535, description="Port of those endpoints (6443: kubeadm, Talos; 443: most managed)."

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from components import headplane, headscale
 from components.gateway import AUTHKEY_FILE, router_key_secret, router_name
 from components.litestream import SERVED_KEY, served_config_map
+from components.position_recorder import WITNESS_KEY
 from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
 from components.settings import DatabaseStage, ReplicaSource, Role
 from program.args import routers_namespace
@@ -36,6 +37,9 @@ class OptionalRef:
     workload: str  # "Kind/name"
     name: str
     absence_shown_by: str
+    #: Keys a running pod writes into the object later, so the rendered object lacks them; the kubelet skips an
+    #: optional source's missing key (pkg/volume/configmap: `if optional { continue }`).
+    runtime_keys: frozenset[str] = frozenset()
 
 
 def external_objects(config: StackConfig) -> list[External]:
@@ -103,7 +107,14 @@ def optional_references(config: StackConfig) -> list[OptionalRef]:
                 absence_shown_by=f"the witness is mounted optional into the restore init container: absent (before "
                 f"the first ready rollout), the directory holds no file '{SERVED_KEY}' and the restore treats the site "
                 "as never served, so with no database and no backup it first-starts and logs 'first start'; present, "
-                "the same case is refused (exit 24) and logged 'REFUSING TO START'",
+                "the same case is refused (exit 24) and logged 'REFUSING TO START'; its key "
+                f"'{WITNESS_KEY}' is written by the running pod's position recorder, and until then the restore "
+                "logs 'no position recorded in the served witness yet' and checks the replica's age alone",
+                runtime_keys=(
+                    frozenset({WITNESS_KEY})
+                    if app == headscale.APP and config.backup.auth.record_position
+                    else frozenset()
+                ),
             )
         )
     return found

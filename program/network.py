@@ -109,7 +109,8 @@ def confined_workloads(config: StackConfig) -> dict[str, list[Confined]]:
         raise ConfigError(
             [
                 f"{PROJECT}:networkPolicy.apiServerCidrs: is empty, but under default-deny egress the subnet routers "
-                "(their state Secrets) and CloudNativePG reach the API server: list its endpoint addresses (kubectl "
+                "(their state Secrets), Headscale's position recorder and CloudNativePG reach the API server: list "
+                "its endpoint addresses (kubectl "
                 "get endpointslices -n default -l kubernetes.io/service-name=kubernetes), or set "
                 "networkPolicy.egress: false, got []"
             ]
@@ -130,7 +131,9 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
     stage = config.database.stage
     postgres = Reach(ports=(Port(CNPG_POSTGRES_PORT),), destinations=(from_pods(INSTANCES),), why="PostgreSQL")
     derp_maps = [reach for url in config.headscale.derp.urls for reach in to.url(url, f"the DERP map {url}")]
-    headscale = [dns, *derp_maps, *to.oidc(), *([postgres] if stage is DatabaseStage.POSTGRES else [])]
+    # Headscale's position recorder (a sidecar) patches its served witness through the API; Headplane has none.
+    recorder = [api_server_reach(config.network_policy)] if config.backup.auth.record_position else []
+    headscale = [dns, *derp_maps, *to.oidc(), *([postgres] if stage is DatabaseStage.POSTGRES else recorder)]
     workloads = [Confined(name=headscale_module.APP, pods=selector(headscale_module.APP), reaches=tuple(headscale))]
     if config.headplane.enabled:
         api = Reach(

@@ -93,6 +93,7 @@ TOOLS: dict[str, Tool] = {
         Tool("psql", "postgresql-15", "apt", _which("psql"), "psql (postgresql-client-15, a postgresql-15 dependency)"),
         Tool("pgloader", "pgloader", "apt", _which("pgloader"), "pgloader, the SQLite -> PostgreSQL loader"),
         Tool("openssl", "openssl", "apt", _which("openssl"), "openssl, makes the TLS tests' CA and server certificate"),
+        Tool("curl", "curl", "apt", _which("curl"), "curl, the position recorder's HTTP client (its image's)"),
         Tool("checkov", "checkov", "toolenv", _tool_env("checkov"), "checkov, static checks of the rendered objects"),
         Tool(
             "prometheus",

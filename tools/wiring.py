@@ -362,7 +362,7 @@ class _Wiring:
         self.pods: dict[int, _PodTemplate] = {}  # by id() of the rendered workload object
         self.owners: dict[tuple[str, str | None, str], tuple[_Holder, str]] = {}  # who renders / makes each target
         self.externals = {(e.kind, _scope(e.kind, e.namespace), e.name): e for e in externals}
-        self.optional = {(o.namespace, o.workload, o.name) for o in optional}
+        self.optional = {(o.namespace, o.workload, o.name): o.runtime_keys for o in optional}
         for obj in objects:
             self._index(obj)
         for obj, holder in self.objects:
@@ -551,7 +551,10 @@ class _Wiring:
             if not optional:
                 self.report(holder, path, self.missing(kind, namespace, name, holder.namespace, consequence))
             return None
+        later = self.optional.get((holder.namespace, holder.workload, name), frozenset()) if optional else frozenset()
         for key, key_path in keys:
+            if key in later:
+                continue  # written by a running pod; an optional source's missing key is skipped by the kubelet
             if target.keys is not None and isinstance(key, str) and key not in target.keys:
                 held = ", ".join(sorted(target.keys)) or "no keys"
                 origin = "" if target.source == "rendered" else f"; created by {target.source}"

@@ -30,8 +30,15 @@
 #                     replica was rolled back); unset or empty = no age check
 #   ALLOW_STALE       verify, optional: today's UTC date (YYYY-MM-DD) accepts a manifest older than MAX_AGE_SECONDS on
 #                     that date only (the dated override, like ALLOW_EMPTY_START of the restore)
-#   MIN_TXID          verify, optional: 16 hex digits, a position this replica is known to have reached (a monotonic
-#                     record kept outside the export); a signed position below it is a rollback (exit 44)
+#   MIN_TXID          verify, optional: 16 hex digits, a position this replica is known to have reached (a record
+#                     kept outside the export); a signed position below it is a rollback (exit 44)
+#   MIN_TXID_SOURCE   verify, optional: what MIN_TXID was read from, named in the refusal
+#   ALLOW_ROLLBACK    verify, optional: today's UTC date (YYYY-MM-DD) accepts a signed position below MIN_TXID on that
+#                     date only (the dated override after a deliberate return to an older replica)
+#   POSITION_FILE     run, optional: after each signature, the highest position signed since this signer started is
+#                     written there as "<16 hex txid> <signed_at>" (temp file, then rename): what the position
+#                     recorder sidecar copies into the served witness, outside the export. Never lowered while the
+#                     signer runs, so a replica rolled back under a running pod is never recorded as its position.
 #   SIGN_INTERVAL_SECONDS  run: how often the replica's file names are compared (default 0.2; a fraction is fine)
 #   HEARTBEAT_SECONDS  run: the longest time between two signatures, even with no change (default 60)
 #   TERM_SETTLE_SECONDS  run: on SIGTERM, sign until the replica has not changed for this long (default 2), at most
@@ -223,6 +230,8 @@ ltx_files() {
 # "<name>.tmp" and renames it, so a file's inode and size identify its content; a rewritten file is a new inode.
 CACHE=
 SIGNED_TXID=
+SIGNED_AT=
+RECORDED_TXID=
 SIGN_WORK=
 # The pod's name (its UTS namespace's host name), or the process id.
 SIGNER_ID=$$
@@ -276,17 +285,34 @@ sign_now() {
     # Written under umask 022 (0644: the manifest is not secret) beside the manifest, then renamed over it; the
     # name is this container's own (two pods of a partition never share a temp file).
     sn_body="$MANIFEST_FILE.tmp.$SIGNER_ID.$$"
-    if (umask 022 && printf '%s\napp %s\nsigned_at %s\ntxid %s\nfiles %s\n' "$MAGIC" "$APP" "$(date -u +%s)" \
+    sn_at=$(date -u +%s)
+    if (umask 022 && printf '%s\napp %s\nsigned_at %s\ntxid %s\nfiles %s\n' "$MAGIC" "$APP" "$sn_at" \
         "$sn_max" "$2" >"$sn_body") && cat "$sn_work/lines" >>"$sn_body" && sn_mac=$(hmac_file "$sn_body") &&
         printf 'hmac %s\n' "$sn_mac" >>"$sn_body" && mv -f "$sn_body" "$MANIFEST_FILE"; then
         if [ "$CACHE" != "$sn_work/no-cache" ]; then
             mv -f "$sn_work/known" "$CACHE"
         fi
         SIGNED_TXID=$sn_max
+        SIGNED_AT=$sn_at
         return 0
     fi
     rm -f "$sn_body"
     return 1
+}
+
+# record_position: the highest position signed since this signer started, into POSITION_FILE (when set). A failure
+# is reported and retried at the next signature: it never stops the signing.
+record_position() {
+    [ -n "$POSITION_FILE" ] && [ -n "$SIGNED_TXID" ] || return 0
+    if [ -n "$RECORDED_TXID" ] && [ $((0x$SIGNED_TXID)) -le $((0x$RECORDED_TXID)) ]; then
+        return 0
+    fi
+    if printf '%s %s\n' "$SIGNED_TXID" "$SIGNED_AT" >"$POSITION_FILE.tmp" && mv -f "$POSITION_FILE.tmp" "$POSITION_FILE"
+    then
+        RECORDED_TXID=$SIGNED_TXID
+    else
+        info "warning: could not write the position file '$POSITION_FILE'; retrying at the next signature."
+    fi
 }
 
 # listing_state: the names of the replica's files, without a process: a new LTX file is a new name (Litestream's
@@ -315,6 +341,8 @@ of seconds such as 0.2 or 1 (got '$2')." ;;
 }
 
 run_signer() {
+    POSITION_FILE=${POSITION_FILE:-}
+    [ -z "$POSITION_FILE" ] || require_absolute POSITION_FILE "$POSITION_FILE"
     SIGN_INTERVAL_SECONDS=${SIGN_INTERVAL_SECONDS:-0.2}
     HEARTBEAT_SECONDS=${HEARTBEAT_SECONDS:-60}
     TERM_SETTLE_SECONDS=${TERM_SETTLE_SECONDS:-2}
@@ -342,6 +370,7 @@ at least every ${HEARTBEAT_SECONDS}s)."
             # Read at every signature: a rotated key reaches the signer when the kubelet refreshes the Secret.
             load_key
             if sign_now; then
+                record_position
                 rs_state=$rs_now_state
                 rs_since=0
             else
@@ -362,7 +391,11 @@ at least every ${HEARTBEAT_SECONDS}s)."
         rs_now_state=$LISTING_STATE
         rs_now=$(date -u +%s)
         if [ "$rs_now_state" != "$rs_state" ]; then
-            sign_now || info "warning: could not sign the replica '$REPLICA_DIR' while stopping."
+            if sign_now; then
+                record_position
+            else
+                info "warning: could not sign the replica '$REPLICA_DIR' while stopping."
+            fi
             rs_state=$rs_now_state
             rs_still_since=$rs_now
         elif [ $((rs_now - rs_still_since)) -ge "$TERM_SETTLE_SECONDS" ]; then
@@ -400,6 +433,7 @@ verify() {
     MAX_AGE_SECONDS=${MAX_AGE_SECONDS:-}
     ALLOW_STALE=${ALLOW_STALE:-}
     MIN_TXID=${MIN_TXID:-}
+    ALLOW_ROLLBACK=${ALLOW_ROLLBACK:-}
     require_absolute COPY_DIR "$COPY_DIR"
     [ -z "$MAX_AGE_SECONDS" ] || positive_seconds MAX_AGE_SECONDS "$MAX_AGE_SECONDS"
     if [ -n "$MIN_TXID" ] && ! is_hex "$MIN_TXID" 16; then
@@ -409,6 +443,10 @@ verify() {
     case "$ALLOW_STALE" in
         '' | [0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]) ;;
         *) die "$EX_USAGE" "ALLOW_STALE must be empty or a UTC date YYYY-MM-DD (got '$ALLOW_STALE')." ;;
+    esac
+    case "$ALLOW_ROLLBACK" in
+        '' | [0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]) ;;
+        *) die "$EX_USAGE" "ALLOW_ROLLBACK must be empty or a UTC date YYYY-MM-DD (got '$ALLOW_ROLLBACK')." ;;
     esac
     load_key
     if [ -e "$COPY_DIR" ] || [ -L "$COPY_DIR" ]; then
@@ -494,9 +532,21 @@ not $APP: another application's replica was put in this directory. Put each repl
     v_now=$(date -u +%s)
     v_age=$((v_now - v_signed_at))
     if [ -n "$MIN_TXID" ] && [ $((0x$v_txid)) -lt $((0x$MIN_TXID)) ]; then
-        die "$EX_STALE" "The replica's signed position (txid $v_txid) is below the position $MIN_TXID this replica is \
-known to have reached: it was rolled back (an NFS snapshot, an older copy). Not restoring an older node registry. \
-Restore the newest copy of '$REPLICA_DIR'."
+        if [ "$ALLOW_ROLLBACK" != "$today" ]; then
+            if [ -n "$ALLOW_ROLLBACK" ]; then
+                info "warning: ALLOW_ROLLBACK=$ALLOW_ROLLBACK is not today's date ($today, UTC), so it has no effect."
+            fi
+            die "$EX_STALE" "The replica's signed position (txid $v_txid) is below the position $MIN_TXID this replica \
+is known to have reached (${MIN_TXID_SOURCE:-MIN_TXID}): it was rolled back (an NFS snapshot, an older copy), which \
+would bring back deleted nodes and revoked keys. Not restoring an older node registry. Restore the newest copy of \
+'$REPLICA_DIR'; only if this older state is wanted, set backup.auth.allowRollback to today's UTC date ($today) and \
+run pulumi up, then remove it."
+        fi
+        info "!!! OVERRIDE: ALLOW_ROLLBACK=$ALLOW_ROLLBACK (today): restoring the signed position txid $v_txid, BELOW \
+the position $MIN_TXID this replica had reached. Remove backup.auth.allowRollback now."
+    elif [ -n "$ALLOW_ROLLBACK" ] && [ "$ALLOW_ROLLBACK" != "$today" ]; then
+        info "warning: ALLOW_ROLLBACK=$ALLOW_ROLLBACK is not today's date ($today, UTC), so it has no effect. Remove \
+backup.auth.allowRollback from the stack config."
     fi
     if [ -n "$MAX_AGE_SECONDS" ] && [ "$v_age" -gt "$MAX_AGE_SECONDS" ]; then
         if [ "$ALLOW_STALE" != "$today" ]; then

@@ -29,6 +29,12 @@
 #   MAX_REPLICA_AGE_SECONDS  optional, with BACKUP_KEY_FILE: refuse a manifest signed longer ago (exit 44)
 #   ALLOW_STALE_RESTORE     optional: today's UTC date restores a manifest older than MAX_REPLICA_AGE_SECONDS (exit 44
 #                      otherwise) on that date only
+#   POSITION_WITNESS_FILE  optional, with BACKUP_KEY_FILE: the writer's last recorded position, "<16 hex txid>
+#                      <epoch>" (the served witness's key `position`, copied there by the position recorder sidecar
+#                      from what the signer signed); set but absent = nothing recorded yet; any other content refuses
+#                      (exit 13). A replica signed below it is a rollback (exit 44)
+#   ALLOW_ROLLBACK_RESTORE  optional: today's UTC date restores a replica signed below the recorded position (exit 44
+#                      otherwise) on that date only, said loudly
 #   ALLOW_UNSIGNED_RESTORE  optional: today's UTC date restores a replica without a manifest, or whose manifest another
 #                      key signed (exits 40 and 41 otherwise), on that date only, unverified and said loudly: the upgrade
 #                      that introduced signing and a key rotation (a tampered or truncated manifest is never overridden)
@@ -41,8 +47,9 @@
 # manifest does not list (the tail after the last signature) are not restored: the restore stops at the signed
 # position. The manifest must be signed for the application BACKUP_DIR is named after (/backup/<app>), and the check
 # runs as `/bin/sh MANIFEST_SCRIPT verify` (exit codes 40-46 are its own, passed on). The position is also recorded
-# on the local volume ("$(dirname DB_PATH)/.backup-position") after a restore; a later restore onto that volume
-# refuses a replica below it (exit 44). After any restore, "$(dirname DB_PATH)/.litestream-catch-up" tells the
+# on the local volume ("$(dirname DB_PATH)/.backup-position") after a restore, and by the running pod in the served
+# witness (POSITION_WITNESS_FILE, outside the export); a restore refuses a replica signed below the higher of the two
+# (exit 44). After any restore, "$(dirname DB_PATH)/.litestream-catch-up" tells the
 # Litestream sidecar's startup probe to hold the application until the replica has caught up
 # (litestream-position.sh), which then removes it.
 #
@@ -71,7 +78,7 @@
 #   10  IDENTITY_FILE is set but missing, unreadable or empty
 #   11  identity fingerprint differs from the one recorded with the backup (or with the local database)
 #   12  a replica exists but carries no identity fingerprint, so it cannot be matched to this identity
-#   13  a marker (or BACKUP_DIR itself) is a symbolic link, or a marker does not hold a marker value
+#   13  a marker (or BACKUP_DIR itself) is a symbolic link, or a marker (a position record) does not hold its value
 #   14  IDENTITY_FINGERPRINT is set but is not 64 lowercase hex digits
 #   20  BACKUP_DIR is missing or unreadable while a backup should exist (or unreadable with no local database)
 #   21  a fingerprint/marker says a backup exists, but the replica holds no data
@@ -86,6 +93,7 @@
 #   43  (BACKUP_KEY_FILE) a replica file differs from its signed digest (swapped), a needed file is gone, or the manifest
 #       is another application's
 #   44  (BACKUP_KEY_FILE) the signed position is older than MAX_REPLICA_AGE_SECONDS, or below the local position record
+#       or the position recorded in the served witness (rolled back)
 #   45  (BACKUP_KEY_FILE) the backup key file is missing, unreadable or not 64 lowercase hex digits
 #   46  (BACKUP_KEY_FILE) the replica or its verified copy cannot be read or written
 #
@@ -214,6 +222,8 @@ MANIFEST_SCRIPT=${MANIFEST_SCRIPT:-$(dirname "$0")/manifest.sh}
 MAX_REPLICA_AGE_SECONDS=${MAX_REPLICA_AGE_SECONDS:-}
 ALLOW_STALE_RESTORE=${ALLOW_STALE_RESTORE:-}
 ALLOW_UNSIGNED_RESTORE=${ALLOW_UNSIGNED_RESTORE:-}
+ALLOW_ROLLBACK_RESTORE=${ALLOW_ROLLBACK_RESTORE:-}
+POSITION_WITNESS_FILE=${POSITION_WITNESS_FILE:-}
 REQUIRE_BACKUP=${REQUIRE_BACKUP:-}
 SERVED_FILE=${SERVED_FILE:-}
 ALLOW_EMPTY_START=${ALLOW_EMPTY_START:-}
@@ -268,6 +278,11 @@ Check the ConfigMap volume mount of the init container."
 '$MAX_REPLICA_AGE_SECONDS')." ;;
     esac
 fi
+[ -z "$POSITION_WITNESS_FILE" ] || require_absolute POSITION_WITNESS_FILE "$POSITION_WITNESS_FILE"
+case "$ALLOW_ROLLBACK_RESTORE" in
+    '' | [0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]) ;;
+    *) die "$EX_USAGE" "ALLOW_ROLLBACK_RESTORE must be empty or a UTC date YYYY-MM-DD (got '$ALLOW_ROLLBACK_RESTORE')." ;;
+esac
 case "$ALLOW_UNSIGNED_RESTORE" in
     '' | [0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]) ;;
     *) die "$EX_USAGE" "ALLOW_UNSIGNED_RESTORE must be empty or a UTC date YYYY-MM-DD (got '$ALLOW_UNSIGNED_RESTORE')." ;;
@@ -470,21 +485,60 @@ remove_restore_tmp() {
 POSITION_RECORD="$DB_DIR/.backup-position"
 VERIFIED_DIR="$DB_PATH.verified"
 
+# witness_position: the txid of the served witness's recorded position ("<16 hex> <epoch>", as the kubelet writes a
+# ConfigMap value: without a final newline), empty when none.
+witness_position() {
+    WITNESS_TXID=
+    [ -n "$POSITION_WITNESS_FILE" ] || return 0
+    if [ ! -e "$POSITION_WITNESS_FILE" ]; then
+        info "no position recorded in the served witness yet ('$POSITION_WITNESS_FILE'); the replica's signed age is \
+checked alone."
+        return 0
+    fi
+    wp_value=
+    if ! IFS= read -r wp_value <"$POSITION_WITNESS_FILE" && [ -z "$wp_value" ]; then
+        wp_value=
+    fi
+    wp_txid=${wp_value%% *}
+    wp_at=${wp_value#* }
+    case "$wp_at" in
+        '' | *[!0-9]*) wp_txid= ;;
+    esac
+    if [ "$wp_txid" = "$wp_value" ] || ! is_position "$wp_txid"; then
+        # Not shown: only the recorder writes it.
+        die "$EX_MARKER_UNTRUSTED" "The served witness's recorded position '$POSITION_WITNESS_FILE' does not hold a \
+position ('<16 hex digits> <seconds>'). It is written by the position recorder sidecar; inspect the ConfigMap's key \
+'position', delete that key if it is damaged (the next record writes it again), then restart the pod."
+    fi
+    WITNESS_TXID=$wp_txid
+}
+
+is_position() {
+    case "$1" in
+        *[!0-9a-f]*) return 1 ;;
+    esac
+    [ "${#1}" -eq 16 ]
+}
+
 # verify_replica: check the signed manifest and copy the signed files to VERIFIED_DIR; sets RESTORE_SOURCE (the
 # verified copy's URL, or the config's replica under the unsigned override) and SIGNED_TXID. Refuses otherwise.
 verify_replica() {
     vr_min=
+    vr_source=
     if [ -e "$POSITION_RECORD" ] || [ -L "$POSITION_RECORD" ]; then
         refuse_link "$POSITION_RECORD" "The local position record"
         vr_min=$(tr -d ' \t\r\n' <"$POSITION_RECORD" 2>/dev/null || true)
-        case "$vr_min" in
-            *[!0-9a-f]*) vr_min= ;;
-            *) if [ "${#vr_min}" -ne 16 ]; then vr_min=; fi ;;
-        esac
+        is_position "$vr_min" || vr_min=
         if [ -z "$vr_min" ]; then
             die "$EX_MARKER_UNTRUSTED" "The local position record '$POSITION_RECORD' does not hold a position (16 hex \
 digits). Inspect it, move it aside if it is damaged, then restart the pod."
         fi
+        vr_source="the local position record '$POSITION_RECORD'"
+    fi
+    witness_position
+    if [ -n "$WITNESS_TXID" ] && { [ -z "$vr_min" ] || [ $((0x$WITNESS_TXID)) -gt $((0x$vr_min)) ]; }; then
+        vr_min=$WITNESS_TXID
+        vr_source="the position the running pod recorded in the served witness '$POSITION_WITNESS_FILE'"
     fi
     case "$DB_DIR" in
         *[!A-Za-z0-9._/-]*) die "$EX_USAGE" "The database directory '$DB_DIR' must be a plain path (letters, digits, \
@@ -494,7 +548,8 @@ digits). Inspect it, move it aside if it is damaged, then restart the pod."
     vr_status=0
     vr_out=$(KEY_FILE=$BACKUP_KEY_FILE APP=$VERIFY_APP REPLICA_DIR=$REPLICA_DIR MANIFEST_FILE=$MANIFEST_FILE \
         COPY_DIR=$VERIFIED_DIR MAX_AGE_SECONDS=$MAX_REPLICA_AGE_SECONDS ALLOW_STALE=$ALLOW_STALE_RESTORE \
-        MIN_TXID=$vr_min /bin/sh "$MANIFEST_SCRIPT" verify) || vr_status=$?
+        MIN_TXID=$vr_min MIN_TXID_SOURCE=$vr_source ALLOW_ROLLBACK=$ALLOW_ROLLBACK_RESTORE \
+        /bin/sh "$MANIFEST_SCRIPT" verify) || vr_status=$?
     case "$vr_status" in
         0)
             SIGNED_TXID=${vr_out#txid=}

@@ -15,6 +15,7 @@ from components.backup_volume import claim_name
 from components.identity import derived_backup_key, identity_fingerprint
 from components.litestream import SERVED_FILE, SERVED_KEY, SERVED_MOUNT, SERVED_VOLUME, served_config_map
 from components.litestream_config import restore_script
+from components.position_recorder import FIELD_MANAGER, POSITION_FILE, WITNESS_KEY
 from components.settings import Backup, Headscale, Nfs
 from program.config import StackConfig, parse_stack_config
 from program.externals import optional_references
@@ -249,7 +250,15 @@ def test_the_restore_reads_the_witness_through_an_optional_volume(run_stack) -> 
         (volume,) = [v for v in pod["volumes"] if v["name"] == SERVED_VOLUME]
         assert volume["configMap"]["name"] == f"{app}-served"
         assert volume["configMap"]["optional"] is True, "absent until the first ready rollout"
-        assert volume["configMap"]["items"] == [{"key": SERVED_KEY, "path": SERVED_KEY}]
+        served = [{"key": SERVED_KEY, "path": SERVED_KEY}]
+        if app == "headscale":
+            assert volume["configMap"]["items"] == [*served, {"key": WITNESS_KEY, "path": WITNESS_KEY}], (
+                "the served flag, and the position the running pod recorded"
+            )
+            assert env["POSITION_WITNESS_FILE"] == f"{SERVED_MOUNT}/{WITNESS_KEY}"
+        else:
+            assert volume["configMap"]["items"] == served, "Headplane records no position"
+            assert "POSITION_WITNESS_FILE" not in env
         # Only the restore reads it: the replicator and the application never see it.
         others = [c for c in [*pod["initContainers"], *pod["containers"]] if c["name"] != "restore"]
         assert all(m["name"] != SERVED_VOLUME for c in others for m in c.get("volumeMounts", []))
@@ -384,3 +393,156 @@ def test_every_site_derives_the_same_backup_key_and_the_epoch_rotates_it() -> No
     assert derived_backup_key("privkey:" + "cd" * 32) != key
     assert "ab" * 32 not in key
     assert key != identity_fingerprint(noise)
+
+
+# --- the position recorder -----------------------------------------------------------------------------------
+ROLE_TYPES = ("kubernetes:core/v1:ServiceAccount", "kubernetes:rbac.authorization.k8s.io/v1:Role")
+ROLE_TYPES += ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",)
+
+
+def _api_access(objects: list[dict], namespace: str, workload: str) -> dict[str, set[tuple[str, str, str]]]:
+    """Per container of ``workload``'s pod: what its token lets it do, as (resource, name, verb); a container holds
+    the token only when it mounts the automounted one (automountServiceAccountToken) or a projected
+    serviceAccountToken volume. A rule without resourceNames reaches every name (`*`)."""
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == workload]
+    spec = deployment["spec"]["template"]["spec"]
+    account = spec.get("serviceAccountName", "default")
+    roles = {(o["kind"], o["metadata"]["name"]): o["rules"] for o in objects if o["kind"] in ("Role", "ClusterRole")}
+    granted: set[tuple[str, str, str]] = set()
+    subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+    for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        if subject in binding["subjects"]:
+            for rule in roles.get((binding["roleRef"]["kind"], binding["roleRef"]["name"]), []):
+                names = rule.get("resourceNames") or ["*"]
+                granted |= {(r, n, v) for r in rule["resources"] for n in names for v in rule["verbs"]}
+    token_volumes = {
+        v["name"]
+        for v in spec["volumes"]
+        if any("serviceAccountToken" in source for source in v.get("projected", {}).get("sources", []))
+    }
+    automount = spec.get("automountServiceAccountToken", True)
+    access = {}
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        holds = automount or any(m["name"] in token_volumes for m in container.get("volumeMounts", []))
+        access[container["name"]] = granted if holds else set()
+    return access
+
+
+def test_only_the_recorder_holds_a_token_and_it_patches_only_the_witness(run_stack) -> None:
+    """Least privilege: the pod's account is the recorder's, its token is mounted into the recorder alone, and it
+    can get and patch the served witness, nothing else (no create, no other ConfigMap, no Secret). Headplane's pod
+    holds no token at all."""
+    app = "headscale"
+    run = run_stack("hydra")
+    objects = run.kubernetes_objects()
+    assert not any(_api_access(objects, "headscale", "headplane").values())
+    assert "serviceAccountName" not in _deployment_pod(run, "headplane")
+    access = _api_access(objects, "headscale", app)
+    assert {name: grants for name, grants in access.items() if grants} == {
+        "position-recorder": {("configmaps", f"{app}-served", "get"), ("configmaps", f"{app}-served", "patch")}
+    }
+    (account,) = [o for o in _objects(run, "ServiceAccount") if o["metadata"]["name"] == f"{app}-position-recorder"]
+    assert account["automountServiceAccountToken"] is False
+    pod = _deployment_pod(run, app)
+    assert pod["serviceAccountName"] == f"{app}-position-recorder"
+    assert pod["automountServiceAccountToken"] is False
+    # The evaluator is not blind: the automounted token would give every container the recorder's rights.
+    loose = [
+        {
+            **o,
+            "spec": {
+                **o["spec"],
+                "template": {**o["spec"]["template"], "spec": {**pod, "automountServiceAccountToken": True}},
+            },
+        }
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == app
+        else o
+        for o in objects
+    ]
+    assert all(_api_access(loose, "headscale", app).values())
+
+
+def test_the_recorder_sits_between_the_restore_and_the_signer_and_sees_only_the_position(run_stack) -> None:
+    run = run_stack("hydra")
+    headplane = [c["name"] for c in _deployment_pod(run, "headplane")["initContainers"]]
+    assert headplane == ["restore", "backup-signer", "litestream"]
+    for app in ("headscale",):
+        pod = _deployment_pod(run, app)
+        names = [c["name"] for c in pod["initContainers"]]
+        expected = ["restore", "pre-upgrade"]
+        assert names == [*expected, "position-recorder", "backup-signer", "litestream"], "stops after the signer"
+        recorder = next(c for c in pod["initContainers"] if c["name"] == "position-recorder")
+        assert recorder == {
+            "name": "position-recorder",
+            "image": "docker.io/curlimages/curl:8.16.0",
+            "command": ["/bin/sh", "/etc/litestream/position-recorder.sh"],
+            "restartPolicy": "Always",
+            "env": [
+                {"name": "POSITION_FILE", "value": POSITION_FILE},
+                {"name": "NAMESPACE", "value": "headscale"},
+                {"name": "CONFIG_MAP", "value": f"{app}-served"},
+                {"name": "DATA_KEY", "value": "position"},
+                {"name": "TOKEN_FILE", "value": "/var/run/secrets/headscale-ha/recorder/token"},
+                {"name": "CA_FILE", "value": "/var/run/secrets/headscale-ha/recorder/ca.crt"},
+                {"name": "INTERVAL_SECONDS", "value": "5"},
+                {"name": "FIELD_MANAGER", "value": FIELD_MANAGER},
+            ],
+            "volumeMounts": [
+                {"name": "backup-position", "mountPath": "/run/backup-position", "readOnly": True},
+                {"name": "recorder-token", "mountPath": "/var/run/secrets/headscale-ha/recorder", "readOnly": True},
+                {"name": "litestream-config", "mountPath": "/etc/litestream", "readOnly": True},
+                {"name": "recorder-tmp", "mountPath": "/tmp"},
+            ],
+            "resources": recorder["resources"],
+            "securityContext": next(c for c in pod["initContainers"] if c["name"] == "litestream")["securityContext"],
+        }
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["backup-position"] == {
+            "name": "backup-position",
+            "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"},
+        }
+        assert volumes["recorder-token"]["projected"]["sources"] == [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        ]
+        signer = next(c for c in pod["initContainers"] if c["name"] == "backup-signer")
+        assert {"name": "POSITION_FILE", "value": POSITION_FILE} in signer["env"]
+        assert {"name": "backup-position", "mountPath": "/run/backup-position", "readOnly": False} in signer[
+            "volumeMounts"
+        ]
+        mounting = [c["name"] for c in [*pod["initContainers"], *pod["containers"]] if _holds(c, "backup-position")]
+        assert mounting == ["position-recorder", "backup-signer"]
+        private = [c["name"] for c in [*pod["initContainers"], *pod["containers"]] if _holds(c, "recorder-tmp")]
+        assert private == ["position-recorder"], "its request header holds the token"
+        assert volumes["recorder-tmp"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Mi"}
+        config = next(o for o in _objects(run, "ConfigMap") if o["metadata"]["name"] == f"{app}-litestream")
+        assert config["data"]["position-recorder.sh"].startswith("#!/bin/sh")
+
+
+def test_the_deployments_wait_for_the_recorders_account_and_outlive_it_on_destroy(run_stack) -> None:
+    run = run_stack("hydra")
+    deployments = {r.inputs["metadata"]["name"]: r for r in run.of_type(DEPLOYMENT_TYPE)}
+    for app in ("headscale",):
+        rbac = [
+            r for t in ROLE_TYPES for r in run.of_type(t) if r.inputs["metadata"]["name"] == f"{app}-position-recorder"
+        ]
+        assert len(rbac) == 3
+        assert {r.urn for r in rbac} <= set(deployments[app].dependencies)
+
+
+def test_without_position_recording_nothing_holds_a_token(run_stack, project_copy) -> None:
+    project = project_copy()
+    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    document["config"]["backup"]["value"]["auth"] = {"recordPosition": False, "allowRollback": "2026-12-01"}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    run = run_stack("hydra", project_dir=project)
+    assert not [o for o in _objects(run, "ServiceAccount") if "position-recorder" in o["metadata"]["name"]]
+    for app in ("headscale", "headplane"):
+        pod, restore = _restore(run, app)
+        assert "serviceAccountName" not in pod
+        assert "position-recorder" not in [c["name"] for c in pod["initContainers"]]
+        env = {e["name"]: e.get("value") for e in restore["env"]}
+        assert "POSITION_WITNESS_FILE" not in env
+        assert env["ALLOW_ROLLBACK_RESTORE"] == "2026-12-01", "an older record may still be there"
+        (witness,) = [v for v in pod["volumes"] if v["name"] == SERVED_VOLUME]
+        assert witness["configMap"]["items"] == [{"key": SERVED_KEY, "path": SERVED_KEY}]

@@ -44,7 +44,7 @@ from tests.support.litestream_lab import (
 from tests.support.script_checks import SHELLS, SHELLS_ONLY, SYNTAX_CHECKERS, assert_passes, exit_codes, shell_for
 
 LITESTREAM = litestream_bin()
-EXIT = {"ok": 0, "usage": 2, "unsigned": 40, "forged": 41, "malformed": 42, "tampered": 43, "stale": 44}
+EXIT = {"ok": 0, "usage": 2, "marker": 13, "unsigned": 40, "forged": 41, "malformed": 42, "tampered": 43, "stale": 44}
 EXIT |= {"key": 45, "io": 46}
 FIRST_ROWS, ROWS = 50, 75
 
@@ -393,6 +393,106 @@ def test_a_replica_below_the_local_position_record_is_refused(restore_app, ours)
     shutil.copytree(ours.older, app.backup_dir)
     _assert_exit(_restore(["sh"], app, ours), "stale", "rolled back")
     assert not app.db_path.exists()
+
+
+def _witness(tmp_path: Path, app: App) -> Path:
+    """The served witness's `position` key as the restore sees it (a file in the witness volume), holding the
+    position of ``app``'s current manifest: what the recorder copied there while the writer ran. The kubelet writes
+    a ConfigMap value as it is: without a final newline."""
+    witness = tmp_path / "witness" / "position"
+    witness.parent.mkdir(exist_ok=True)
+    witness.write_text(f"{_manifest_field(app, 'txid')} {_manifest_field(app, 'signed_at')}")
+    return witness
+
+
+def test_a_young_rollback_is_refused_by_the_recorded_position(shell, restore_app, ours, tmp_path) -> None:
+    """A snapshot rollback younger than maxAge passes the age check; the position the running pod recorded in the
+    served witness (outside the export) refuses it. The current replica restores; the dated override restores the
+    older one loudly."""
+    assert ours.older is not None
+    current = restore_app(ours)
+    witness = _witness(tmp_path, current)
+    older = App(tmp_path / "older").create()
+    shutil.copytree(ours.older, older.backup_dir)
+    assert int(_manifest_field(older, "txid"), 16) < int(_manifest_field(current, "txid"), 16)
+    day = 24 * 3600
+    refused = _restore(shell, older, ours, POSITION_WITNESS_FILE=str(witness), MAX_REPLICA_AGE_SECONDS=str(day))
+    _assert_exit(refused, "stale", "rolled back", "served witness", "backup.auth.allowRollback", key=ours.key)
+    _assert_nothing_restored(older)
+    elsewhere = _restore(shell, older, ours, POSITION_WITNESS_FILE=str(witness), ALLOW_ROLLBACK_RESTORE="2001-01-01")
+    _assert_exit(elsewhere, "stale", "no effect")
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    overridden = _restore(shell, older, ours, POSITION_WITNESS_FILE=str(witness), ALLOW_ROLLBACK_RESTORE=today)
+    _assert_exit(overridden, "ok", "OVERRIDE", "BELOW")
+    assert len(read_rows(older.db_path)) == FIRST_ROWS
+    _assert_exit(_restore(shell, current, ours, POSITION_WITNESS_FILE=str(witness)), "ok")
+    assert len(read_rows(current.db_path)) == ours.rows
+
+
+def test_without_a_recorded_position_the_age_check_alone_decides(restore_app, ours, tmp_path) -> None:
+    """Before the recorder's first record (or the witness's first rollout) the key is absent: said, not refused."""
+    app = restore_app(ours)
+    absent = tmp_path / "witness" / "position"
+    absent.parent.mkdir()
+    _assert_exit(_restore(["sh"], app, ours, POSITION_WITNESS_FILE=str(absent)), "ok", "no position recorded")
+
+
+@pytest.mark.parametrize("value", ["", "123", "ABCDEF0123456789 1", "0123456789abcdef", "0123456789abcdef x"])
+def test_a_damaged_recorded_position_is_refused_without_restoring(value: str, restore_app, ours, tmp_path) -> None:
+    app = restore_app(ours)
+    witness = tmp_path / "position"
+    witness.write_text(value + "\n")
+    _assert_exit(_restore(["sh"], app, ours, POSITION_WITNESS_FILE=str(witness)), "marker", "does not hold a position")
+    _assert_nothing_restored(app)
+
+
+def test_the_signer_hands_over_its_highest_position_and_never_lowers_it(shell, tmp_path) -> None:
+    """The signer writes the position it signed for the recorder; when the export is rolled back under the running
+    pod, it signs what is there but keeps handing over the higher position, so the rollback is never recorded as
+    the writer's position, and a later restore refuses it."""
+    assert LITESTREAM is not None
+    app = App(tmp_path / "app").create()
+    key = write_backup_key(tmp_path / "key")
+    position = tmp_path / "run" / "position"
+    position.parent.mkdir()
+    insert_rows(app.db_path, 20)
+    env = manifest_env(app, key, SIGN_INTERVAL_SECONDS="0.2", HEARTBEAT_SECONDS="1", POSITION_FILE=str(position))
+
+    def handed_over() -> str:
+        return position.read_text() if position.is_file() else ""
+
+    with signing(shell, env, tmp_path / "sign.log"):
+        with replicating(LITESTREAM, app, tmp_path / "replicate.log"):
+            assert wait_until(lambda: manifest_txid(app) > 0 and handed_over(), timeout=20)
+            snapshot = tmp_path / "snapshot"
+            shutil.copytree(app.backup_dir, snapshot)
+            before = manifest_txid(app)
+            insert_rows(app.db_path, 30)
+            assert wait_until(
+                lambda: manifest_txid(app) == newest_txid(LITESTREAM, app.replica_dir) > before, timeout=20
+            )
+        # Litestream stopped with its tail shipped; the signer signs it and hands it over.
+        newest = newest_txid(LITESTREAM, app.replica_dir)
+        assert wait_until(lambda: handed_over().split()[0] == f"{newest:016x}", timeout=10)
+        recorded = handed_over()
+        assert abs(int(recorded.split()[1]) - time.time()) < 60
+        # The export rolled back under the running signer (nothing repairs it while Litestream is stopped).
+        signed_at = int(_manifest_field(app, "signed_at"))
+        shutil.rmtree(app.backup_dir)
+        shutil.copytree(snapshot, app.backup_dir)
+        assert wait_until(
+            lambda: app.manifest.is_file() and int(_manifest_field(app, "signed_at")) > signed_at, timeout=20
+        ), "it signs what is there"
+        assert manifest_txid(app) == before < newest
+        time.sleep(1)
+        assert handed_over() == recorded, "the rolled-back position is never handed over as the writer's"
+    witness = tmp_path / "witness"
+    witness.write_text(recorded)
+    app.remove_local_db()
+    shutil.rmtree(app.data_dir / f".{app.db_path.name}-litestream", ignore_errors=True)
+    (app.backup_dir / "identity.sha256").write_text("0" * 64 + "\n")
+    tailnet = Tailnet(tmp_path, key, "0" * 64, 20, None)
+    _assert_exit(_restore(["sh"], app, tailnet, POSITION_WITNESS_FILE=str(witness)), "stale", "rolled back")
 
 
 # --- the signer ----------------------------------------------------------------------------------------------

@@ -101,8 +101,11 @@ def test_every_pod_reaches_what_it_needs_and_nothing_else(option_set: str, proje
             assert not world.out(pod, stranger, port, protocol), (pod.name, stranger, port, protocol)
     api, api_port = api_server(config), config.network_policy.api_server_port
     gateway = world.pod(gateway_module.SERVICES)
-    # The API server: the routers (state Secrets) and CloudNativePG; the gateway only when its proxy targets it.
+    # The API server: the routers (state Secrets), CloudNativePG and Headscale while it runs on SQLite (its position
+    # recorder patches the served witness); the gateway only when its proxy targets it. Never Headplane.
     expected = {p.name for p in [*world.apps(gateway_module.ROUTERS), *world.instances()]}
+    if config.database.stage is not DatabaseStage.POSTGRES and config.backup.auth.record_position:
+        expected.add("headscale")
     if any(p.target_host == api.ip and p.target_port == api_port for p in gateway_proxies(config)):
         expected.add(gateway.name)
     assert {p.name for p in pods if world.out(p, api, api_port)} == expected

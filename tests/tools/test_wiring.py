@@ -296,6 +296,25 @@ def test_declared_optional_reference_still_needs_its_key_when_present() -> None:
     assert only(check(workload, secret("authkey", "other"), optional_refs=[DECLARED])).path.endswith(".key")
 
 
+def test_a_key_a_running_pod_writes_later_may_be_missing_from_an_optional_source() -> None:
+    """The kubelet skips an optional volume's missing item (pkg/volume/configmap: `if optional { continue }`): a key
+    declared as written at runtime (the witness's recorded position) is not a finding; any other missing key is."""
+    items = [{"key": "served", "path": "served"}, {"key": "position", "path": "position"}]
+    workload = mounted({"name": "w", "configMap": {"name": "witness", "optional": True, "items": items}})
+    plain = OptionalRef(namespace=NS, workload="Deployment/web", name="witness", absence_shown_by="log line")
+    later = OptionalRef(
+        namespace=NS,
+        workload="Deployment/web",
+        name="witness",
+        absence_shown_by="log line",
+        runtime_keys=frozenset({"position"}),
+    )
+    rendered = config_map("witness", "served")
+    assert only(check(workload, rendered, optional_refs=[plain])).path.endswith("items[1].key")
+    assert check(workload, rendered, optional_refs=[later]) == []
+    assert only(check(workload, config_map("witness", "other"), optional_refs=[later])).path.endswith("items[0].key")
+
+
 def test_optional_declaration_is_per_workload_and_namespace() -> None:
     workload = deployment(pod_spec(container(env=OPTIONAL_ENV)))
     other = OptionalRef(namespace=NS, workload="StatefulSet/web", name="authkey", absence_shown_by="x")
