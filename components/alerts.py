@@ -14,6 +14,10 @@ Why each alert exists, and what it is built on (series names are the upstream ex
   database changes. An unreadable replica is exported with txid 0, so it also counts as stalled (together with
   LitestreamReplicaUnreadable). Comparing with the txid of ``replication_lag_seconds`` earlier, not the current
   one, keeps a busy database (always a few transactions ahead of the last listing) from alerting.
+  BackupSignatureStale: the exporter also exports the ``signed_at`` of each replica's manifest (unauthenticated: a
+  liveness signal of the ``backup-signer`` sidecar, which re-signs at least every minute while its application
+  runs), and the alert fires when it is older than ten heartbeats (or 0: no manifest) while the Deployment has a
+  ready replica. Backups are always signed today, so it is rendered for every Litestream application.
 - The restore and pre-upgrade init containers refusing to start the application, the restore rehearsal CronJobs,
   CloudNativePG's WAL archiving, the public certificate, and the Headplane API key the dynamic provider rotates only
   at ``pulumi up`` (its expiry reaches Prometheus through the exporter's key file).
@@ -77,6 +81,10 @@ EXPORTER_HTTPD_CONF = ".prom:text/plain; version=0.0.4\n"
 LITESTREAM_MONITOR_SECONDS = 1
 #: The exporter's round is stale (StateExporterDown) when older than this.
 EXPORTER_STALE_SECONDS = 300
+#: The backup-signer sidecar signs each replica at least this often while its application runs (HEARTBEAT_SECONDS of
+#: scripts/litestream-manifest.sh); a signature ten heartbeats old means it stopped (BackupSignatureStale).
+SIGNER_HEARTBEAT_SECONDS = 60
+SIGNATURE_STALE_SECONDS = 10 * SIGNER_HEARTBEAT_SECONDS
 #: Thresholds: the Headplane API key's last 3 days, the certificate's last 14, rehearsals missing for 2 days.
 API_KEY_CRITICAL_SECONDS = 3 * 86400
 CERTIFICATE_WARNING_SECONDS = 14 * 86400
@@ -342,6 +350,16 @@ def _replication(scope: AlertScope) -> list[_Alert]:
         f"  (max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment=app)}) > 0)\n)"
         for app in scope.apps
     )
+    # The backup-signer sidecar (scripts/litestream-manifest.sh) re-signs at least every heartbeat while the
+    # application runs; the exporter exports the manifest's (unauthenticated) signed_at, 0 without a manifest.
+    signature_stale = "\nor\n".join(
+        f"(\n  time() - max by (namespace, app) "
+        f"(headscale_ha_replica_signed_timestamp_seconds{matchers(namespace=ns, app=app)})"
+        f" > {SIGNATURE_STALE_SECONDS}\n"
+        f"  and on ()\n"
+        f"  (max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment=app)}) > 0)\n)"
+        for app in scope.apps
+    )
     return [
         _Alert(
             "LitestreamReplicationStalled",
@@ -397,6 +415,23 @@ def _replication(scope: AlertScope) -> list[_Alert]:
             "{{ $labels.app }} runs, but Prometheus has no Litestream metrics for it for 10 minutes, so "
             "LitestreamReplicationStalled cannot see its replication. Check the PodMonitor, Litestream's `addr` in "
             "litestream.yml and the network policy for the metrics port.",
+        ),
+        _Alert(
+            "BackupSignatureStale",
+            "warning",
+            600,
+            signature_stale,
+            "The backup replica of {{ $labels.app }} in {{ $labels.namespace }} is no longer being signed",
+            f"{{{{ $labels.app }}}} runs, but the newest signature of its replica on the backup volume "
+            f"(`<app>/replica.manifest`, which the `backup-signer` sidecar rewrites at least every "
+            f"{SIGNER_HEARTBEAT_SECONDS} s while it runs) is {{{{ $value | humanizeDuration }}}} old (decades "
+            "when there is no readable manifest at all): the signer has not signed for that long, so the next "
+            "restore of this replica stops at that old position, losing what was written since, and once the "
+            "signature is older than backup.auth.maxAge (24 hours by default) the restore refuses to start the "
+            "application. Read `kubectl -n {{ $labels.namespace }} logs deploy/{{ $labels.app }} -c "
+            "backup-signer`, check that the NFS export is writable, and that the Secret "
+            "`{{ $labels.app }}-backup-key` exists and holds the key. (The exported time is not authenticated: a "
+            "liveness signal of the signer, not a proof.)",
         ),
     ]
 

@@ -409,8 +409,8 @@ def redundancy(f: _Facts) -> list[dict[str, str]]:
         layout = f"this site, standing by for `{f.active_site}`"
         mechanism = (
             "A manual promotion (the `failover` output's steps) scales this site's applications up; they restore the "
-            "latest backup before serving. The stack refuses to deploy unless it follows its active's release, stage "
-            "and identity."
+            "latest backup before serving. The stack refuses to deploy unless it follows its active's release, stage, "
+            "identity and backup key."
         )
     rows.append(_row("Standby site", layout, mechanism))
     derp = config.headscale.derp

@@ -268,6 +268,8 @@ class TailnetSite(pulumi.ComponentResource):
             "databaseStage": config.database.stage.value,
             # The tailnet identity this site serves with (the identity stack's, or of the keys imported here).
             "identityFingerprint": self.headscale.identity_fingerprint,
+            # With the fingerprint, what the backup key is derived from: a standby must verify what the active signs.
+            "backupKeyEpoch": config.backup.auth.key_epoch,
             "mustBackUp": must_back_up(config),
             # RTO and RPO per failure, from the pods rendered here, bench/measured and the `recovery` config.
             "recovery": recovery,

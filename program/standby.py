@@ -3,8 +3,9 @@
 A standby is only useful if it can take the active's place: at promotion it restores (SQLite) or promotes
 (PostgreSQL) the active's database and serves it with the tailnet's identity. So it must run the very Headscale
 release that wrote that database, be in a database stage that really follows the active's, and hold the same
-Noise key. Each site stack exports what is compared here (``CHECKED_OUTPUTS``); a standby reads them from the
-active site's stack and refuses to deploy when any differs, naming every difference with both values.
+Noise key and backup key epoch (the backup key is derived from both: another epoch refuses every signed replica).
+Each site stack exports what is compared here (``CHECKED_OUTPUTS``); a standby reads them from the active site's
+stack and refuses to deploy when any differs, naming every difference with both values.
 
 Headscale versions must be equal, not merely share a minor: Headscale applies its database migrations when it
 starts and they only run forward, and patch releases have changed migrations too (0.24.1 and 0.24.3 fixed
@@ -37,7 +38,8 @@ from program.config import StackConfig
 HEADSCALE_VERSION = "headscaleVersion"
 DATABASE_STAGE = "databaseStage"
 IDENTITY_FINGERPRINT = "identityFingerprint"
-CHECKED_OUTPUTS = (HEADSCALE_VERSION, DATABASE_STAGE, IDENTITY_FINGERPRINT)
+BACKUP_KEY_EPOCH = "backupKeyEpoch"
+CHECKED_OUTPUTS = (HEADSCALE_VERSION, DATABASE_STAGE, IDENTITY_FINGERPRINT, BACKUP_KEY_EPOCH)
 
 
 class StandbyMismatch(pulumi.RunError):
@@ -103,6 +105,13 @@ def compare(own: Mapping[str, Any], active: Mapping[str, Any]) -> list[str]:
             f"{IDENTITY_FINGERPRINT}: this standby's Noise key has fingerprint {own_print}, the active's "
             f"{active_print}; a standby serving another key is another server to every client: take the identity "
             "from the same identity stack (tailnet.identityStack) or import the same keys on both"
+        )
+    own_epoch, active_epoch = own[BACKUP_KEY_EPOCH], active[BACKUP_KEY_EPOCH]
+    if own_epoch != active_epoch:
+        mismatches.append(
+            f"{BACKUP_KEY_EPOCH}: this standby derives its backup key with backup.auth.keyEpoch {own_epoch}, the "
+            f"active with {active_epoch}; at promotion its restore would refuse every replica the active signed "
+            "(exit 41): set one keyEpoch in Pulumi.yaml for every stack, not in a stack file"
         )
     return mismatches
 
@@ -170,6 +179,7 @@ def standby_gate(name: str, config: StackConfig, opts: pulumi.ResourceOptions) -
         HEADSCALE_VERSION: config.headscale.version,
         DATABASE_STAGE: config.database.stage.value,
         IDENTITY_FINGERPRINT: own_fingerprint(name, config, opts),
+        BACKUP_KEY_EPOCH: config.backup.auth.key_epoch,
     }
     active_stack = config.tailnet.stack_of(config.tailnet.site(config.tailnet.active_site))
     return follow_active(name, active_stack=active_stack, own=own, opts=opts)

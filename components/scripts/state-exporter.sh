@@ -30,12 +30,24 @@
 #   headscale_ha_replica_txid{app}                       the highest max_txid of the replica's LTX files, 0 when none
 #   headscale_ha_replica_newest_timestamp_seconds{app}   the newest LTX file's timestamp (Unix seconds), 0 when none
 #   headscale_ha_replica_ltx_files{app}                  how many LTX files (all levels) the replica holds
+#   headscale_ha_replica_signed_timestamp_seconds{app}   the `signed_at` (Unix seconds) of the replica's signed
+#                                                        manifest BACKUP_ROOT/<app>/replica.manifest (written by the
+#                                                        backup-signer sidecar, litestream-manifest.sh); 0 when it
+#                                                        is absent, unreadable, a symbolic link (never followed) or
+#                                                        not a regular file, or when its line 3 is not exactly
+#                                                        `signed_at <1 to 15 digits>`. Only the first 1024 bytes are
+#                                                        read, and only digits reach the output. UNAUTHENTICATED: the
+#                                                        exporter has no key and checks no MAC, so anyone who can
+#                                                        write the export can set it. It is a liveness signal of the
+#                                                        signer (BackupSignatureStale), not a proof that the replica
+#                                                        is signed: only the restore's verify is.
 # and once: headscale_ha_exporter_last_run_timestamp_seconds, the time (Unix seconds) the round started.
 # A replica that cannot be read never stops the other applications or the loop; a hung read (an NFS hard mount)
 # stops the loop, which the alert StateExporterDown sees in the round's timestamp.
 #
-# Logs (stderr): one line when the exporter starts, and one when an application's replica becomes readable or
-# unreadable (with the reason), not one every round.
+# Logs (stderr): one line when the exporter starts, one when an application's replica becomes readable or
+# unreadable (with the reason), and one when its manifest's signed_at becomes readable or not (with the reason),
+# not one every round.
 #
 # Exit codes:
 #    0  `once`: the round's metrics file was written (whatever the replicas' state)
@@ -197,6 +209,59 @@ inspect() {
     I_UP=1
 }
 
+# signed APP: sets S_AT to the signed_at of APP's manifest (digits only), or to 0 with the reason in S_WHY and a
+# one-word state in S_STATE. The file is untrusted text (whoever can write the export can write it): a symbolic link
+# is refused, not followed (a link swapped in between the test and the read is read once; still only digits leave),
+# a FIFO or device is refused by the regular-file test, and `head -c` bounds what is read however long its lines.
+SIGNED_MAX_BYTES=1024
+signed() {
+    S_AT=0
+    S_WHY=
+    S_STATE=ok
+    s_file="$BACKUP_ROOT/$1/replica.manifest"
+    if [ -L "$s_file" ]; then
+        S_STATE=symlink
+        S_WHY="the manifest '$s_file' is a symbolic link (not followed)"
+        return
+    fi
+    if [ ! -e "$s_file" ]; then
+        S_STATE=absent
+        S_WHY="there is no manifest '$s_file' (the backup-signer sidecar has never signed this replica)"
+        return
+    fi
+    if [ ! -f "$s_file" ]; then
+        S_STATE=notfile
+        S_WHY="the manifest '$s_file' is not a regular file"
+        return
+    fi
+    if [ ! -r "$s_file" ] || ! s_head=$(head -c "$SIGNED_MAX_BYTES" "$s_file" 2>/dev/null); then
+        S_STATE=unreadable
+        S_WHY="the manifest '$s_file' cannot be read (permissions, or the NFS export)"
+        return
+    fi
+    s_line=$(printf '%s\n' "$s_head" | sed -n '3{p;q;}')
+    s_at=${s_line#signed_at }
+    case "$s_line" in
+        "signed_at "[0-9]*) ;;
+        *) s_at=x ;;
+    esac
+    case "$s_at" in
+        *[!0-9]*) s_at=x ;;
+    esac
+    while :; do
+        case "$s_at" in
+            0?*) s_at=${s_at#0} ;;
+            *) break ;;
+        esac
+    done
+    if [ "$s_at" = x ] || [ "${#s_at}" -gt 15 ]; then
+        S_STATE=malformed
+        S_WHY="line 3 of the manifest '$s_file' is not 'signed_at <1 to 15 digits>'"
+        return
+    fi
+    S_AT=$s_at
+}
+
 # note NAME STATE MESSAGE: log MESSAGE when NAME's state differs from the previous round's (or on the first one).
 STATES=' '
 NEW_STATES=' '
@@ -251,6 +316,7 @@ round() {
     r_txid=
     r_newest=
     r_files=
+    r_signed=
     NEW_STATES=' '
     for r_app in $APPS; do
         inspect "$r_app"
@@ -264,6 +330,13 @@ round() {
         else
             note "$r_app" 0 "$r_app: replica NOT readable: $I_WHY"
         fi
+        signed "$r_app"
+        r_signed="${r_signed}headscale_ha_replica_signed_timestamp_seconds$r_label $S_AT$NL"
+        if [ "$S_STATE" = ok ]; then
+            note "manifest:$r_app" ok "$r_app: manifest readable (signed_at $S_AT; unauthenticated here)"
+        else
+            note "manifest:$r_app" "$S_STATE" "$r_app: manifest signed_at NOT readable, exported as 0: $S_WHY"
+        fi
     done
     TMP_FILE="$OUT_DIR/.$OUT_BASE.tmp.$$"
     if ! {
@@ -275,7 +348,10 @@ or unreadable)." "$r_txid" &&
                 family headscale_ha_replica_newest_timestamp_seconds "Unix time of the newest LTX file in the \
 application's replica (0 when none or unreadable)." "$r_newest" &&
                 family headscale_ha_replica_ltx_files "LTX files (all levels) in the application's replica (0 when \
-unreadable)." "$r_files"
+unreadable)." "$r_files" &&
+                family headscale_ha_replica_signed_timestamp_seconds "Unix time the backup-signer last signed the \
+application's replica: signed_at of its replica.manifest, unauthenticated (0 when absent, unreadable, a symlink or \
+malformed)." "$r_signed"
         fi &&
             family headscale_ha_exporter_last_run_timestamp_seconds "Unix time the state exporter's latest round \
 started." "headscale_ha_exporter_last_run_timestamp_seconds $r_now$NL" &&

@@ -195,6 +195,9 @@ def test_scope_decides_the_groups() -> None:
     assert not no_apps & {"LitestreamReplicationStalled", "RestoreRefused", "RestoreRehearsalMissing"}
     assert "RestoreRehearsalFailed" not in names(_scope(rehearsal=False))
     assert "StateExporterDown" in no_apps  # the exporter also carries the key expiries
+    assert "BackupSignatureStale" not in no_apps
+    assert 'app="headscale"' not in _rules(postgres)["BackupSignatureStale"]["expr"]
+    assert 'deployment="headplane"' in _rules(postgres)["BackupSignatureStale"]["expr"]
 
 
 def test_rendering_is_deterministic_and_the_rule_file_holds_the_groups() -> None:
@@ -622,6 +625,73 @@ CASES: list[Case] = [
             litestream("litestream_txid", NS, HS, "5x120"),
             litestream("litestream_txid", NS, HP, "5x120"),
         ),
+    ),
+    # The signer re-signs at least every 60 s while the application runs; stale above 600 s. promtool's time() is
+    # the evaluation's minute * 60, so "0+60x120" is a signature as fresh as the clock.
+    Case(
+        "BackupSignatureStale",
+        "the signed timestamp stops advancing at 10m while Headscale is ready",
+        merge(
+            deploy(NS, HS, "1x120", "1x120"),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "0+60x10 600x110", app=HS),
+        ),
+        (Fires({"namespace": NS, "app": HS}, 1260),),
+        since=21,
+    ),
+    Case(
+        "BackupSignatureStale",
+        "no manifest (0) while Headplane runs",
+        merge(
+            deploy(NS, HP, "1x120", "1x120"),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "0x120", app=HP),
+        ),
+        (Fires({"namespace": NS, "app": HP}, 1260),),
+        since=11,
+    ),
+    Case(
+        "BackupSignatureStale",
+        "the signed timestamp advances, a heartbeat behind the clock",
+        merge(
+            deploy(NS, HS, "1x120", "1x120"),
+            deploy(NS, HP, "1x120", "1x120"),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "0+60x120", app=HS),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "-60+60x120", app=HP),
+        ),
+        until=60,
+    ),
+    Case(
+        "BackupSignatureStale",
+        "edge: exactly 600 s old all along",
+        merge(
+            deploy(NS, HS, "1x120", "1x120"),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "-600+60x120", app=HS),
+        ),
+        until=60,
+    ),
+    Case(
+        "BackupSignatureStale",
+        "standby: 0 ready replicas, the signature frozen or absent",
+        merge(
+            deploy(NS, HS, "0x120", "0x120"),
+            deploy(NS, HP, "1x120", "0x120"),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "600x120", app=HS),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "0x120", app=HP),
+        ),
+        until=60,
+        scope="standby",
+    ),
+    Case(
+        "BackupSignatureStale",
+        "a stale signature of an application that does not run, and of another namespace",
+        merge(
+            deploy(NS, HS, "0x120", "0x120"),
+            deploy(NS, HP, "1x120", "1x120"),
+            deploy(OTHER, HS, "1x120", "1x120"),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "0x120", app=HS),
+            exported("headscale_ha_replica_signed_timestamp_seconds", NS, "0+60x120", app=HP),
+            exported("headscale_ha_replica_signed_timestamp_seconds", OTHER, "0x120", app=HS),
+        ),
+        until=60,
     ),
     # --- restore -------------------------------------------------------------------------------------------------
     Case(
@@ -1183,6 +1253,79 @@ def test_exporter_with_no_application_exports_the_round_and_the_keys(exporter_la
         "headscale_ha_exporter_last_run_timestamp_seconds",
         "headscale_ha_key_expiry_timestamp_seconds",
     }
+
+
+#: Line 3 of a manifest (the signer writes `signed_at <epoch>`) and what the exporter makes of it.
+SIGNED_LINES = {
+    "signed": ("signed_at 1700000000", 1700000000),
+    "zero": ("signed_at 0", 0),
+    "zeros": ("signed_at 001700000000", 1700000000),
+    "letters": ("signed_at 17000abc00", 0),
+    "empty": ("", 0),
+    "extra": ("signed_at 1700000000 extra", 0),
+    "nospace": ("signed_at1700000000", 0),
+    "twospaces": ("signed_at  1700000000", 0),
+    "negative": ("signed_at -1700000000", 0),
+    "crlf": ("signed_at 1700000000\r", 0),
+    "toolong": ("signed_at 1234567890123456", 0),
+    "label": ('signed_at 1 } injected{app="x"} 2', 0),
+}
+
+
+def _manifest(app: str, line3: str, *, first: str = "headscale-ha-replica-manifest 1") -> str:
+    return f"{first}\napp {app}\n{line3}\ntxid 0000000000000002\nfiles 0\nhmac {'0' * 64}\n"
+
+
+def test_exporter_exports_the_manifests_signed_at(
+    exporter_lab: ExporterLab, replica_template: Path, tmp_path: Path
+) -> None:
+    """headscale_ha_replica_signed_timestamp_seconds: line 3's digits, or 0 (absent, a link, not a regular file,
+    malformed, beyond the bounded read); one application's bad manifest leaves every other's metrics alone."""
+    assert LITESTREAM is not None
+    lab = exporter_lab
+    for app, (line3, _) in SIGNED_LINES.items():
+        (lab.backup / app).mkdir()
+        (lab.backup / app / "replica.manifest").write_bytes(_manifest(app, line3).encode())
+    for app in ("signed", "letters", "absent"):  # real replicas beside a good, a bad and no manifest
+        shutil.copytree(replica_template, lab.backup / app / "replica", copy_function=shutil.copy2)
+    outside = tmp_path / "outside.manifest"  # a valid manifest outside the export: the link must not reach it
+    outside.write_text(_manifest("symlinked", "signed_at 1234567890"))
+    (lab.backup / "symlinked").mkdir()
+    (lab.backup / "symlinked" / "replica.manifest").symlink_to(outside)
+    (lab.backup / "dangling").mkdir()
+    (lab.backup / "dangling" / "replica.manifest").symlink_to(tmp_path / "nonexistent")
+    (lab.backup / "directory" / "replica.manifest").mkdir(parents=True)
+    (lab.backup / "huge").mkdir()  # a valid line 3 beyond the first 1024 bytes: never read
+    (lab.backup / "huge" / "replica.manifest").write_text(_manifest("huge", "signed_at 1700000000", first="x" * 4096))
+    expected = {app: value for app, (_, value) in SIGNED_LINES.items()}
+    expected |= {"absent": 0, "symlinked": 0, "dangling": 0, "directory": 0, "huge": 0}
+    before = tree_state(lab.backup)
+    result = run_state_exporter(lab.shell.argv, lab.env(" ".join(expected)), "once")
+    assert result.returncode == 0, result.stderr
+    assert tree_state(lab.backup) == before, "the exporter wrote under BACKUP_ROOT"
+    text = lab.out_file.read_text()
+    check = check_metrics(text)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "injected" not in text
+    assert "1234567890" not in text
+    samples = parse_samples(text)
+    for app, value in expected.items():
+        assert sample(samples, "headscale_ha_replica_signed_timestamp_seconds", app=app) == value, app
+    assert {labels for name, labels in samples if name == "headscale_ha_replica_signed_timestamp_seconds"} == {
+        frozenset({("app", app)}) for app in expected
+    }
+    txid = newest_txid(LITESTREAM, lab.backup / "signed" / "replica")
+    for app in ("signed", "letters", "absent"):  # the replica's metrics do not depend on its manifest
+        assert sample(samples, "headscale_ha_replica_up", app=app) == 1, app
+        assert sample(samples, "headscale_ha_replica_txid", app=app) == txid > 1, app
+    assert sample(samples, "headscale_ha_replica_up", app="zeros") == 0  # no replica directory
+    assert "signed: manifest readable (signed_at 1700000000" in result.stderr
+    assert "symlinked: manifest signed_at NOT readable, exported as 0" in result.stderr
+    assert "is a symbolic link (not followed)" in result.stderr
+    assert "absent: manifest signed_at NOT readable, exported as 0: there is no manifest" in result.stderr
+    assert "directory: manifest signed_at NOT readable, exported as 0" in result.stderr
+    assert "not a regular file" in result.stderr
+    assert "letters: manifest signed_at NOT readable, exported as 0: line 3" in result.stderr
 
 
 BAD_ENV: list[tuple[str, dict[str, str | None], tuple[str, ...], str]] = [

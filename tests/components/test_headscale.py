@@ -99,8 +99,10 @@ def _mounts_volume(container: dict, volume: str) -> bool:
 
 def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
     pod = _pod(run_stack("hydra"))
-    restore, pre_upgrade, signer, sidecar = pod["initContainers"]
+    restore, pre_upgrade, recorder, signer, sidecar = pod["initContainers"]
     assert restore["name"] == "restore"
+    # The position recorder (tests/components/test_litestream.py): after the restore, stopped after the signer.
+    assert (recorder["name"], recorder["restartPolicy"]) == ("position-recorder", "Always")
     assert "restartPolicy" not in restore, "the restore must finish before anything else starts"
     # Between the restore and the sidecar: the snapshot is taken while nothing writes the database.
     assert pre_upgrade["name"] == "pre-upgrade"

@@ -1,4 +1,5 @@
-"""The standby checks the active it follows: Headscale release, database stage and identity, through stack outputs."""
+"""The standby checks the active it follows: Headscale release, database stage, identity and backup key epoch, through
+stack outputs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tests.program.test_failover import SQLITE_DB
 from tests.test_main import _validate
 from tools.plan import write_rendered
 
-SAME = {"headscaleVersion": "0.29.2", "databaseStage": "sqlite", "identityFingerprint": "ab" * 32}
+SAME = {"headscaleVersion": "0.29.2", "databaseStage": "sqlite", "identityFingerprint": "ab" * 32, "backupKeyEpoch": 1}
 
 #: A refused standby fails HeadscaleServer's read of the identity stack with its parent (the gate stops the
 #: provider, so every component): the SDK's require_output then drops coroutines it never awaited. Noise of a
@@ -73,13 +74,18 @@ def test_another_identity_is_refused() -> None:
 
 
 def test_every_mismatch_is_reported_at_once() -> None:
-    other = {"headscaleVersion": "0.28.0", "databaseStage": "postgres", "identityFingerprint": "cd" * 32}
+    other = {
+        "headscaleVersion": "0.28.0",
+        "databaseStage": "postgres",
+        "identityFingerprint": "cd" * 32,
+        "backupKeyEpoch": 2,
+    }
     with pytest.raises(StandbyMismatch) as raised:
         check("organization/headscale-ha/hydra", SAME, other)
     error = raised.value
     assert error.active_stack == "organization/headscale-ha/hydra"
     assert [m.split(":")[0] for m in error.mismatches] == list(CHECKED_OUTPUTS)
-    assert "organization/headscale-ha/hydra (3 mismatches)" in str(error)
+    assert "organization/headscale-ha/hydra (4 mismatches)" in str(error)
 
 
 # ------------------------------------------------------------------------------------- through stack outputs
@@ -114,7 +120,8 @@ def test_the_active_checks_nobody_and_every_site_exports_what_is_checked(run_sta
     assert references == {IDENTITY_STACK}
     assert "follows" not in hydra.outputs
     for run in (hydra, run_stack("cosmos")):
-        assert {key: type(run.outputs[key]) for key in CHECKED_OUTPUTS} == dict.fromkeys(CHECKED_OUTPUTS, str)
+        types = {key: type(run.outputs[key]) for key in CHECKED_OUTPUTS}
+        assert types == {**dict.fromkeys(CHECKED_OUTPUTS, str), "backupKeyEpoch": int}
 
 
 @pytest.mark.parametrize(
@@ -124,23 +131,24 @@ def test_the_active_checks_nobody_and_every_site_exports_what_is_checked(run_sta
         ("headscaleVersion", "0.28.0"),
         ("databaseStage", "postgres"),
         ("identityFingerprint", "cd" * 32),
+        ("backupKeyEpoch", 2),
     ],
 )
-def test_each_mismatch_fails_the_standby_naming_it(output: str, theirs: str, run_stack, stack_outputs) -> None:
-    ours = run_stack("cosmos").outputs[output]
+def test_each_mismatch_fails_the_standby_naming_it(output: str, theirs: object, run_stack, stack_outputs) -> None:
+    ours = str(run_stack("cosmos").outputs[output])
     stack_outputs[ACTIVE_STACK][output] = theirs
     with pytest.raises(StandbyMismatch) as raised:
         run_stack("cosmos", stack_outputs=stack_outputs)
     (mismatch,) = raised.value.mismatches
     assert mismatch.startswith(f"{output}: ")
     assert ours in mismatch
-    assert theirs in mismatch
+    assert str(theirs) in mismatch
     assert ACTIVE_STACK in str(raised.value)
 
 
 def test_all_mismatches_are_reported_in_one_run(run_stack, stack_outputs) -> None:
     stack_outputs[ACTIVE_STACK].update(
-        headscaleVersion="0.28.0", databaseStage="postgres", identityFingerprint="cd" * 32
+        headscaleVersion="0.28.0", databaseStage="postgres", identityFingerprint="cd" * 32, backupKeyEpoch=3
     )
     with pytest.raises(StandbyMismatch) as raised:
         run_stack("cosmos", stack_outputs=stack_outputs)
