@@ -427,13 +427,16 @@ def run_program(
     stack: str,
     config: Mapping[str, str],
     secret_keys: frozenset[str] | set[str] = frozenset(),
-    program: Path = PROJECT_DIR / "__main__.py",
+    program: Path | Callable[[], object] = PROJECT_DIR / "__main__.py",
     registered: list[RegisteredResource] | None = None,
     stack_outputs: StackOutputs | None = None,
     preview: bool = False,
     monitor_factory: Callable[[pulumi_mocks.Mocks], _RecordingMonitor] | None = None,
 ) -> ProgramRun:
     """Run ``program`` as stack ``stack`` of ``project`` with ``config`` (CLI wire form) under mocks.
+
+    ``program`` is a Pulumi program file (run as `__main__`, its directory first on ``sys.path``, as the CLI runs
+    it), or a callable that registers resources itself: one component built from hand-written args, say.
 
     ``stack_outputs`` is every other stack the program may reference, by fully qualified name, with its outputs
     (see ``StackOutputs``); a StackReference to any other stack fails the run with UnknownStackError, and
@@ -455,9 +458,10 @@ def run_program(
         ),
     )
     monitor = (monitor_factory or _RecordingMonitor)(mocks)
-    root = str(program.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    if isinstance(program, Path):
+        root = str(program.parent)
+        if root not in sys.path:
+            sys.path.insert(0, root)
     try:
         settings.reset_options(project=project, stack=stack)
         pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
@@ -472,7 +476,10 @@ def run_program(
         )
         settings.SETTINGS.outputs.clear()
         try:
-            runpy.run_path(str(program), run_name="__main__")
+            if isinstance(program, Path):
+                runpy.run_path(str(program), run_name="__main__")
+            else:
+                program()
             loop.run_until_complete(wait_for_rpcs())
         except Exception:
             if mocks.errors:

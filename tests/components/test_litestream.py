@@ -13,12 +13,21 @@ from pydantic import ValidationError
 
 from components.backup_volume import claim_name
 from components.identity import derived_backup_key, identity_fingerprint
-from components.litestream import SERVED_FILE, SERVED_KEY, SERVED_MOUNT, SERVED_VOLUME, served_config_map
+from components.litestream import (
+    SERVED_FILE,
+    SERVED_KEY,
+    SERVED_MOUNT,
+    SERVED_VOLUME,
+    LitestreamBackup,
+    LitestreamBackupArgs,
+    served_config_map,
+)
 from components.litestream_config import restore_script
 from components.position_recorder import FIELD_MANAGER, POSITION_FILE, WITNESS_KEY
 from components.settings import Backup, Headscale, Nfs
 from program.config import StackConfig, parse_stack_config
 from program.externals import optional_references
+from tests.support.component_run import build_component
 from tests.test_main import _validate
 from tools.harness import ProgramRun, RegisteredResource
 from tools.plan import PLACEHOLDERS
@@ -546,3 +555,50 @@ def test_without_position_recording_nothing_holds_a_token(run_stack, project_cop
         assert env["ALLOW_ROLLBACK_RESTORE"] == "2026-12-01", "an older record may still be there"
         (witness,) = [v for v in pod["volumes"] if v["name"] == SERVED_VOLUME]
         assert witness["configMap"]["items"] == [{"key": SERVED_KEY, "path": SERVED_KEY}]
+
+
+def _lone_backup(*, record_position: bool, backup_key: str | None = "ab" * 32) -> ProgramRun:
+    """LitestreamBackup alone, for an application of the caller's (no stack file, no other component)."""
+    settings = Backup.model_validate({"nfs": {"server": "nfs.example.org", "path": "/export/b"}})
+    args = LitestreamBackupArgs(
+        app="vault",
+        namespace="apps",
+        settings=settings,
+        db_path="/data/db.sqlite",
+        data_volume="data",
+        data_mount="/data",
+        pvc_name=None,
+        backup_claim="backup",
+        backup_key=backup_key,
+        record_position=record_position,
+    )
+    return build_component(lambda: LitestreamBackup("vault", args))
+
+
+def test_the_component_alone_registers_the_recorder_only_where_asked() -> None:
+    """At the component seam: the recorder's account, Role and binding exist only for an application that asks
+    for it and signs its backups, named after that application, bound to its witness."""
+    recording = _lone_backup(record_position=True)
+    roles = [o for o in recording.kubernetes_objects() if o["kind"] == "Role"]
+    assert [(r["metadata"]["name"], r["metadata"]["namespace"], r["rules"]) for r in roles] == [
+        (
+            "vault-position-recorder",
+            "apps",
+            [
+                {
+                    "apiGroups": [""],
+                    "resources": ["configmaps"],
+                    "resourceNames": ["vault-served"],
+                    "verbs": ["get", "patch"],
+                }
+            ],
+        )
+    ]
+    kinds = sorted(o["kind"] for o in recording.kubernetes_objects())
+    assert kinds == ["ConfigMap", "Role", "RoleBinding", "Secret", "ServiceAccount"]
+    assert sorted(o["kind"] for o in _lone_backup(record_position=False).kubernetes_objects()) == [
+        "ConfigMap",
+        "Secret",
+    ]
+    unsigned = _lone_backup(record_position=True, backup_key=None)
+    assert [o["kind"] for o in unsigned.kubernetes_objects()] == ["ConfigMap"], "no key: nothing to record"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pickle
+import sys
 
+import pulumi_kubernetes as k8s
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
@@ -43,6 +45,25 @@ def test_program_errors_propagate_and_report_what_was_registered(tmp_path) -> No
     with pytest.raises(RuntimeError, match="boom"):
         run_program(project="p", stack="s", config={}, program=program, registered=registered)
     assert [r.name for r in registered] == ["ok"]
+
+
+def test_a_callable_program_runs_in_place_of_a_file_and_fails_the_same_way() -> None:
+    """One component (here a Namespace) built by a callable: registered under the run's stack, no sys.path change,
+    and its error propagates with what it had registered."""
+    path = list(sys.path)
+    run = run_program(project="p", stack="s", config={}, program=lambda: k8s.core.v1.Namespace("ok"))
+    assert [(r.name, r.type) for r in run.resources] == [("ok", "kubernetes:core/v1:Namespace")]
+    assert all(":s::p::" in r.urn for r in run.resources)
+    assert sys.path == path
+
+    def failing() -> None:
+        k8s.core.v1.Namespace("first")
+        raise RuntimeError("boom")
+
+    registered: list[RegisteredResource] = []
+    with pytest.raises(RuntimeError, match="boom"):
+        run_program(project="p", stack="s", config={}, program=failing, registered=registered)
+    assert [r.name for r in registered] == ["first"]
 
 
 def test_config_error_comes_before_any_resource() -> None:
