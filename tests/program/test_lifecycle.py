@@ -289,6 +289,46 @@ def _restore_env(cluster: Cluster) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in restore["env"]}
 
 
+RECORDER = "headscale-ha-position-recorder"
+
+
+def _record_position(cluster: Cluster, value: str) -> None:
+    """What Headscale's position recorder does while the pod runs: a patch of the witness's key `position` under
+    its own field manager (components/scripts/position-recorder.sh)."""
+    witness = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "headscale-served", "namespace": "headscale"},
+    }
+    cluster.apply_patch({**witness, "data": {"position": value}}, manager=RECORDER, force=True)
+
+
+def test_pulumi_never_overwrites_the_position_the_running_pod_recorded(lab: Lab) -> None:
+    """The witness is Pulumi's (server-side apply of `served`) and the recorder's (`position`): a routine `up`, a
+    stop and start of Headscale, and a demotion and promotion leave the recorded position where the pod put it."""
+    _record_position(lab.hydra, "00000000000000a0 1700000000")
+    same = lab.run("up", "hydra")
+    assert same.error is None, same.text()
+    assert same.changes() == [], same.text()
+    stopped = lab.run("up", "hydra", {"headscale-ha:headscale.replicas": 0})
+    assert stopped.error is None, stopped.text()
+    started = lab.run("up", "hydra")
+    assert started.error is None, started.text()
+    witness = lab.hydra.find("ConfigMap", "headscale-served", "headscale")
+    assert witness["data"] == {"served": "true", "position": "00000000000000a0 1700000000"}
+    env = _restore_env(lab.hydra)
+    assert env["POSITION_WITNESS_FILE"].endswith("/position"), "the restore compares with it"
+    demoted = lab.run("up", "hydra", {"headscale-ha:tailnet.activeSite": "cosmos", "headscale-ha:role": "standby"})
+    assert demoted.error is None, demoted.text()
+    assert "POSITION_WITNESS_FILE" not in _restore_env(lab.hydra), "a standby's REQUIRE_BACKUP reads no witness"
+    back = lab.run("up", "hydra")
+    assert back.error is None, back.text()
+    assert (
+        lab.hydra.find("ConfigMap", "headscale-served", "headscale")["data"]["position"]
+        == "00000000000000a0 1700000000"
+    )
+
+
 def test_promotion_with_the_active_gone_then_demotion_when_it_returns(lab: Lab) -> None:
     """The failover runbook with hydra lost: cosmos is promoted without touching hydra; its restore must find a
     backup (the witness its standby life wrote refuses an empty start). When hydra returns it is demoted and
