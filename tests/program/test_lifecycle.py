@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.engine.apiserver import Cluster
+from tests.support.engine.apiserver import Cluster, object_key
 from tests.support.engine.lifecycle import IDENTITY, SITES, Lab
 from tests.support.engine.state import RunResult
 from tests.support.engine.world import kubeconfig_for
@@ -287,6 +287,61 @@ def _restore_env(cluster: Cluster) -> dict[str, str]:
     deployment = cluster.find("Deployment", "headscale", "headscale")
     (restore,) = [c for c in deployment["spec"]["template"]["spec"]["initContainers"] if c["name"] == "restore"]
     return {e["name"]: e.get("value") for e in restore["env"]}
+
+
+def _as_release_0_1_0_routers(lab: Lab, stack: str) -> int:
+    """Rewrite ``stack``'s state and cluster to the router layout of release 0.1.0: one StatefulSet `subnet-router`
+    of N replicas, Pulumi name `<gateway>-statefulset`, in place of the N per-ordinal StatefulSets (their accounts,
+    Roles and Services stay: the move under test is the StatefulSet's). Returns N."""
+    (state,) = [s for s in lab.world.stacks.values() if s.name == stack]
+    cluster = lab.hydra if stack == "hydra" else lab.cosmos
+    ordinals = {
+        urn: r
+        for urn, r in state.resources.items()
+        if r.type == "kubernetes:apps/v1:StatefulSet" and "-statefulset-" in urn
+    }
+    zero = next(r for urn, r in ordinals.items() if urn.endswith("-statefulset-0"))
+    old = zero.copy()
+    old.urn = zero.urn.removesuffix("-0")
+    for section in (old.inputs, old.outputs):
+        section["metadata"] = {**section["metadata"], "name": "subnet-router"}
+        section["spec"] = {**section["spec"], "replicas": len(ordinals), "serviceName": "subnet-router"}
+    for urn, resource in ordinals.items():
+        del state.resources[urn]
+        cluster.delete(object_key(resource.outputs))
+    state.resources[old.urn] = old
+    cluster.create({k: v for k, v in old.outputs.items() if k != "status"})
+    return len(ordinals)
+
+
+def test_the_routers_move_from_one_statefulset_to_one_per_replica_delete_first(lab: Lab) -> None:
+    """Upgrading from 0.1.0: replica 0 takes the old StatefulSet over through its alias and replaces it
+    delete-first (the old pods stop before a new one starts on the same node state); the others are created; the
+    old resource is never a separate delete; a second `up` changes nothing."""
+    replicas = _as_release_0_1_0_routers(lab, "hydra")
+    assert replicas >= 2
+    log = len(lab.hydra.log)
+    up = lab.run("up", "hydra")
+    assert up.error is None, up.text()
+    moves = [(s.op, s.how, s.name.rsplit("-", 1)[-1]) for s in up.steps if "-statefulset" in s.name]
+    assert moves == [("replace", "delete-before-replace", "0"), *[("create", "", str(n)) for n in range(1, replicas)]]
+    writes = [line for line in lab.hydra.log[log:] if "statefulsets" in line]
+    assert writes[:2] == [
+        f"delete statefulsets.apps \"subnet-router\" in namespace '{_routers_namespace(lab)}'",
+        f"create statefulsets.apps \"subnet-router-0\" in namespace '{_routers_namespace(lab)}'",
+    ]
+    names = {key[3] for key in lab.hydra.object_keys() if key[1] == "StatefulSet"}
+    assert "subnet-router" not in names
+    assert {f"subnet-router-{n}" for n in range(replicas)} <= names
+    again = lab.run("up", "hydra")
+    assert again.error is None, again.text()
+    assert again.changes() == [], again.text()
+
+
+def _routers_namespace(lab: Lab) -> str:
+    found = lab.hydra.find("StatefulSet", "subnet-router-0")
+    assert found is not None
+    return found["metadata"]["namespace"]
 
 
 RECORDER = "headscale-ha-position-recorder"

@@ -734,3 +734,62 @@ def test_the_public_url_answers_as_the_site_that_serves_it() -> None:
         assert (answer(), world.dns_site) == ("v0.29.2", "hydra")
     finally:
         fake.stop()
+
+
+# ------------------------------------------------------------------------------------------------------- aliases
+
+#: A StatefulSet-like rename: the object "old" (Pulumi name "before") becomes "new" (Pulumi name "after"), which
+#: names "before" as an alias; ``p:dbr`` replaces delete-first, ``p:twice`` adds a second claimant of the alias.
+RENAMED = """
+ns = k8s.core.v1.Namespace("ns", metadata={"name": "app"})
+moved = cfg.get_bool("moved") or False
+object_name = cfg.get("object") or "old"
+options = ResourceOptions(
+    aliases=[pulumi.Alias(name="before")] if moved else None, delete_before_replace=cfg.get_bool("dbr")
+)
+k8s.core.v1.ConfigMap("after" if moved else "before", opts=options, data={"a": "1"},
+                      metadata={"name": object_name, "namespace": ns.metadata.name})
+if cfg.get_bool("twice"):
+    k8s.core.v1.ConfigMap("also", opts=ResourceOptions(aliases=[pulumi.Alias(name="before")]), data={"a": "1"},
+                          metadata={"name": "other", "namespace": ns.metadata.name})
+"""
+
+
+def test_an_alias_takes_the_old_state_over_instead_of_create_and_delete(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, RENAMED)
+    rig.ok()
+    uid = rig.live(name="old")["metadata"]["uid"]
+    same = rig.ok(config={"p:moved": "true"})
+    assert [(s.op, s.name) for s in same.steps if s.name in ("before", "after")] == [("same", "after")]
+    assert "after" in rig.state
+    assert "before" not in rig.state
+    assert rig.live(name="old")["metadata"]["uid"] == uid, "nothing was written"
+
+
+def test_an_aliased_rename_of_the_object_is_a_delete_first_replace(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, RENAMED)
+    rig.ok()
+    moved = rig.ok(config={"p:moved": "true", "p:object": "new", "p:dbr": "true"})
+    (step,) = [s for s in moved.steps if s.name in ("before", "after")]
+    assert (step.op, step.name, step.how) == ("replace", "after", "delete-before-replace")
+    log = [line for line in rig.cluster.log if "configmaps" in line]
+    assert log[-2:] == ["delete configmaps \"old\" in namespace 'app'", "create configmaps \"new\" in namespace 'app'"]
+    assert rig.cluster.find("ConfigMap", "old", "app") is None
+    assert "before" not in rig.state
+
+
+def test_without_the_alias_the_rename_is_a_create_and_a_delete(tmp_path: Path) -> None:
+    """What the alias prevents: the old resource deleted at the end, after the new one was created."""
+    renamed = Rig(tmp_path, RENAMED.replace("if moved else None", "if False else None"))
+    renamed.ok()
+    both = renamed.ok(config={"p:moved": "true", "p:object": "new"})
+    assert [(s.op, s.name) for s in both.steps if s.name in ("before", "after")] == [
+        ("create", "after"),
+        ("delete", "before"),
+    ]
+
+
+def test_two_resources_cannot_take_one_old_state_over(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, RENAMED)
+    rig.ok()
+    rig.fails("up", {"p:moved": "true", "p:twice": "true"}, "already the old state of")

@@ -9,6 +9,9 @@ Facts, from pulumi/pulumi (pkg/resource/deploy: step_generator.go, step.go, step
   ``deleteBeforeReplace`` or the provider's Diff asks for delete-before-replace (pulumi-kubernetes: an object that
   keeps its name). ``protect`` refuses the replace and the delete; ``retainOnDelete`` skips the provider's Delete,
   in the delete half of a replacement too.
+- A registration whose URN is not in the old state but one of its aliases is takes that old state over: it is
+  diffed against it (same, update or replace under the new URN) and the old URN is never deleted as an orphan; two
+  registrations taking one old state over fail the deployment.
 - ``ignoreChanges`` copies the old value of each listed path into the new inputs before Check (an absent old value
   removes it).
 - A resource without an explicit provider uses the package's default provider,
@@ -106,6 +109,7 @@ class Deployment:
         self.result = RunResult("preview" if preview else "up")
         self.pending_deletes: list[ResourceState] = [r.copy() for r in stack.pending_deletes]
         self.deleted: set[int] = set()  # id() of the old states whose delete step ran (retained ones included)
+        self.aliased: dict[str, str] = {}  # old URN -> the URN of the resource that took it over through an alias
         self.lock = threading.RLock()
         self.failed: str | None = None
         self._providers: dict[str, Provider] = {}
@@ -229,9 +233,23 @@ class Deployment:
             outputs = {k: rpc.wrap_rpc_secret(v) if k in state.secret_keys else v for k, v in state.outputs.items()}
             return state.id, outputs
 
+    def _old(self, reg: Registration) -> ResourceState | None:
+        """The old state of ``reg``: under its URN, or under one of its aliases (step_generator: the first alias in
+        the old state is this resource, which then is never deleted as an orphan; two resources taking one old state
+        over is an error)."""
+        if reg.urn in self.olds:
+            return self.olds[reg.urn]
+        for alias in reg.aliases:
+            if alias in self.aliased:
+                self._fail(f"{reg.urn}: its alias {alias} is already the old state of {self.aliased[alias]}")
+            if alias in self.olds:
+                self.aliased[alias] = reg.urn
+                return self.olds[alias]
+        return None
+
     def _component_step(self, reg: Registration) -> ResourceState:
         state = _state(reg)
-        self._record(Step("same" if reg.urn in self.olds else "create", reg.urn, reg.type))
+        self._record(Step("same" if self._old(reg) is not None else "create", reg.urn, reg.type))
         self.news[reg.urn] = state
         return state
 
@@ -259,7 +277,7 @@ class Deployment:
     def _custom_step(self, reg: Registration) -> ResourceState:
         self._check_ordering(reg)
         ref = reg.provider or self.default_provider_ref(reg.type, reg.version)
-        old = self.olds.get(reg.urn)
+        old = self._old(reg)
         provider = self.provider_for(ref)
         goal = apply_ignore_changes(reg.inputs, old.inputs, reg.ignore_changes) if old else dict(reg.inputs)
         state = _state(reg, provider=ref, inputs=provider.check(reg.urn, old.inputs if old else None, goal))
@@ -401,7 +419,7 @@ class Deployment:
         """The state after this run, failed or not: what ran is kept; olds not reached keep their state."""
         resources = dict(self.news)
         for urn, old in self.olds.items():
-            if urn not in resources and id(old) not in self.deleted:
+            if urn not in resources and urn not in self.aliased and id(old) not in self.deleted:
                 resources[urn] = old
         pending = [r for r in self.pending_deletes if id(r) not in self.deleted]
         return resources, pending
@@ -463,7 +481,11 @@ class Engine:
             if deployment.failed is not None:
                 harness.collect_stranded_coroutines()
         if error is None:
-            doomed = [r for urn, r in reversed(deployment.olds.items()) if urn not in deployment.news]
+            doomed = [
+                r
+                for urn, r in reversed(deployment.olds.items())
+                if urn not in deployment.news and urn not in deployment.aliased
+            ]
             try:
                 deployment.delete_phase(doomed + deployment.pending_deletes)
             except StepError as exc:

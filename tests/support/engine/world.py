@@ -124,6 +124,34 @@ class Registration:
     delete_before_replace: bool | None  # None: the option is not set (the provider's Diff decides)
     ignore_changes: list[str]
     replace_on_changes: list[str]
+    #: The URNs this resource may have had in the old state (its aliases, resolved as the engine does).
+    aliases: list[str] = field(default_factory=list)
+
+
+def _type_chain(urn: str) -> str:
+    """The qualified type of ``urn`` (`parent$...$type`)."""
+    return urn.split("::")[2]
+
+
+def alias_urns(request: Any, urn: str) -> list[str]:
+    """The engine's alias resolution (pkg/resource/deploy, alias specs): each spec field left empty takes this
+    resource's own value (name, type, stack, project, parent); ``noParent`` drops the parent. Built with the URN
+    scheme of the SDK's mock monitor, which names every resource here (``MockMonitor.make_urn``: the parent's own
+    type before the type, where the real engine puts the parent's whole type chain), so that old and new URNs
+    compare as they would in a real run."""
+    stack, project = urn.split("::")[0].removeprefix("urn:pulumi:"), urn.split("::")[1]
+    found = []
+    for alias in request.aliases:
+        if alias.WhichOneof("alias") == "urn":
+            found.append(alias.urn)
+            continue
+        spec = alias.spec
+        parent = None if spec.noParent else (spec.parentUrn or request.parent or None)
+        type_ = spec.type or request.type
+        chain = f"{_type_chain(parent).split('$')[-1]}${type_}" if parent else type_
+        name = spec.name or request.name
+        found.append(f"urn:pulumi:{spec.stack or stack}::{spec.project or project}::{chain}::{name}")
+    return [*found, *request.aliasURNs]
 
 
 def registration(request: Any, urn: str) -> Registration:
@@ -150,6 +178,7 @@ def registration(request: Any, urn: str) -> Registration:
         delete_before_replace=bool(request.deleteBeforeReplace) if request.deleteBeforeReplaceDefined else None,
         ignore_changes=list(request.ignoreChanges),
         replace_on_changes=list(request.replaceOnChanges),
+        aliases=alias_urns(request, urn),
     )
 
 
