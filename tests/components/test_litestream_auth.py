@@ -333,7 +333,10 @@ def test_the_unsigned_tail_is_not_restored(restore_app, ours) -> None:
     shutil.copyfile(App(ours.root).db_path, app.db_path)
     insert_rows(app.db_path, 10)
     with replicating(LITESTREAM, app, app.root / "replicate.log"):
-        assert wait_until(lambda: replica_row_count(LITESTREAM, app, app.root) == ours.rows + 10, timeout=20)
+        # Generous: under a loaded CI machine Litestream's first sync of a copied database took over 20 s once.
+        log = app.root / "replicate.log"
+        shipped = wait_until(lambda: replica_row_count(LITESTREAM, app, app.root) == ours.rows + 10, timeout=90)
+        assert shipped, log.read_text()
     app.remove_local_db()
     shutil.rmtree(app.data_dir / f".{app.db_path.name}-litestream", ignore_errors=True)
     result = _restore(["sh"], app, ours)
