@@ -42,11 +42,11 @@ deps:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(RUNTIME_STAMP): requirements.txt | $(PY)
+$(RUNTIME_STAMP): requirements.txt pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-$(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
+$(DEV_STAMP): requirements.txt requirements-dev.txt pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(RUNTIME_STAMP) $@
 
@@ -104,7 +104,7 @@ upgrade: $(RUNTIME_STAMP)
 	$(PY) -m tools.runbook upgrade $(VERSION) $(IMAGE)
 
 bench: $(DEV_STAMP)
-	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@for script in bench/[!_]*.py; do name=$${script#bench/}; echo "== $$script"; $(PY) -m bench.$${name%.py} || exit 1; done
 
 clean:
 	rm -rf rendered .pytest_cache .ruff_cache

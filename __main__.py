@@ -2,8 +2,8 @@
 
 import pulumi
 
-from program.config import load_stack_config
-from program.site import TailnetSite
+from headscale_ha.program.config import load_stack_config
+from headscale_ha.program.site import TailnetSite
 
 config = load_stack_config()
 site = TailnetSite(pulumi.get_stack(), config)

@@ -9,7 +9,7 @@ RPO: kill -9 of Litestream and the signer together (a node loss) under that load
 transactions after the last signature are not restored (the restore stops at the signed position), so the loss is
 compared with an unverified restore of the same replica (what Litestream alone would have brought back).
 
-Usage: ``python bench/backup_auth.py [--sizes 10 100] [--runs 3] [--rate 100] [--seconds 20] [--kills 3]``.
+Usage: ``python -m bench.backup_auth [--sizes 10 100] [--runs 3] [--rate 100] [--seconds 20] [--kills 3]``.
 Figures are printed, never asserted.
 """
 
@@ -24,8 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.litestream_lab import (
     App,

@@ -8,7 +8,7 @@ verify, mark verified. Headscale is scaled to 0 for all of it, so the total is t
 migration itself adds (rollout of the PostgreSQL-backed Headscale comes on top). Median of ``--runs`` runs,
 each on a fresh database; seconds and rows per second (all rows of the source over the step's time) per step.
 
-Usage: ``python bench/migration.py [--nodes 20000 100000] [--keys N] [--version 0.29.2] [--runs 3]``.
+Usage: ``python -m bench.migration [--nodes 20000 100000] [--keys N] [--version 0.29.2] [--runs 3]``.
 Needs PostgreSQL server binaries, psql and pgloader (run as root, the server runs as the postgres user).
 """
 
@@ -21,8 +21,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from migration import check_target, preflight, run_pgloader, schema_for, verify
 from migration.load import continue_sequences

@@ -7,7 +7,7 @@ same way (a fresh interpreter) and loading the same provider SDK modules the pro
 the goal is at most 1.5. A second table times both in-process (no interpreter start-up), which shows the
 program's own share more sharply.
 
-Usage: ``python bench/plan_time.py [--runs N]`` (``make bench``).
+Usage: ``python -m bench.plan_time [--runs N]`` (``make bench``).
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tools.harness import run_program
+from tools.plan import offline_stack_outputs, plan_stack, write_rendered
+from tools.stack_files import list_stacks
 
-from tools.harness import run_program  # noqa: E402
-from tools.plan import offline_stack_outputs, plan_stack, write_rendered  # noqa: E402
-from tools.stack_files import list_stacks  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 FLOOR_PROGRAM = """\
 import importlib
@@ -43,9 +42,7 @@ for index in range({count}):
 SDK_PACKAGES = ("pulumi_kubernetes.", "pulumi_random")
 
 FLOOR_RUNNER = """\
-import sys
 from pathlib import Path
-sys.path.insert(0, {root!r})
 from tools.harness import run_program
 run_program(project="floor", stack="floor", config={{}}, program=Path({program!r}))
 """
@@ -76,7 +73,7 @@ def main() -> int:
         sdk_modules = sorted(m for m in sys.modules if m.startswith(SDK_PACKAGES) and m.count(".") <= 2)
         program = scratch / f"floor_{stack}.py"
         program.write_text(FLOOR_PROGRAM.format(count=count, modules=sdk_modules))
-        runner = FLOOR_RUNNER.format(root=str(ROOT), program=str(program))
+        runner = FLOOR_RUNNER.format(program=str(program))
         _run(["make", "-s", "plan", f"STACK={stack}"])  # warm-up (and venv bootstrap if needed)
         plan = _median_seconds(lambda s=stack: _run(["make", "-s", "plan", f"STACK={s}"]), args.runs)
         floor = _median_seconds(lambda r=runner: _run([sys.executable, "-c", r]), args.runs)

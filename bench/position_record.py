@@ -10,7 +10,7 @@ lag passes the restore's position check (the age check still applies); older one
 
 Also printed: the PATCH requests per minute the recorder sends (its load on the API server).
 
-Usage: ``python bench/position_record.py [--rate 20] [--seconds 60] [--interval 5]``. Needs openssl and curl.
+Usage: ``python -m bench.position_record [--rate 20] [--seconds 60] [--interval 5]``. Needs openssl and curl.
 Figures are printed, never asserted.
 """
 
@@ -28,8 +28,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.fake_kube_api import FakeKubeApi, make_certificates
 from tests.support.litestream_lab import (

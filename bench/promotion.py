@@ -23,12 +23,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tests.support.cli_model import CommandLine
+from tests.support.engine.lifecycle import Lab
+from tools.runbook import main as runbook
 
-from tests.support.cli_model import CommandLine  # noqa: E402
-from tests.support.engine.lifecycle import Lab  # noqa: E402
-from tools.runbook import main as runbook  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 MEASURED = ROOT / "bench" / "measured" / "promotion.json"
 CASES = {"reachable": (), "lost": ("--lost", "hydra", "--confirm-lost", "hydra")}

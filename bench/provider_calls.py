@@ -5,7 +5,7 @@ preview calls `diff` for every resource; both run in one provider process, which
 and shares it between resources until a write (LIST_CACHE_SECONDS is unbounded). Printed for both versions, with
 and without that sharing.
 
-Usage: ``python bench/provider_calls.py`` (``make bench``).
+Usage: ``python -m bench.provider_calls`` (``make bench``).
 """
 
 from __future__ import annotations
@@ -14,16 +14,13 @@ import math
 import sys
 from collections import Counter
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from headscale_provider.base import (
+from headscale_ha.provider.base import (
     LIST_CACHE_SECONDS,
 )
-from headscale_provider.client import HeadscaleClient
-from headscale_provider.resources import (
+from headscale_ha.provider.client import HeadscaleClient
+from headscale_ha.provider.resources import (
     ApiKeyProvider,
     NodeSettingsProvider,
     PolicyProvider,

@@ -8,11 +8,7 @@ against a lost server reports no change and says why). Figures are printed, neve
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.engine.lifecycle import Lab
 from tests.support.engine.state import RunResult

@@ -11,7 +11,7 @@ and under the sidecar's limit for comparison.
 RTO: wall time of the restore script, and the recovery model (program/recovery.py) on hydra's config for both
 storage modes, with every assumption.
 
-Usage: ``python bench/restore.py [--sync-interval 1s] [--rate 200] [--kills 5] [--sizes 10 100] [--runs 3]
+Usage: ``python -m bench.restore [--sync-interval 1s] [--rate 200] [--kills 5] [--sizes 10 100] [--runs 3]
 [--record]``; ``--record`` writes the figures the recovery model reads to bench/measured/restore.json.
 """
 
@@ -32,18 +32,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from collections.abc import Iterator
-
-from components.config_types import quantity_value
-from components.litestream_config import parse_go_duration
-from components.settings import PROJECT, Litestream, LocalStorage
-from program.config import StackConfig, parse_stack_config
-from program.recovery import (
+from headscale_ha.components.config_types import quantity_value
+from headscale_ha.components.litestream_config import parse_go_duration
+from headscale_ha.components.settings import PROJECT, Litestream, LocalStorage
+from headscale_ha.program.config import StackConfig, parse_stack_config
+from headscale_ha.program.recovery import (
     MEASURED_FILE,
     ROOT,
     PodFacts,

@@ -9,7 +9,7 @@ Stop right after a sidecar restart: the application writes, Litestream is killed
 sidecar), the application stops ``--stop-after`` seconds later and Litestream gets SIGTERM, at once (as before) or
 after the preStop drain (as now); rows missing from a restore are the loss.
 
-Usage: ``python bench/write_gate.py [--rate 100] [--after 0.8 1.5 2.5 4] [--stop-after 0.3 0.7 1.5]``.
+Usage: ``python -m bench.write_gate [--rate 100] [--after 0.8 1.5 2.5 4] [--stop-after 0.3 0.7 1.5]``.
 Figures are printed, never asserted.
 """
 
@@ -21,8 +21,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.litestream_lab import (
     App,

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from components.litestream_config import packaged_script
+from headscale_ha.components.litestream_config import packaged_script
 
 __all__ = [
     "ALERTS",

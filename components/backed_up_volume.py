@@ -9,13 +9,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.backup_volume import claim_name as backup_claim_name
-from components.config_types import quantity_value
-from components.litestream import METRICS_PORT, LitestreamBackup, LitestreamBackupArgs, backup_key_secret
-from components.litestream_config import duration_seconds, parse_go_duration
-from components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
-from components.settings import Backup, Cluster
-from components.workload import DATA_VOLUME, sqlite_volume
+from headscale_ha.components.backup_volume import claim_name as backup_claim_name
+from headscale_ha.components.config_types import quantity_value
+from headscale_ha.components.litestream import METRICS_PORT, LitestreamBackup, LitestreamBackupArgs, backup_key_secret
+from headscale_ha.components.litestream_config import duration_seconds, parse_go_duration
+from headscale_ha.components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
+from headscale_ha.components.settings import Backup, Cluster
+from headscale_ha.components.workload import DATA_VOLUME, sqlite_volume
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.pod import checksum, labels
-from components.settings import Nfs
+from headscale_ha.components.pod import checksum, labels
+from headscale_ha.components.settings import Nfs
 
 CLAIM_PREFIX = "litestream-backup"
 

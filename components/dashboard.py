@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from components.alerts import (
+from headscale_ha.components.alerts import (
     API_KEY_CRITICAL_SECONDS,
     CERTIFICATE_WARNING_SECONDS,
     EXPORTER_JOB,
@@ -39,7 +39,7 @@ from components.alerts import (
     matchers,
     prom_duration,
 )
-from components.pod import labels
+from headscale_ha.components.pod import labels
 
 __all__ = [
     "DASHBOARD",

@@ -13,8 +13,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.pod import labels
-from components.settings import Endpoint, FailoverMode, RouteKind
+from headscale_ha.components.pod import labels
+from headscale_ha.components.settings import Endpoint, FailoverMode, RouteKind
 
 NAME = "headscale-public"
 TLS_SECRET = f"{NAME}-tls"

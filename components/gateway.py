@@ -16,8 +16,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gateway_config import render_corefile, render_hosts
-from components.pod import (
+from headscale_ha.components.gateway_config import render_corefile, render_hosts
+from headscale_ha.components.pod import (
     checksum,
     container_security,
     labels,
@@ -27,7 +27,15 @@ from components.pod import (
     selector,
     static_check_skips,
 )
-from components.settings import ApiServer, Cluster, ComputeResources, Proxy, ResourceAmounts, RouterMode, Site
+from headscale_ha.components.settings import (
+    ApiServer,
+    Cluster,
+    ComputeResources,
+    Proxy,
+    ResourceAmounts,
+    RouterMode,
+    Site,
+)
 
 ROUTERS = "subnet-router"
 SERVICES = "tailnet-gateway"

@@ -15,12 +15,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.backed_up_volume import backed_up_volume
-from components.headplane_config import HeadplaneConfigInput, HeadplanePaths, headplane_config_yaml
-from components.litestream import LitestreamBackup
-from components.pod import checksum, container_security, labels, pod_security, resources, scheduling
-from components.settings import Backup, Cluster, ComputeResources, Oidc
-from components.workload import cluster_service, singleton_deployment
+from headscale_ha.components.backed_up_volume import backed_up_volume
+from headscale_ha.components.headplane_config import HeadplaneConfigInput, HeadplanePaths, headplane_config_yaml
+from headscale_ha.components.litestream import LitestreamBackup
+from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Oidc
+from headscale_ha.components.workload import cluster_service, singleton_deployment
 
 APP = "headplane"
 PORT = 3000

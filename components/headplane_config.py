@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from components.settings import Oidc
-from policy.images import ImageRef
+from headscale_ha.components.settings import Oidc
+from headscale_ha.policy.images import ImageRef
 
 #: Headplane minor whose config keys this renderer knows (from the 0.6.3 example config).
 SUPPORTED_HEADPLANE_MINOR = "0.6"

@@ -15,8 +15,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.backed_up_volume import backed_up_volume
-from components.headscale_config import (
+from headscale_ha.components.backed_up_volume import backed_up_volume
+from headscale_ha.components.headscale_config import (
     PASSWORD_ENV,
     STUN_PORT,
     DnsSettings,
@@ -26,12 +26,20 @@ from components.headscale_config import (
     SqliteDatabase,
     headscale_config_yaml,
 )
-from components.identity import derived_backup_key, identity_fingerprint
-from components.litestream import LitestreamBackup
-from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, selector
-from components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, Prefixes
-from components.version_gate import HeadscaleVersionGate
-from components.workload import DATA_VOLUME, cluster_service, singleton_deployment
+from headscale_ha.components.identity import derived_backup_key, identity_fingerprint
+from headscale_ha.components.litestream import LitestreamBackup
+from headscale_ha.components.pod import (
+    checksum,
+    container_security,
+    labels,
+    pod_security,
+    resources,
+    scheduling,
+    selector,
+)
+from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, Prefixes
+from headscale_ha.components.version_gate import HeadscaleVersionGate
+from headscale_ha.components.workload import DATA_VOLUME, cluster_service, singleton_deployment
 
 APP = "headscale"
 HTTP_PORT = 8080

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from components.settings import SUPPORTED_HEADSCALE_MINORS, Derp, Oidc, Prefixes
+from headscale_ha.components.settings import SUPPORTED_HEADSCALE_MINORS, Derp, Oidc, Prefixes
 
 #: Environment variable that carries the PostgreSQL password (Headscale has no ``pass_file`` option).
 PASSWORD_ENV = "HEADSCALE_DATABASE_POSTGRES_PASS"

@@ -31,9 +31,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.litestream_config import duration_seconds, packaged_script, render_litestream_config, restore_script
-from components.pod import checksum, container_security, labels, pod_security, resources, selector
-from components.position_recorder import (
+from headscale_ha.components.litestream_config import (
+    duration_seconds,
+    packaged_script,
+    render_litestream_config,
+    restore_script,
+)
+from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, selector
+from headscale_ha.components.position_recorder import (
     POSITION_FILE,
     WITNESS_KEY,
     position_mount,
@@ -43,10 +48,10 @@ from components.position_recorder import (
     recorder_script,
     recorder_volumes,
 )
-from components.position_recorder import SCRIPT_KEY as RECORDER_SCRIPT_KEY
-from components.settings import Backup
-from components.upgrade import SCRIPT_KEY as UPGRADE_SCRIPT_KEY
-from components.upgrade import pre_upgrade_container, pre_upgrade_script
+from headscale_ha.components.position_recorder import SCRIPT_KEY as RECORDER_SCRIPT_KEY
+from headscale_ha.components.settings import Backup
+from headscale_ha.components.upgrade import SCRIPT_KEY as UPGRADE_SCRIPT_KEY
+from headscale_ha.components.upgrade import pre_upgrade_container, pre_upgrade_script
 
 BACKUP_MOUNT = "/backup"
 CONFIG_MOUNT = "/etc/litestream"

@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.headscale import (
+from headscale_ha.components.headscale import (
     APP,
     IDENTITY_MOUNT,
     PASSWORD_ENV_REASON,
@@ -29,8 +29,8 @@ from components.headscale import (
     postgres_ca,
     server_files,
 )
-from components.headscale_config import PASSWORD_ENV, HeadscalePaths
-from components.litestream import (
+from headscale_ha.components.headscale_config import PASSWORD_ENV, HeadscalePaths
+from headscale_ha.components.litestream import (
     BACKUP_KEY_FILE,
     BACKUP_KEY_VOLUME_MOUNT,
     BACKUP_MOUNT,
@@ -43,8 +43,16 @@ from components.litestream import (
     backup_key_volume,
     backup_mount,
 )
-from components.pod import checksum, container_security, labels, pod_security, resources, scheduling, static_check_skips
-from components.settings import Cluster, ComputeResources
+from headscale_ha.components.pod import (
+    checksum,
+    container_security,
+    labels,
+    pod_security,
+    resources,
+    scheduling,
+    static_check_skips,
+)
+from headscale_ha.components.settings import Cluster, ComputeResources
 
 PATHS = HeadscalePaths()
 JOB = "headscale-migrate"

@@ -26,7 +26,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.alerts import (
+from headscale_ha.components.alerts import (
     EXPORTER_HTTPD_CONF,
     EXPORTER_JOB,
     EXPORTER_METRICS_PATH,
@@ -37,11 +37,11 @@ from components.alerts import (
     alert_groups,
     state_exporter_script,
 )
-from components.dashboard import DASHBOARD, dashboard_config_map, dashboard_model
-from components.gateway import SERVICES as GATEWAY_APP
-from components.headscale import APP as HEADSCALE_APP
-from components.litestream import METRICS_COMPONENT, METRICS_PORT_NAME
-from components.pod import (
+from headscale_ha.components.dashboard import DASHBOARD, dashboard_config_map, dashboard_model
+from headscale_ha.components.gateway import SERVICES as GATEWAY_APP
+from headscale_ha.components.headscale import APP as HEADSCALE_APP
+from headscale_ha.components.litestream import METRICS_COMPONENT, METRICS_PORT_NAME
+from headscale_ha.components.pod import (
     checksum,
     container_security,
     labels,
@@ -51,8 +51,8 @@ from components.pod import (
     selector,
     static_check_skips,
 )
-from components.settings import Cluster, ComputeResources, Monitoring, ResourceAmounts
-from components.tailnet_objects import KeyExpiry
+from headscale_ha.components.settings import Cluster, ComputeResources, Monitoring, ResourceAmounts
+from headscale_ha.components.tailnet_objects import KeyExpiry
 
 #: The exporter's Service is its scrape job's name, which the alerts select on.
 EXPORTER = EXPORTER_JOB

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from components.network_policy import Port, Reach, from_namespace, from_pods
-from components.settings import NetworkPolicy
+from headscale_ha.components.network_policy import Port, Reach, from_namespace, from_pods
+from headscale_ha.components.settings import NetworkPolicy
 
 DNS_PORT = 53
 #: Ranges no internet host has: RFC 1918, CGNAT (the tailnet's own, and some clouds' pod ranges), link-local (the

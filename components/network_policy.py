@@ -25,8 +25,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.pod import labels
-from components.settings import NetworkPolicy
+from headscale_ha.components.pod import labels
+from headscale_ha.components.settings import NetworkPolicy
 
 NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server
 DEFAULT_DENY = "default-deny-ingress"

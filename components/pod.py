@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from components.settings import Cluster, ComputeResources
+from headscale_ha.components.settings import Cluster, ComputeResources
 
 PART_OF = "headscale-ha"
 #: The non-root identity every container runs as (the distroless "nonroot" user).

@@ -13,8 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.pod import labels, resources
-from components.settings import ComputeResources, ObjectStore
+from headscale_ha.components.pod import labels, resources
+from headscale_ha.components.settings import ComputeResources, ObjectStore
 
 CLUSTER = "headscale-db"
 DATABASE = "headscale"

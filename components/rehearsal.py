@@ -15,8 +15,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config_types import quantity_value
-from components.litestream import (
+from headscale_ha.components.config_types import quantity_value
+from headscale_ha.components.litestream import (
     BACKUP_KEY_FILE,
     BACKUP_KEY_VOLUME_MOUNT,
     BACKUP_MOUNT,
@@ -27,8 +27,8 @@ from components.litestream import (
     backup_mount,
     manifest_script,
 )
-from components.litestream_config import packaged_script
-from components.pod import (
+from headscale_ha.components.litestream_config import packaged_script
+from headscale_ha.components.pod import (
     checksum,
     container_security,
     labels,
@@ -37,7 +37,7 @@ from components.pod import (
     scheduling,
     static_check_skips,
 )
-from components.settings import Cluster, ComputeResources
+from headscale_ha.components.settings import Cluster, ComputeResources
 
 REHEARSE_SCRIPT_NAME = "litestream-rehearse.sh"
 SCRIPT_KEY = "rehearse.sh"

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from components.config_types import (
+from headscale_ha.components.config_types import (
     AbsolutePath,
     Cidr,
     DnsLabel,
@@ -41,7 +41,7 @@ from components.config_types import (
     Quantity,
     quantity_value,
 )
-from policy.images import ImageRef
+from headscale_ha.policy.images import ImageRef
 
 PROJECT = "headscale-ha"
 SUPPORTED_HEADSCALE_MINORS = ("0.28", "0.29")

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gateway import router_key_name, router_key_secret, router_key_secrets
-from components.settings import TailnetUser
-from headscale_provider.resources import (
+from headscale_ha.components.gateway import router_key_name, router_key_secret, router_key_secrets
+from headscale_ha.components.settings import TailnetUser
+from headscale_ha.provider.resources import (
     ApiKey,
     ApiKeyProvider,
     HeadscaleUser,

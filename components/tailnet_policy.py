@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.pod import labels
-from components.settings import PolicyMode
-from headscale_provider.resources import HeadscalePolicy, PolicyProvider
-from policy.render import RenderedPolicy
+from headscale_ha.components.pod import labels
+from headscale_ha.components.settings import PolicyMode
+from headscale_ha.policy.render import RenderedPolicy
+from headscale_ha.provider.resources import HeadscalePolicy, PolicyProvider
 
 CONFIG_MAP = "headscale-policy-rendered"
 HASH_ANNOTATION = "headscale-ha/policy-sha256"

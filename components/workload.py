@@ -11,8 +11,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.pod import labels, selector, static_check_skips
-from components.settings import LocalStorage, LocalVolume
+from headscale_ha.components.pod import labels, selector, static_check_skips
+from headscale_ha.components.settings import LocalStorage, LocalVolume
 
 
 def data_claim(

@@ -11,18 +11,13 @@ stack's secret config (noisePrivateKey and derpPrivateKey, both or neither, diff
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pulumi
 import pulumi_random as random
 from pydantic import TypeAdapter, ValidationError
 
-# The fingerprint and the key format are the site program's (one definition each): run from the repository.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from components.config_types import NodePrivateKey
-from components.identity import identity_fingerprint
+# The fingerprint and the key format are the site program's (one definition each), from the installed package.
+from headscale_ha.components.config_types import NodePrivateKey
+from headscale_ha.components.identity import identity_fingerprint
 
 KEYS = ("noisePrivateKey", "derpPrivateKey")
 _NODE_KEY = TypeAdapter(NodePrivateKey)

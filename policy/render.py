@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy.model import (
+from headscale_ha.policy.model import (
     TAILNET_RANGES,
     PolicyError,
     PolicyLint,

@@ -14,23 +14,23 @@ from pathlib import Path
 
 import pulumi
 
-from components import gateway as gateway_module
-from components import headplane as headplane_module
-from components import headscale as headscale_module
-from components import migration as migration_module
-from components.alerts import AlertScope, replication_lag_bound
-from components.backup_volume import BackupVolumeArgs, claim_name
-from components.endpoint import NAME as CERTIFICATE
-from components.endpoint import Backend, PublicEndpointArgs
-from components.gateway import (
+from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import headplane as headplane_module
+from headscale_ha.components import headscale as headscale_module
+from headscale_ha.components import migration as migration_module
+from headscale_ha.components.alerts import AlertScope, replication_lag_bound
+from headscale_ha.components.backup_volume import BackupVolumeArgs, claim_name
+from headscale_ha.components.endpoint import NAME as CERTIFICATE
+from headscale_ha.components.endpoint import Backend, PublicEndpointArgs
+from headscale_ha.components.gateway import (
     GatewayServicesArgs,
     SubnetRoutersArgs,
     advertised_routes,
     default_proxies,
     endpoints,
 )
-from components.headplane import HeadplaneArgs
-from components.headscale import (
+from headscale_ha.components.headplane import HeadplaneArgs
+from headscale_ha.components.headscale import (
     HeadscaleServerArgs,
     IdentityFromStack,
     IdentitySource,
@@ -39,12 +39,12 @@ from components.headscale import (
     PostgresStorage,
     SqliteStorage,
 )
-from components.headscale_config import STUN_PORT, PostgresConnection
-from components.litestream import METRICS_PORT as LITESTREAM_METRICS_PORT
-from components.litestream_config import parse_go_duration
-from components.migration import SqliteToPostgresArgs
-from components.monitoring import EXPORTER, EXPORTER_PORT, SCRAPE_INTERVAL_SECONDS, MonitoringArgs
-from components.network_policy import (
+from headscale_ha.components.headscale_config import STUN_PORT, PostgresConnection
+from headscale_ha.components.litestream import METRICS_PORT as LITESTREAM_METRICS_PORT
+from headscale_ha.components.litestream_config import parse_go_duration
+from headscale_ha.components.migration import SqliteToPostgresArgs
+from headscale_ha.components.monitoring import EXPORTER, EXPORTER_PORT, SCRAPE_INTERVAL_SECONDS, MonitoringArgs
+from headscale_ha.components.network_policy import (
     Allow,
     NamespacePolicies,
     NetworkPoliciesArgs,
@@ -55,18 +55,25 @@ from components.network_policy import (
     from_pods,
     ingress_peers,
 )
-from components.pod import selector
-from components.postgres import CLUSTER as DATABASE_CLUSTER
-from components.postgres import DATABASE, OWNER, PostgresDatabaseArgs, ReplicaOf, app_secret, read_write_host
-from components.postgres import ca_secret as postgres_ca_secret
-from components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
-from components.tailnet_objects import KeyExpiry, TailnetObjectsArgs
-from components.tailnet_policy import CONFIG_MAP as POLICY_CONFIG_MAP
-from components.tailnet_policy import POLICY_KEY, LiveApi, TailnetPolicyArgs
-from policy.model import PolicyError
-from policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
-from program.config import ConfigError, StackConfig
-from program.failover import kubectl
+from headscale_ha.components.pod import selector
+from headscale_ha.components.postgres import CLUSTER as DATABASE_CLUSTER
+from headscale_ha.components.postgres import (
+    DATABASE,
+    OWNER,
+    PostgresDatabaseArgs,
+    ReplicaOf,
+    app_secret,
+    read_write_host,
+)
+from headscale_ha.components.postgres import ca_secret as postgres_ca_secret
+from headscale_ha.components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
+from headscale_ha.components.tailnet_objects import KeyExpiry, TailnetObjectsArgs
+from headscale_ha.components.tailnet_policy import CONFIG_MAP as POLICY_CONFIG_MAP
+from headscale_ha.components.tailnet_policy import POLICY_KEY, LiveApi, TailnetPolicyArgs
+from headscale_ha.policy.model import PolicyError
+from headscale_ha.policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
+from headscale_ha.program.config import ConfigError, StackConfig
+from headscale_ha.program.failover import kubectl
 
 #: Where relative paths of the config (policy.file) are read from.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

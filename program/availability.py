@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from components.settings import DatabaseStage, FailoverMode, LocalStorage, PolicyMode, Role, RouteKind
-from program.args import gateway_proxies, headplane_replicas, headscale_replicas
-from program.config import StackConfig
+from headscale_ha.components.settings import DatabaseStage, FailoverMode, LocalStorage, PolicyMode, Role, RouteKind
+from headscale_ha.program.args import gateway_proxies, headplane_replicas, headscale_replicas
+from headscale_ha.program.config import StackConfig
 
 SOURCE = (
     "generated from the stack config by program/availability.py; an interpretation of the configuration, "

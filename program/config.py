@@ -23,8 +23,8 @@ import pulumi
 import yaml
 from pydantic import BaseModel, Field, SecretStr, TypeAdapter, ValidationError
 
-from components.config_types import ApiUrl, DnsLabel, NodePrivateKey
-from components.settings import (
+from headscale_ha.components.config_types import ApiUrl, DnsLabel, NodePrivateKey
+from headscale_ha.components.settings import (
     PROJECT,
     Backup,
     Cluster,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlparse
 
-from components.settings import PROJECT
-from program.config import StackConfig
+from headscale_ha.components.settings import PROJECT
+from headscale_ha.program.config import StackConfig
 
 _EXAMPLE_DOMAINS = ("example.com", "example.net", "example.org", "example", "invalid", "test")
 _DOCUMENTATION_NETWORKS = tuple(

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components import headplane, headscale
-from components.gateway import AUTHKEY_FILE, router_key_secret, router_name
-from components.litestream import SERVED_KEY, served_config_map
-from components.position_recorder import WITNESS_KEY
-from components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
-from components.settings import DatabaseStage, ReplicaSource, Role
-from program.args import routers_namespace
-from program.config import StackConfig
+from headscale_ha.components import headplane, headscale
+from headscale_ha.components.gateway import AUTHKEY_FILE, router_key_secret, router_name
+from headscale_ha.components.litestream import SERVED_KEY, served_config_map
+from headscale_ha.components.position_recorder import WITNESS_KEY
+from headscale_ha.components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
+from headscale_ha.components.settings import DatabaseStage, ReplicaSource, Role
+from headscale_ha.program.args import routers_namespace
+from headscale_ha.program.config import StackConfig
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.headscale import APP as HEADSCALE_APP
-from components.pod import selector
-from components.settings import PROJECT, DatabaseStage, FailoverMode, Role, Site, Tailnet
-from program.config import StackConfig
+from headscale_ha.components.headscale import APP as HEADSCALE_APP
+from headscale_ha.components.pod import selector
+from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, Role, Site, Tailnet
+from headscale_ha.program.config import StackConfig
 
 #: Shared project config: the CLI only writes stack files, and a stack value would replace the whole object.
 PROJECT_FILE = "Pulumi.yaml"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.backup_volume import claim_name
-from components.headplane import SECRET_NAME as HEADPLANE_SECRET
-from components.headscale import IDENTITY_SECRET
-from components.settings import DatabaseStage, LocalStorage
-from program.config import StackConfig
+from headscale_ha.components.backup_volume import claim_name
+from headscale_ha.components.headplane import SECRET_NAME as HEADPLANE_SECRET
+from headscale_ha.components.headscale import IDENTITY_SECRET
+from headscale_ha.components.settings import DatabaseStage, LocalStorage
+from headscale_ha.program.config import StackConfig
 
 
 def _item(name: str, kind: str, owner: str, loss: str, required: bool, how: str) -> dict[str, Any]:

@@ -25,17 +25,24 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from components import gateway as gateway_module
-from components import headplane as headplane_module
-from components import headscale as headscale_module
-from components import migration as migration_module
-from components.headscale_config import STUN_PORT
-from components.network_egress import api_server_reach, dns_reach, host_destinations, internet, ip_blocks, url_endpoint
-from components.network_policy import Confined, NetworkPoliciesArgs, Port, Reach, from_namespace, from_pods
-from components.pod import selector
-from components.postgres import CLUSTER as DATABASE_CLUSTER
-from components.settings import PROJECT, DatabaseStage, ReplicaSource, Role
-from program.args import (
+from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import headplane as headplane_module
+from headscale_ha.components import headscale as headscale_module
+from headscale_ha.components import migration as migration_module
+from headscale_ha.components.headscale_config import STUN_PORT
+from headscale_ha.components.network_egress import (
+    api_server_reach,
+    dns_reach,
+    host_destinations,
+    internet,
+    ip_blocks,
+    url_endpoint,
+)
+from headscale_ha.components.network_policy import Confined, NetworkPoliciesArgs, Port, Reach, from_namespace, from_pods
+from headscale_ha.components.pod import selector
+from headscale_ha.components.postgres import CLUSTER as DATABASE_CLUSTER
+from headscale_ha.components.settings import PROJECT, DatabaseStage, ReplicaSource, Role
+from headscale_ha.program.args import (
     CNPG_POSTGRES_PORT,
     CNPG_STATUS_PORT,
     database_proxies,
@@ -43,7 +50,7 @@ from program.args import (
     network_policies_args,
     routers_namespace,
 )
-from program.config import ConfigError, StackConfig
+from headscale_ha.program.config import ConfigError, StackConfig
 
 #: The labels VolSync puts on its mover pods (`utils.SetOwnedByVolSync` on the Job's template).
 VOLSYNC_MOVER = {"app.kubernetes.io/created-by": "volsync"}

@@ -4,7 +4,7 @@ Every number has one of three sources, and the output says which:
 - read from what the stack renders: the tolerations (how long a pod stays on a silent node), the kind of the
   `data` volume (disposable or a claim that must be detached first), the restore init container's CPU limit, the
   readiness probe, Litestream's sync interval, the endpoint's DNS TTL, the number of nodes;
-- measured by `python bench/restore.py --record` with the real Litestream binary and committed as
+- measured by `python -m bench.restore --record` with the real Litestream binary and committed as
   `bench/measured/restore.json` (restore CPU cost and wall time per MB, and the data lost on a kill -9);
 - stated by the user in the `recovery` config section (image pull, start time, database sizes, the
   controller-manager's node grace period, how long a promotion takes), because nothing offline can know them.
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.config_types import quantity_value
-from components.litestream_config import parse_go_duration
-from components.settings import Recovery, Role
-from program.config import StackConfig
+from headscale_ha.components.config_types import quantity_value
+from headscale_ha.components.litestream_config import parse_go_duration
+from headscale_ha.components.settings import Recovery, Role
+from headscale_ha.program.config import StackConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED_FILE = ROOT / "bench" / "measured" / "restore.json"
@@ -40,7 +40,7 @@ MIB = 1024 * 1024
 
 
 class MeasurementError(Exception):
-    """The measured figures are missing or malformed: run `python bench/restore.py --record`."""
+    """The measured figures are missing or malformed: run `python -m bench.restore --record`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +91,7 @@ def load_restore_figures(path: Path = MEASURED_FILE) -> RestoreFigures:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MeasurementError(
             f"{path}: the measured restore figures are missing or malformed ({exc!r}); "
-            "run `python bench/restore.py --record` to measure them with the real Litestream binary"
+            "run `python -m bench.restore --record` to measure them with the real Litestream binary"
         ) from exc
 
 
@@ -128,7 +128,7 @@ def load_promotion_figures(path: Path = PROMOTION_FILE) -> PromotionFigures:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MeasurementError(
             f"{path}: the measured promotion figures are missing or malformed ({exc!r}); "
-            "run `python bench/promotion.py --record` to measure them"
+            "run `python -m bench.promotion --record` to measure them"
         ) from exc
 
 

@@ -7,23 +7,23 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import headscale as headscale_module
-from components.backup_volume import BackupVolume
-from components.endpoint import PublicEndpoint
-from components.gateway import GatewayServices, SubnetRouters, advertised_routes, router_key_secrets
-from components.gateway_config import rewrite_kubeconfig
-from components.headplane import Headplane
-from components.headscale import HeadscaleServer
-from components.migration import SqliteToPostgres
-from components.monitoring import StackMonitoring
-from components.network_policy import NetworkPolicies
-from components.pod import labels
-from components.postgres import PostgresDatabase
-from components.release import VERSION
-from components.settings import DatabaseStage, Role
-from components.tailnet_objects import TailnetObjects
-from components.tailnet_policy import CONFIG_MAP, TailnetPolicy
-from program.args import (
+from headscale_ha.components import headscale as headscale_module
+from headscale_ha.components.backup_volume import BackupVolume
+from headscale_ha.components.endpoint import PublicEndpoint
+from headscale_ha.components.gateway import GatewayServices, SubnetRouters, advertised_routes, router_key_secrets
+from headscale_ha.components.gateway_config import rewrite_kubeconfig
+from headscale_ha.components.headplane import Headplane
+from headscale_ha.components.headscale import HeadscaleServer
+from headscale_ha.components.migration import SqliteToPostgres
+from headscale_ha.components.monitoring import StackMonitoring
+from headscale_ha.components.network_policy import NetworkPolicies
+from headscale_ha.components.pod import labels
+from headscale_ha.components.postgres import PostgresDatabase
+from headscale_ha.components.release import VERSION
+from headscale_ha.components.settings import DatabaseStage, Role
+from headscale_ha.components.tailnet_objects import TailnetObjects
+from headscale_ha.components.tailnet_policy import CONFIG_MAP, TailnetPolicy
+from headscale_ha.program.args import (
     backup_volume_args,
     gateway_endpoints,
     gateway_proxies,
@@ -40,14 +40,14 @@ from program.args import (
     tailnet_objects_args,
     tailnet_policy_args,
 )
-from program.availability import availability_output, availability_report
-from program.config import StackConfig
-from program.examples import warning as example_warning
-from program.failover import promotion_steps
-from program.inventory import must_back_up
-from program.network import network_args
-from program.recovery import recovery_model
-from program.standby import standby_gate
+from headscale_ha.program.availability import availability_output, availability_report
+from headscale_ha.program.config import StackConfig
+from headscale_ha.program.examples import warning as example_warning
+from headscale_ha.program.failover import promotion_steps
+from headscale_ha.program.inventory import must_back_up
+from headscale_ha.program.network import network_args
+from headscale_ha.program.recovery import recovery_model
+from headscale_ha.program.standby import standby_gate
 
 
 def namespace_labels() -> dict[str, str]:

@@ -28,11 +28,11 @@ from typing import Any
 
 import pulumi
 
-from components.headscale import IdentityFromStack, ImportedIdentity
-from components.identity import identity_fingerprint
-from components.settings import PROJECT, DatabaseStage
-from program.args import identity_source
-from program.config import StackConfig
+from headscale_ha.components.headscale import IdentityFromStack, ImportedIdentity
+from headscale_ha.components.identity import identity_fingerprint
+from headscale_ha.components.settings import PROJECT, DatabaseStage
+from headscale_ha.program.args import identity_source
+from headscale_ha.program.config import StackConfig
 
 #: The outputs every site stack exports, and which a standby requires of its active.
 HEADSCALE_VERSION = "headscaleVersion"

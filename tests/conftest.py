@@ -17,6 +17,7 @@ import pulumi
 import pytest
 from pulumi.runtime import settings
 
+from tests.support.stacks import LAB_STACK
 from tools import harness
 from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs
 from tools.plan import offline_stack_outputs, plan_stack
@@ -62,14 +63,6 @@ def project_copy(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-#: A stack "lab" that runs the hydra site as the active one; tests append the keys they vary.
-LAB_STACK = (
-    "config:\n  headscale-ha:role: active\n"
-    "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
-    "  headscale-ha:networkPolicy: {apiServerCidrs: [10.10.0.0/24]}\n"
-)
-
-
 @pytest.fixture
 def lab_project(project_copy: Callable[..., Path]) -> Callable[[str], Path]:
     """``lab_project("  headscale-ha:headplane: {enabled: false}\\n")``: a scratch project with that stack "lab"."""
@@ -78,11 +71,6 @@ def lab_project(project_copy: Callable[..., Path]) -> Callable[[str], Path]:
         return project_copy(lab=LAB_STACK + extra_config)
 
     return make
-
-
-#: The stacks a site stack references, by the names the shipped Pulumi.yaml gives them.
-IDENTITY_STACK = "organization/headscale-ha-identity/tailnet"
-ACTIVE_STACK = "organization/headscale-ha/hydra"
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.real_tools import TOOLS
-from tests.test_main import ALL_SETS, _option_set_run
+from tests.support.option_sets import ALL_SETS, option_set_run
 from tools.plan import write_rendered
 
 
@@ -31,7 +31,7 @@ def _checkov(directory: Path) -> dict:
 
 
 def _rendered(option_set: str, project_copy, tmp_path: Path, stack_outputs: dict[str, dict]) -> Path:
-    run = _option_set_run(option_set, project_copy, stack_outputs)
+    run = option_set_run(option_set, project_copy, stack_outputs)
     out = tmp_path / "rendered"
     write_rendered(run, out)
     return out

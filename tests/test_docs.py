@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from components.release import VERSION
-from program.config import SECRET_KEYS, StackConfig
+from headscale_ha.components.release import VERSION
+from headscale_ha.program.config import SECRET_KEYS, StackConfig
 from tests.support.engine.lifecycle import IDENTITY, Lab
 from tools.harness import PROJECT_DIR
 

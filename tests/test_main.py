@@ -11,23 +11,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from program.config import StackConfig, parse_stack_config
-from program.externals import external_objects, optional_references
-from tests.conftest import ACTIVE_STACK
-from tools.harness import PROJECT_DIR, ProgramRun, RegisteredResource
-from tools.plan import PLACEHOLDERS, plan_stack, write_rendered
+from headscale_ha.program.externals import external_objects, optional_references
+from tests.support.manifest_validator import validate
+from tests.support.option_sets import ALL_SETS, option_set_config, option_set_run
+from tools.harness import PROJECT_DIR, RegisteredResource
 from tools.plan import main as plan_main
-from tools.stack_files import list_stacks, read_stack_settings
+from tools.plan import plan_stack, write_rendered
+from tools.stack_files import list_stacks
 from tools.wiring import check_wiring
 
 LAB_SITE = {"name": "lab", "gatewayIp": "172.29.250.10", "lbPool": "172.29.250.0/28", "routes": ["10.246.0.0/16"]}
-
-
-def _validate(shared_dir: Path, files: list[Path]) -> subprocess.CompletedProcess[str]:
-    validator = shared_dir / "tools" / "validate_manifests.py"
-    return subprocess.run(
-        [sys.executable, str(validator), *map(str, files)], capture_output=True, text=True, check=False
-    )
 
 
 def _add_site(project: Path, site: dict) -> None:
@@ -47,13 +40,13 @@ def _plan_subprocess(project: Path, *args: str) -> subprocess.CompletedProcess[s
 
 
 @pytest.mark.parametrize("stack", list_stacks(PROJECT_DIR))
-def test_every_stack_renders_manifests_that_validate(
+def test_every_stack_renders_manifests_thatvalidate(
     stack: str, shared_dir: Path, tmp_path: Path, stack_outputs
 ) -> None:
     run = plan_stack(stack, stack_outputs=stack_outputs)
     files = [f for f in write_rendered(run, tmp_path / stack) if f.suffix == ".yaml"]
     assert len(files) == len(run.kubernetes_objects()) > 0
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1] == f"{len(files)} passed, 0 failed"
 
@@ -66,7 +59,7 @@ def test_validator_catches_a_broken_manifest(shared_dir: Path, tmp_path: Path, s
     broken = yaml.safe_load(files[0].read_text())
     broken["metadata"]["nmae"] = "typo"
     files[0].write_text(yaml.safe_dump(broken))
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 1
     assert "nmae" in result.stdout
 
@@ -147,7 +140,7 @@ config:
 
 
 @pytest.mark.parametrize("route", ["gateway", "ingress"])
-def test_optional_features_render_manifests_that_validate(
+def test_optional_features_render_manifests_thatvalidate(
     route: str, shared_dir: Path, project_copy, stack_outputs
 ) -> None:
     project = project_copy(lab=KITCHEN_SINK.replace("route: ingress", f"route: {route}"))
@@ -167,7 +160,7 @@ def test_optional_features_render_manifests_that_validate(
     kinds = {yaml.safe_load(f.read_text())["kind"] for f in files}
     assert {"ReplicationSource", "Certificate", "NetworkPolicy"} <= kinds
     assert ("Ingress" in kinds) == (route == "ingress")
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout + result.stderr
     rendered = "".join(f.read_text() for f in files) + (project / "out" / "outputs.json").read_text()
     assert "offline placeholder" not in rendered
@@ -183,145 +176,23 @@ def test_plan_with_an_assumed_api_key_shows_the_provider_resources(
     assert "nextSteps" not in run.outputs
     assert "nextSteps" in plan_stack(stack, stack_outputs=stack_outputs).outputs
     files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout
     assert "offline placeholder" not in "".join(f.read_text() for f in files)
 
 
 # --------------------------------------------------------------------------- what a cluster admits and keeps
 
-POSTGRES_STAGE = """\
-  headscale-ha:database:
-    stage: {stage}
-    postgres:
-      instances: 1
-      objectStore: {{destinationPath: "s3://headscale-wal/hydra"}}
-    migration: {{image: "registry.example.com/headscale-ha/migrate:1.0.0"}}
-  headscale-ha:objectStoreAccessKeyId:
-    secure: v1:AAAA
-  headscale-ha:objectStoreSecretAccessKey:
-    secure: v1:BBBB
-"""
-OIDC_SECRETS = """\
-  headscale-ha:oidcClientSecret:
-    secure: v1:CCCC
-  headscale-ha:headplaneApiKey:
-    secure: v1:DDDD
-"""
-LAB_ACTIVE = (
-    "config:\n  headscale-ha:role: active\n"
-    "  headscale-ha:cluster: {name: hydra, nodes: 3, apiServer: {host: 10.10.0.10}}\n"
-    "  headscale-ha:networkPolicy: {apiServerCidrs: [10.10.0.0/24]}\n"
-)
-#: name -> (stack file text of "lab", changes to the shared config, secrets assumed set). Every stage, both roles,
-#: both router modes and key paths, both routes, both backup volume sources, OIDC, embedded DERP, VolSync.
-OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
-    "sqlite-kernel-routers-router-key": (
-        LAB_ACTIVE + "  headscale-ha:gateway: {routers: {mode: kernel, replicas: 2}}\n"
-        "  headscale-ha:routerAuthKeys:\n    - secure: v1:EEEE\n    - secure: v1:FFFF\n",
-        {},
-        (),
-    ),
-    "sqlite-api-key-storage-class-volsync": (
-        LAB_ACTIVE,
-        {
-            "backup": {
-                "nfs": {"storageClass": "nfs-csi"},
-                "local": {"storage": "persistent"},
-                "volsync": {"repository": "restic-config"},
-            }
-        },
-        ("bootstrapApiKey",),
-    ),
-    "sqlite-ephemeral-volume-no-rehearsal": (
-        LAB_ACTIVE,
-        {"backup": {"local": {"ephemeralStorageClass": "local-path"}, "rehearsal": {"enabled": False}}},
-        (),
-    ),
-    "migrating-oidc": (
-        LAB_ACTIVE + POSTGRES_STAGE.format(stage="migrating") + OIDC_SECRETS,
-        {"headscale": {"oidc": {"issuer": "https://id.example.com", "clientId": "hs", "allowedGroups": ["ops"]}}},
-        (),
-    ),
-    "postgres-embedded-derp-ingress-kernel-api-key": (
-        LAB_ACTIVE + POSTGRES_STAGE.format(stage="postgres") + "  headscale-ha:endpoint: {route: ingress}\n"
-        "  headscale-ha:gateway: {routers: {mode: kernel}}\n",
-        {"headscale": {"derp": {"embedded": True}}},
-        ("bootstrapApiKey",),
-    ),
-    "standby-postgres-external-dns": (
-        "config:\n  headscale-ha:role: standby\n"
-        "  headscale-ha:cluster: {name: cosmos, nodes: 1, workloadsOnControlPlane: true, apiServer: {host: 10.2.0.1}}\n"
-        "  headscale-ha:networkPolicy: {apiServerCidrs: [10.2.0.1/32]}\n"
-        "  headscale-ha:endpoint: {failover: externalDns}\n" + POSTGRES_STAGE.format(stage="postgres"),
-        {},
-        ("bootstrapApiKey",),
-    ),
-    "standby-postgres-streaming-k8gb": (
-        "config:\n  headscale-ha:role: standby\n"
-        "  headscale-ha:cluster: {name: cosmos, nodes: 1, workloadsOnControlPlane: true, apiServer: {host: 10.2.0.1}}\n"
-        "  headscale-ha:networkPolicy: {apiServerCidrs: [10.2.0.1/32]}\n"
-        "  headscale-ha:endpoint: {failover: k8gb}\n"
-        + POSTGRES_STAGE.format(stage="postgres").replace(
-            "      instances: 1\n",
-            "      instances: 1\n      replicaSource: streaming\n      streamingHost: 172.30.250.10\n",
-        ),
-        {},
-        (),
-    ),
-}
-
-
-#: name -> what the active site (hydra) exports differently for that option set: a standby checks its active.
-ACTIVE_OUTPUTS: dict[str, dict] = {
-    "standby-postgres-external-dns": {"databaseStage": "postgres"},
-    "standby-postgres-streaming-k8gb": {"databaseStage": "postgres"},
-}
-
-
-def _option_set_stack(name: str, project_copy) -> tuple[Path, str, list[str]]:
-    """Where an option set's stack files are: (project directory, stack, secrets assumed set)."""
-    if name in STACKS:
-        return PROJECT_DIR, name, ["bootstrapApiKey"] if name == "hydra" else []
-    stack_text, shared, secrets = OPTION_SETS[name]
-    project = project_copy(lab=stack_text)
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    for key, value in shared.items():
-        document["config"][key]["value"] = {**document["config"][key]["value"], **value}
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return project, "lab", list(secrets)
-
-
-def _option_set_run(name: str, project_copy, stack_outputs: dict[str, dict]) -> ProgramRun:
-    """Plan an option set; ``stack_outputs`` (the fixture) gives the identity stack's and the active's outputs."""
-    project, stack, secrets = _option_set_stack(name, project_copy)
-    stack_outputs[ACTIVE_STACK].update(ACTIVE_OUTPUTS.get(name, {}))
-    return plan_stack(stack, project_dir=project, assume_secrets=secrets, stack_outputs=stack_outputs)
-
-
-def _option_set_config(name: str, project_copy) -> StackConfig:
-    """The StackConfig the program sees for an option set (what its externals are derived from)."""
-    project, stack, secrets = _option_set_stack(name, project_copy)
-    settings = read_stack_settings(project, stack, placeholders=PLACEHOLDERS, assume_secrets=secrets)
-    prefix = f"{settings.project}:"
-    raw = {key.removeprefix(prefix): value for key, value in settings.config.items() if key.startswith(prefix)}
-    secret = {key.removeprefix(prefix) for key in settings.secret_keys if key.startswith(prefix)}
-    return parse_stack_config(raw, stack=stack, secret_keys=secret)
-
-
-STACKS = ("hydra", "cosmos")
-ALL_SETS = [*STACKS, *OPTION_SETS]
-
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
 def test_every_option_set_is_admitted_by_pod_security(
     option_set: str, shared_dir: Path, project_copy, tmp_path: Path, stack_outputs
 ) -> None:
-    run = _option_set_run(option_set, project_copy, stack_outputs)
+    run = option_set_run(option_set, project_copy, stack_outputs)
     files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
     namespaces = [yaml.safe_load(f.read_text()) for f in files if f.name.startswith("namespace-")]
     assert namespaces, "admission is only emulated for namespaces among the files"
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -337,7 +208,7 @@ def test_admission_is_really_checked(shared_dir: Path, tmp_path: Path, stack_out
     backup.pop("persistentVolumeClaim")
     backup["nfs"] = {"server": "nfs.internal.example.com", "path": "/export/headscale-backup"}
     path.write_text(yaml.safe_dump(deployment))
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 1
     assert "volume 'backup' of type nfs is forbidden by the restricted level" in result.stdout
 
@@ -364,7 +235,7 @@ def _stateful(resource: RegisteredResource) -> str | None:
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
 def test_stateful_resources_survive_destroy(option_set: str, project_copy, stack_outputs) -> None:
-    run = _option_set_run(option_set, project_copy, stack_outputs)
+    run = option_set_run(option_set, project_copy, stack_outputs)
     stateful = [(r, why) for r in run.resources if (why := _stateful(r))]
     assert len(stateful) >= 4
     unprotected = [f"{r.type} {r.name} ({why})" for r, why in stateful if not (r.protect or r.retain_on_delete)]
@@ -379,7 +250,7 @@ def test_the_router_key_secret_and_the_routers_meet_in_one_namespace(
 ) -> None:
     """Each replica finds its own key (file `authkey`) in its own Secret, mounted in its namespace; every key the
     stack mints for the routers is single-use, so nothing reusable carries the route-approving tag."""
-    run = _option_set_run(option_set, project_copy, stack_outputs)
+    run = option_set_run(option_set, project_copy, stack_outputs)
     objects = run.kubernetes_objects()
     routers = [o for o in objects if o["kind"] == "StatefulSet"]
     assert [r["metadata"]["name"] for r in routers] == [f"subnet-router-{n}" for n in range(len(routers))]
@@ -408,8 +279,8 @@ def test_every_reference_resolves_in_the_rendered_set_or_to_a_documented_externa
     option_set: str, project_copy, stack_outputs
 ) -> None:
     """What the kubelet and the controllers resolve: Secrets, keys, claims, selectors, ports, backends, roles."""
-    run = _option_set_run(option_set, project_copy, stack_outputs)
-    config = _option_set_config(option_set, project_copy)
+    run = option_set_run(option_set, project_copy, stack_outputs)
+    config = option_set_config(option_set, project_copy)
     externals = external_objects(config)
     findings = check_wiring(run.kubernetes_objects(), externals=externals, optional_refs=optional_references(config))
     assert [str(f) for f in findings] == []
@@ -421,7 +292,7 @@ def test_every_reference_resolves_in_the_rendered_set_or_to_a_documented_externa
 
 def test_an_undeclared_optional_reference_is_a_finding(project_copy, stack_outputs) -> None:
     """The check above can fail: without the program's declaration, the routers' optional key is reported."""
-    run = _option_set_run("cosmos", project_copy, stack_outputs)
+    run = option_set_run("cosmos", project_copy, stack_outputs)
     (finding,) = check_wiring(run.kubernetes_objects())
     assert finding.obj == "StatefulSet/tailnet-gateway/subnet-router-0"
     assert "subnet-router-authkey-0" in finding.message

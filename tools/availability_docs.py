@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components.settings import PROJECT
-from program.availability import availability_report, render_markdown
-from program.config import StackConfig, parse_stack_config
+from headscale_ha.components.settings import PROJECT
+from headscale_ha.program.availability import availability_report, render_markdown
+from headscale_ha.program.config import StackConfig, parse_stack_config
 from tools.harness import PROJECT_DIR
 from tools.plan import PLACEHOLDERS, plan_all
 from tools.stack_files import read_stack_settings

@@ -62,6 +62,7 @@ from tools.kubernetes_rules import (
     replacing_rule,
     truthy,
 )
+from tools.source_tree import SourceTreeError, import_roots
 
 #: Bumped when the dump's shape changes; the dumper writes it, the comparison refuses another.
 DUMP_VERSION = 1
@@ -83,8 +84,9 @@ class DiffError(Exception):
 def _dumper(request: str) -> None:
     """Plan the tree in the current directory and write its dump to ``request["out"]``.
 
-    Runs in a subprocess with that tree as the working directory, sent as source (``python -c``): it uses only the
-    standard library, PyYAML and the tree's own ``tools``, so a base is planned by the base's code. Secret values
+    Runs in a subprocess with that tree as the working directory, sent as source (``python -P -c``, the tree's
+    import roots on ``PYTHONPATH``, see ``tools.source_tree``): it uses only the standard library, PyYAML and the
+    tree's own ``tools`` and package, so a base is planned by the base's code. Secret values
     (harness-marked inputs and outputs, every Secret's data) leave it only as SHA-256 prefixes.
     """
     import hashlib
@@ -99,7 +101,6 @@ def _dumper(request: str) -> None:
 
     args = json.loads(request)
     root = Path.cwd().resolve()
-    sys.path.insert(0, str(root))
     out = Path(args["out"])
     notes: list[str] = []
 
@@ -126,8 +127,9 @@ def _dumper(request: str) -> None:
         accepted = set(inspect.signature(plan.plan_all).parameters)
     except (ImportError, AttributeError) as exc:
         fail(f"its tools lack what the diff needs ({exc}); a base must have tools.plan.plan_all and tools.harness")
-    if not Path(plan.__file__).resolve().is_relative_to(root):
-        fail(f"tools.plan was imported from {plan.__file__}, not from {root}")
+    for module in (plan, sys.modules.get("headscale_ha.components")):
+        if module is not None and not Path(module.__file__).resolve().is_relative_to(root):
+            fail(f"{module.__name__} was imported from {module.__file__}, not from {root}")
     missing = {"project_dir", "identity_dir", "stacks"} - accepted
     if missing:
         fail(f"its tools.plan.plan_all lacks the parameters {', '.join(sorted(missing))}")
@@ -335,13 +337,18 @@ class _PendingDump:
     label: str
     process: subprocess.Popen[str]
     out: Path
+    links: Path  # the tree's import roots (tools.source_tree), removed with the dump
 
     def cancel(self) -> None:
         """Stop the subprocess (another plan failed) and drop its output file."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.communicate()
+        self._drop()
+
+    def _drop(self) -> None:
         self.out.unlink(missing_ok=True)
+        shutil.rmtree(self.links, ignore_errors=True)
 
     def result(self) -> dict[str, Any]:
         try:
@@ -349,9 +356,10 @@ class _PendingDump:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.communicate()
+            self._drop()
             raise DiffError(f"planning {self.label} took longer than {DUMP_TIMEOUT_SECONDS} s") from None
         text = self.out.read_text() if self.out.is_file() else ""
-        self.out.unlink(missing_ok=True)
+        self._drop()
         if self.process.returncode != 0 or not text:
             tail = "\n".join(stderr.strip().splitlines()[-15:])
             raise DiffError(f"planning {self.label} failed (exit {self.process.returncode}):\n{tail}")
@@ -368,14 +376,22 @@ def start_dump(tree: Path, stacks: Sequence[str] | None, label: str) -> _Pending
     handle, name = tempfile.mkstemp(prefix="headscale-ha-dump-", suffix=".json")
     os.close(handle)
     request = json.dumps({"out": name, "stacks": list(stacks) if stacks else None, "version": DUMP_VERSION})
+    links = Path(tempfile.mkdtemp(prefix="headscale-ha-tree-"))
+    try:
+        roots = import_roots(tree.resolve(), links)
+    except SourceTreeError as exc:
+        shutil.rmtree(links)
+        raise DiffError(f"cannot plan {label}: {exc}") from None
+    inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     process = subprocess.Popen(
-        [sys.executable, "-c", _dumper_source(), request],
+        [sys.executable, "-P", "-c", _dumper_source(), request],
         cwd=tree,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, roots), *inherited])},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    return _PendingDump(label=label, process=process, out=Path(name))
+    return _PendingDump(label=label, process=process, out=Path(name), links=links)
 
 
 def dump_tree(tree: Path, stacks: Sequence[str] | None = None, label: str | None = None) -> dict[str, Any]:

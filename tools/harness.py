@@ -30,7 +30,7 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _ensure_event_loop
 
-from program.config import stack_reference_hint
+from headscale_ha.program.config import stack_reference_hint
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -421,6 +421,17 @@ def _engine_logger(handler: _Diagnostics) -> logging.Logger:
     return logger
 
 
+def _run_file(program: Path) -> None:
+    """Run ``program`` as the CLI runs a project's main file.
+
+    A ``__main__.py`` runs as its directory's main module: runpy puts the directory first on the module path for the
+    run and takes it off after, so the program imports the modules beside it as under the CLI, and nothing here
+    edits the path. Any other file runs on its own.
+    """
+    target = program.parent if program.name == "__main__.py" else program
+    runpy.run_path(str(target), run_name="__main__")
+
+
 def run_program(
     *,
     project: str,
@@ -435,8 +446,9 @@ def run_program(
 ) -> ProgramRun:
     """Run ``program`` as stack ``stack`` of ``project`` with ``config`` (CLI wire form) under mocks.
 
-    ``program`` is a Pulumi program file (run as `__main__`, its directory first on ``sys.path``, as the CLI runs
-    it), or a callable that registers resources itself: one component built from hand-written args, say.
+    ``program`` is a Pulumi program file (run as `__main__`; a project's ``__main__.py`` with its directory first on
+    the module path while it runs, as the CLI runs it), or a callable that registers resources itself: one
+    component built from hand-written args, say.
 
     ``stack_outputs`` is every other stack the program may reference, by fully qualified name, with its outputs
     (see ``StackOutputs``); a StackReference to any other stack fails the run with UnknownStackError, and
@@ -458,10 +470,6 @@ def run_program(
         ),
     )
     monitor = (monitor_factory or _RecordingMonitor)(mocks)
-    if isinstance(program, Path):
-        root = str(program.parent)
-        if root not in sys.path:
-            sys.path.insert(0, root)
     try:
         settings.reset_options(project=project, stack=stack)
         pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
@@ -477,7 +485,7 @@ def run_program(
         settings.SETTINGS.outputs.clear()
         try:
             if isinstance(program, Path):
-                runpy.run_path(str(program), run_name="__main__")
+                _run_file(program)
             else:
                 program()
             loop.run_until_complete(wait_for_rpcs())

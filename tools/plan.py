@@ -25,8 +25,8 @@ from typing import Any
 
 import pulumi
 
-from components.settings import PROJECT
-from policy.pack.rules import Subject, advisories
+from headscale_ha.components.settings import PROJECT
+from headscale_ha.policy.pack.rules import Subject, advisories
 from tools import render
 from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs, UnknownStackError, run_program
 from tools.stack_files import StackFileError, StackSettings, list_stacks, read_stack_settings

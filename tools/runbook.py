@@ -30,9 +30,9 @@ from typing import Any, Protocol
 
 import yaml
 
-from components.settings import PROJECT, Role, Site
-from program.config import ConfigError, StackConfig
-from program.failover import (
+from headscale_ha.components.settings import PROJECT, Role, Site
+from headscale_ha.program.config import ConfigError, StackConfig
+from headscale_ha.program.failover import (
     FENCE_TIMEOUT_SECONDS,
     LOST_RISK,
     PROJECT_FILE,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from program.externals import External, OptionalRef
+from headscale_ha.program.externals import External, OptionalRef
 
 __all__ = ["External", "Finding", "OptionalRef", "check_wiring"]
 

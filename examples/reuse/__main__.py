@@ -8,18 +8,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the headscale-ha checkout, for `components`
-
 import pulumi
 import pulumi_kubernetes as k8s
+from vaultwarden import Vaultwarden, VaultwardenArgs
 
-from components.backup_volume import BackupVolume, BackupVolumeArgs
-from components.headscale import HeadscaleServer, HeadscaleServerArgs, SqliteStorage
-from components.settings import Backup, Cluster, ComputeResources, Nfs, ResourceAmounts
-from examples.reuse.vaultwarden import Vaultwarden, VaultwardenArgs
+from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
+from headscale_ha.components.headscale import HeadscaleServer, HeadscaleServerArgs, SqliteStorage
+from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Nfs, ResourceAmounts
 
 config = pulumi.Config()
 namespace = config.get("namespace") or "vault"

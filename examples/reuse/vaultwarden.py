@@ -7,11 +7,11 @@ from typing import Any
 
 import pulumi
 
-from components.backup_volume import BackupVolume, BackupVolumeArgs
-from components.litestream import LitestreamBackup, LitestreamBackupArgs
-from components.pod import container_security, labels, pod_security, resources
-from components.settings import Backup, ComputeResources, Nfs, ResourceAmounts
-from components.workload import cluster_service, data_claim, singleton_deployment
+from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
+from headscale_ha.components.litestream import LitestreamBackup, LitestreamBackupArgs
+from headscale_ha.components.pod import container_security, labels, pod_security, resources
+from headscale_ha.components.settings import Backup, ComputeResources, Nfs, ResourceAmounts
+from headscale_ha.components.workload import cluster_service, data_claim, singleton_deployment
 
 APP = "vaultwarden"
 PORT = 8080

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 
-from policy.pack.rules import RULES, Rule, Subject
+from headscale_ha.policy.pack.rules import RULES, Rule, Subject
 
 PACK_NAME = "headscale-ha-guardrails"
 

@@ -45,7 +45,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.alerts import (
+from headscale_ha.components.alerts import (
     ALERTS,
     EXPORTER_HTTPD_CONF,
     EXPORTER_JOB,
@@ -58,8 +58,9 @@ from components.alerts import (
     rule_file,
     state_exporter_script,
 )
-from components.dashboard import dashboard_model, dashboard_queries
-from components.monitoring import key_metrics
+from headscale_ha.components.dashboard import dashboard_model, dashboard_queries
+from headscale_ha.components.monitoring import key_metrics
+from tests.support.alert_scopes import NS, ROUTERS_NS, RUNBOOK, SCOPES, alert_scope
 from tests.support.litestream_lab import (
     STATE_EXPORTER_SCRIPT,
     App,
@@ -97,38 +98,11 @@ from tests.support.prometheus_lab import (
 from tests.support.script_checks import SHELLS, SHELLS_ONLY, SYNTAX_CHECKERS, Shell, shell_for
 
 LITESTREAM = litestream_bin()
-NS = "hs"
 OTHER = "other"
-ROUTERS_NS = "gw"
-RUNBOOK = "https://git.example.org/ops/headscale-ha/runbook.md"
 #: The pod's user: Litestream runs as it when the tests run as root, so a read-only replica stops it as in the pod.
 POD_USER = 65532
 LAB_USER = POD_USER if os.geteuid() == 0 else None
 PROMETHEUS = pytest.mark.real_tool("prometheus")
-
-
-def _scope(**overrides: Any) -> AlertScope:
-    fields: dict[str, Any] = {
-        "namespace": NS,
-        "apps": ("headscale", "headplane"),
-        "serving": True,
-        "routers_namespace": ROUTERS_NS,
-        "routers_statefulsets": ("subnet-router-0", "subnet-router-1", "subnet-router-2"),
-        "cnpg_cluster": None,
-        "certificate": "headscale-tls",
-        "rehearsal": True,
-        "runbook_url": RUNBOOK,
-    }
-    fields.update(overrides)
-    return AlertScope(**fields)
-
-
-SCOPES: dict[str, AlertScope] = {
-    "sqlite-active": _scope(),
-    "postgres-stage": _scope(apps=("headplane",), cnpg_cluster="headscale-db"),
-    "standby": _scope(serving=False, certificate=None),
-    "no-litestream": _scope(apps=(), cnpg_cluster="headscale-db", rehearsal=False),
-}
 
 
 def _rules(scope: AlertScope) -> dict[str, dict[str, Any]]:
@@ -193,7 +167,7 @@ def test_scope_decides_the_groups() -> None:
     assert "headscale-restore-rehearsal" not in _rules(postgres)["RestoreRehearsalFailed"]["expr"]
     no_apps = names(SCOPES["no-litestream"])
     assert not no_apps & {"LitestreamReplicationStalled", "RestoreRefused", "RestoreRehearsalMissing"}
-    assert "RestoreRehearsalFailed" not in names(_scope(rehearsal=False))
+    assert "RestoreRehearsalFailed" not in names(alert_scope(rehearsal=False))
     assert "StateExporterDown" in no_apps  # the exporter also carries the key expiries
     assert "BackupSignatureStale" not in no_apps
     assert 'app="headscale"' not in _rules(postgres)["BackupSignatureStale"]["expr"]
@@ -209,7 +183,7 @@ def test_rendering_is_deterministic_and_the_rule_file_holds_the_groups() -> None
 
 
 def test_the_lag_and_the_intervals_show_in_the_rules() -> None:
-    scope = _scope(replication_lag_seconds=12, rehearsal_deadline_seconds=1800, api_key_rotate_before_seconds=7200)
+    scope = alert_scope(replication_lag_seconds=12, rehearsal_deadline_seconds=1800, api_key_rotate_before_seconds=7200)
     rules = _rules(scope)
     assert "offset 12s" in rules["LitestreamReplicationStalled"]["expr"]
     assert rules["RestoreRehearsalFailed"]["for"] == "35m"
@@ -230,7 +204,7 @@ def test_replication_lag_bound() -> None:
 
     production = bound(30, 30, 1, 30)
     assert production == 2 * (1 + 1 + 30 + 2 * 30 + 30) == 244
-    assert _scope().replication_lag_seconds >= production
+    assert alert_scope().replication_lag_seconds >= production
     assert bound(1, 1, 1, 1) == 12
     assert bound(1, 1, 0.1, 1) == 11  # rounded up
     with pytest.raises(ValueError, match="sync_interval_seconds: 0"):
@@ -264,7 +238,7 @@ def test_replication_lag_bound() -> None:
 )
 def test_scope_validation_names_the_field_and_the_value(field_name: str, value: object) -> None:
     with pytest.raises(ValueError, match=re.escape(f"{field_name}: {value!r}")):
-        _scope(**{field_name: value})
+        alert_scope(**{field_name: value})
 
 
 # --- promtool check rules --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from components.rehearsal import cron_job_name
+from headscale_ha.components.rehearsal import cron_job_name
 from tools.harness import ProgramRun
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from program.config import ConfigError
+from headscale_ha.program.config import ConfigError
 from tools.harness import ProgramRun
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from components.config_types import (
+from headscale_ha.components.config_types import (
     Duration,
     Fqdn,
     Image,
@@ -13,7 +13,7 @@ from components.config_types import (
     duration_seconds,
     quantity_value,
 )
-from policy.images import ImageRef
+from headscale_ha.policy.images import ImageRef
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_fqdn_drops_a_trailing_dot_and_refuses_single_labels() -> None:
     ],
 )
 def test_digest_pins_are_accepted_by_every_image_type(kind: str, reference: str) -> None:
-    from components import config_types
+    from headscale_ha.components import config_types
 
     assert TypeAdapter(getattr(config_types, kind)).validate_python(reference) == reference
 
@@ -102,7 +102,7 @@ def test_digest_pins_are_accepted_by_every_image_type(kind: str, reference: str)
     ],
 )
 def test_malformed_digest_pins_are_refused(reference: str, fragment: str) -> None:
-    from components.config_types import Image
+    from headscale_ha.components.config_types import Image
 
     with pytest.raises(ValidationError, match=fragment):
         TypeAdapter(Image).validate_python(reference)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.alerts import AlertScope, rule_file, state_exporter_script
-from components.dashboard import (
+from headscale_ha.components.alerts import AlertScope, rule_file, state_exporter_script
+from headscale_ha.components.dashboard import (
     DASHBOARD,
     DATA_KEY,
     ROWS,
@@ -26,9 +26,9 @@ from components.dashboard import (
     dashboard_model,
     dashboard_queries,
 )
-from components.pod import labels
-from program.config import ConfigError
-from tests.components.test_alerts import NS, ROUTERS_NS, SCOPES, _scope
+from headscale_ha.components.pod import labels
+from headscale_ha.program.config import ConfigError
+from tests.support.alert_scopes import NS, ROUTERS_NS, SCOPES, alert_scope
 from tests.support.prometheus_lab import check_rules
 from tools.harness import ProgramRun
 from tools.plan import plan_stack
@@ -191,13 +191,13 @@ def test_scope_decides_the_rows_and_panels() -> None:
     assert "Restore and pre-upgrade restarts (15 min)" not in no_litestream["Control plane"]
     standby = _rows(_model("standby", keys=False))
     assert list(standby) == ["Control plane", "Replication"], "no certificate, no managed keys: no Keys row"
-    bare = _rows(dashboard_model(_scope(apps=(), certificate=None, rehearsal=False), keys=False))
+    bare = _rows(dashboard_model(alert_scope(apps=(), certificate=None, rehearsal=False), keys=False))
     assert list(bare) == ["Control plane"]
 
 
 def test_replication_queries_follow_the_apps_and_the_lag() -> None:
     queries = dict(
-        dashboard_queries(dashboard_model(_scope(apps=("headplane",), replication_lag_seconds=12), keys=False))
+        dashboard_queries(dashboard_model(alert_scope(apps=("headplane",), replication_lag_seconds=12), keys=False))
     )
     lacks = queries["Transactions the replica lacks (12s lag)"]
     assert "offset 12s" in lacks
@@ -209,7 +209,7 @@ def test_replication_queries_follow_the_apps_and_the_lag() -> None:
 def test_every_query_reads_only_series_the_alerts_or_the_exporter_rely_on(name: str, keys: bool) -> None:
     """Grounded: each metric a panel reads is one an alert reads or the state exporter writes, and each selector
     names the stack's namespace (the routers' own for the routers), as the alerts' selectors do."""
-    everything = _scope(cnpg_cluster="headscale-db")
+    everything = alert_scope(cnpg_cluster="headscale-db")
     known = set(_METRIC.findall(rule_file(everything))) | set(
         re.findall(r"headscale_ha_[a-z_]+", state_exporter_script())
     )

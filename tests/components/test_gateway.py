@@ -11,14 +11,14 @@ import subprocess
 import pytest
 import yaml
 
-from components.gateway import advertised_routes, dns_records, endpoints, socat_target
-from components.gateway_config import tailnet_addresses
-from components.pod import selector
-from components.settings import Proxy, RouterMode, Site
-from policy.pack.rules import Subject, violations
-from program.args import gateway_services_args, subnet_routers_args
-from program.config import ConfigError
-from tests.program.test_config import parse
+from headscale_ha.components.gateway import advertised_routes, dns_records, endpoints, socat_target
+from headscale_ha.components.gateway_config import tailnet_addresses
+from headscale_ha.components.pod import selector
+from headscale_ha.components.settings import Proxy, RouterMode, Site
+from headscale_ha.policy.pack.rules import Subject, violations
+from headscale_ha.program.args import gateway_services_args, subnet_routers_args
+from headscale_ha.program.config import ConfigError
+from tests.support.config_samples import parse
 from tools.harness import SECRET, ProgramRun
 from tools.plan import plan_stack
 from tools.render import manifests, outputs_json

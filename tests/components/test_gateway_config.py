@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kubernetes.client import Configuration
 from kubernetes.config.kube_config import KubeConfigLoader, load_kube_config
 
-from components.gateway_config import (
+from headscale_ha.components.gateway_config import (
     NXDOMAIN_PORT,
     TAILNET_IPV4,
     TAILNET_IPV6,

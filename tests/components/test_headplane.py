@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import yaml
 
-from components.backup_volume import claim_name
-from components.settings import Nfs, Role
-from program.args import headplane_args, tailnet_objects_args
-from tests.components.test_headscale_config import OIDC, stack_config
-from tests.test_main import _option_set_run
+from headscale_ha.components.backup_volume import claim_name
+from headscale_ha.components.settings import Nfs, Role
+from headscale_ha.program.args import headplane_args, tailnet_objects_args
+from tests.support.headscale_config_samples import OIDC, stack_config
+from tests.support.option_sets import option_set_run
 from tools.harness import SECRET, ProgramRun
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
@@ -116,7 +116,7 @@ def test_the_admin_api_key_reaches_headplane_only_with_oidc(run_stack, lab_proje
 
 
 def test_with_oidc_the_key_is_mounted_in_the_headplane_container_only(project_copy, stack_outputs) -> None:
-    run = _option_set_run("migrating-oidc", project_copy, stack_outputs)
+    run = option_set_run("migrating-oidc", project_copy, stack_outputs)
     secret = _object(run, "Secret", "headplane-secrets")
     assert set(secret["stringData"]) == {"cookie-secret", "headscale-api-key", "oidc-client-secret"}
     pod = _object(run, "Deployment", "headplane")["spec"]["template"]["spec"]

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
-from components.headplane_config import (
+from headscale_ha.components.headplane_config import (
     HeadplaneConfigInput,
     HeadplanePaths,
     headplane_config_yaml,
     headplane_minor,
     render_headplane_config,
 )
-from tests.components.test_headscale_config import OIDC, commented_keys, key_paths, secret_values, stack_config
+from tests.support.headscale_config_samples import OIDC, commented_keys, key_paths, secret_values, stack_config
 
 HEADPLANE_REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "headplane" / "0.6.3"
 HEADSCALE_URL = "http://headscale.headscale.svc.cluster.local:8080"

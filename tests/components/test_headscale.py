@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.backup_volume import claim_name
-from components.headscale import (
+from headscale_ha.components.backup_volume import claim_name
+from headscale_ha.components.headscale import (
     PATHS,
     IdentityFromStack,
     ImportedIdentity,
@@ -20,10 +20,11 @@ from components.headscale import (
     server_files,
     stun_annotations,
 )
-from components.settings import DatabaseStage, Nfs
-from program.args import headscale_replicas, headscale_server_args, identity_source
-from tests.program.test_config import DERP, NOISE, parse
-from tests.test_main import _option_set_run, _validate
+from headscale_ha.components.settings import DatabaseStage, Nfs
+from headscale_ha.program.args import headscale_replicas, headscale_server_args, identity_source
+from tests.support.config_samples import DERP, NOISE, parse
+from tests.support.manifest_validator import validate
+from tests.support.option_sets import option_set_run
 from tools.harness import SECRET, ProgramRun, run_program
 from tools.plan import write_rendered
 
@@ -245,7 +246,7 @@ def _resolves(path: str, container: dict, volumes: dict[str, dict]) -> bool:
 def test_every_file_the_config_names_is_mounted_wherever_headscale_loads_it(
     option_set: str, project_copy, stack_outputs
 ) -> None:
-    run = _option_set_run(option_set, project_copy, stack_outputs)
+    run = option_set_run(option_set, project_copy, stack_outputs)
     config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
     paths = _file_paths(config)
     assert PATHS.noise_key in paths
@@ -266,7 +267,7 @@ def test_every_file_the_config_names_is_mounted_wherever_headscale_loads_it(
 
 
 def test_the_embedded_derp_stun_port_is_reachable(project_copy, stack_outputs) -> None:
-    run = _option_set_run("postgres-embedded-derp-ingress-kernel-api-key", project_copy, stack_outputs)
+    run = option_set_run("postgres-embedded-derp-ingress-kernel-api-key", project_copy, stack_outputs)
     config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
     port = int(config["derp"]["server"]["stun_listen_addr"].rsplit(":", 1)[1])
     (container,) = _pod(run)["containers"]
@@ -282,7 +283,7 @@ def test_the_embedded_derp_stun_port_is_reachable(project_copy, stack_outputs) -
     assert annotations["pulumi.com/skipAwait"] == "true"
     rules = _object(run, "NetworkPolicy", "headscale")["spec"]["ingress"]
     assert {"ports": [{"protocol": "UDP", "port": port}]} in rules, "from anywhere: clients probe it from the internet"
-    without = _option_set_run("hydra", project_copy, stack_outputs)
+    without = option_set_run("hydra", project_copy, stack_outputs)
     assert all(p["protocol"] == "TCP" for p in _pod(without)["containers"][0]["ports"])
     assert not [o for o in without.kubernetes_objects() if o["metadata"]["name"] == "headscale-stun"]
 
@@ -303,7 +304,7 @@ def _listeners(config: dict) -> dict[str, tuple[int, str, bool]]:
 def test_every_port_the_config_opens_is_carried_where_it_must_be_reached(
     option_set: str, project_copy, stack_outputs
 ) -> None:
-    run = _option_set_run(option_set, project_copy, stack_outputs)
+    run = option_set_run(option_set, project_copy, stack_outputs)
     config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
     listeners = _listeners(config)
     (container,) = _pod(run)["containers"]
@@ -367,9 +368,14 @@ def test_only_the_embedded_relay_asks_for_the_public_address_and_only_oidc_mount
 HAND_WRITTEN = """
     import pulumi
 
-    from components.headscale import HeadscaleServer, HeadscaleServerArgs, ImportedIdentity, PostgresStorage
-    from components.headscale_config import PostgresConnection
-    from components.settings import Cluster, ComputeResources, Derp, Oidc, ResourceAmounts
+    from headscale_ha.components.headscale import (
+        HeadscaleServer,
+        HeadscaleServerArgs,
+        ImportedIdentity,
+        PostgresStorage,
+    )
+    from headscale_ha.components.headscale_config import PostgresConnection
+    from headscale_ha.components.settings import Cluster, ComputeResources, Derp, Oidc, ResourceAmounts
 
     server = HeadscaleServer(
         "hs",
@@ -425,7 +431,9 @@ def test_another_program_can_still_generate_protected_keys(tmp_path: Path) -> No
         flags=re.DOTALL,
     )
     assert "ImportedIdentity(\n" not in text
-    program.write_text(text.replace("import HeadscaleServer,", "import GeneratedIdentity, HeadscaleServer,"))
+    imports = "import (\n    HeadscaleServer,"
+    assert imports in text
+    program.write_text(text.replace(imports, "import (\n    GeneratedIdentity,\n    HeadscaleServer,"))
     run = run_program(project="vpn", stack="dev", config={}, program=program)
     keys = run.of_type("random:index/randomBytes:RandomBytes")
     assert sorted(r.name for r in keys) == ["hs-derp-key", "hs-noise-key"]
@@ -437,7 +445,7 @@ def test_a_server_from_hand_written_args_outside_the_stack_config(tmp_path: Path
     program.write_text(textwrap.dedent(HAND_WRITTEN))
     run = run_program(project="vpn", stack="dev", config={}, program=program)
     files = [f for f in write_rendered(run, tmp_path / "rendered") if f.suffix == ".yaml"]
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout + result.stderr
     assert run.outputs["server"] == {
         "apiUrl": "http://headscale.vpn.svc.cluster.local:8080",

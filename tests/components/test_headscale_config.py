@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from pydantic import SecretStr
 
-from components.headscale import headscale_config_args
-from components.headscale_config import (
+from headscale_ha.components.headscale import headscale_config_args
+from headscale_ha.components.headscale_config import (
     PASSWORD_ENV,
     HeadscaleConfigArgs,
     HeadscalePaths,
@@ -22,10 +20,18 @@ from components.headscale_config import (
     headscale_config_yaml,
     render_headscale_config,
 )
-from components.settings import DatabaseStage
-from program.args import headscale_server_args
-from program.config import SECRET_KEYS, ConfigError, StackConfig
-from tests.program.test_config import DERP, NOISE, parse, section
+from headscale_ha.components.settings import DatabaseStage
+from headscale_ha.program.args import headscale_server_args
+from headscale_ha.program.config import ConfigError, StackConfig
+from tests.support.config_samples import NOISE, section
+from tests.support.headscale_config_samples import (
+    OIDC,
+    commented_keys,
+    enclosing_keys,
+    key_paths,
+    secret_values,
+    stack_config,
+)
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 HEADSCALE_REFERENCE = SHARED / "reference" / "headscale"
@@ -34,55 +40,11 @@ VERSIONS = {"0.28": "0.28.0", "0.29": "0.29.2"}
 #: Maps whose keys are user data (DNS zones, IdP parameters), not config keys: checked as one leaf.
 USER_DATA_MAPS = frozenset({("dns", "nameservers", "split"), ("oidc", "extra_params")})
 
-OIDC = {
-    "issuer": "https://id.example.com/realms/ops",
-    "clientId": "headscale",
-    "allowedDomains": ["example.com"],
-    "allowedGroups": ["/ops"],
-    "allowedUsers": ["alice@example.com"],
-    "onlyStartIfAvailable": True,
-}
-#: Distinctive values for every secret a stack may carry; none may ever reach a rendered file.
-SECRETS = {
-    "noisePrivateKey": NOISE,
-    "derpPrivateKey": DERP,
-    "oidcClientSecret": "oidc-client-secret-do-not-render",
-    "headplaneApiKey": "hskey-api-abcdefabcdef-do-not-render",
-    "objectStoreAccessKeyId": "s3-key-id-do-not-render",
-    "objectStoreSecretAccessKey": "s3-secret-do-not-render",
-}
 DEFAULT_PATHS = HeadscalePaths()
 PG = PostgresConnection(host="headscale-pg-rw.headscale.svc", name="headscale", user="headscale")
 
 
 # ------------------------------------------------------------------------------------------ helpers
-
-
-def stack_config(
-    version: str = "0.29.2",
-    *,
-    stage: str = "sqlite",
-    oidc: Mapping[str, Any] | None = None,
-    embedded: bool = False,
-    headscale: Mapping[str, Any] | None = None,
-    **overrides: Any,
-) -> StackConfig:
-    """The hydra stack with the given Headscale release, database stage, OIDC and DERP choices, secrets all set."""
-    block = {
-        "version": version,
-        "image": f"ghcr.io/juanfont/headscale:{version}",
-        "derp": {"embedded": embedded},
-        **(headscale or {}),
-    }
-    if oidc is not None:
-        block["oidc"] = dict(oidc)
-    database: dict[str, Any] = {"stage": stage}
-    if stage in ("migrating", "postgres"):
-        database["postgres"] = {"objectStore": {"destinationPath": "s3://headscale-backup/hydra"}}
-    if stage == "migrating":
-        database["migration"] = {"image": "registry.example.com/headscale-ha/migrate:1.0.0"}
-    secrets = {key: value for key, value in SECRETS.items() if key in SECRET_KEYS}
-    return parse("hydra", secret_keys=tuple(secrets), headscale=block, database=database, **secrets, **overrides)
 
 
 def config_args(
@@ -97,35 +59,7 @@ def config_args(
     return replace(derived, database=database, paths=paths)
 
 
-def key_paths(
-    data: Any, *, leaves: Iterable[tuple[str, ...]] = (), prefix: tuple[str, ...] = ()
-) -> set[tuple[str, ...]]:
-    """Every key path of nested mappings (inner ones included); lists and the ``leaves`` maps are not entered."""
-    found: set[tuple[str, ...]] = set()
-    if not isinstance(data, Mapping) or prefix in set(leaves):
-        return found
-    for key, value in data.items():
-        path = (*prefix, str(key))
-        found.add(path)
-        found |= key_paths(value, leaves=leaves, prefix=path)
-    return found
-
-
 _COMMENTED_HEADER = re.compile(r"^(?P<indent> *)# (?P<key>[a-z_]+):\s*$")
-_REAL_KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w.-]*):")
-
-
-def _parents(lines: list[str], index: int, indent: int) -> tuple[str, ...]:
-    """The real (uncommented) keys that enclose line ``index`` at ``indent``."""
-    parents: list[str] = []
-    for line in reversed(lines[:index]):
-        if indent == 0:
-            break
-        match = _REAL_KEY.match(line)
-        if match and len(match["indent"]) < indent:
-            parents.insert(0, match["key"])
-            indent = len(match["indent"])
-    return tuple(parents)
 
 
 def commented_blocks(text: str) -> list[tuple[tuple[str, ...], Any]]:
@@ -154,24 +88,8 @@ def commented_blocks(text: str) -> list[tuple[tuple[str, ...], Any]]:
                 break
             body.append(rest)
         parsed = yaml.safe_load("\n".join([f"{header['key']}:", *body]))
-        blocks.append((_parents(lines, index, len(header["indent"])), parsed))
+        blocks.append((enclosing_keys(lines, index, len(header["indent"])), parsed))
     return blocks
-
-
-_COMMENTED_KEY = re.compile(r"^(?P<indent> +)# (?P<key>[a-z_]+):(?: .*)?$")
-
-
-def commented_keys(text: str) -> set[tuple[str, ...]]:
-    """Single keys commented out inside a real block (``  # public_url: ...``), at their siblings' indentation."""
-    lines = text.splitlines()
-    found: set[tuple[str, ...]] = set()
-    for index, line in enumerate(lines):
-        match = _COMMENTED_KEY.match(line)
-        if match:
-            parents = _parents(lines, index, len(match["indent"]))
-            if parents and len(match["indent"]) == 2 * len(parents):
-                found.add((*parents, match["key"]))
-    return found
 
 
 def example_keys(minor: str) -> set[tuple[str, ...]]:
@@ -184,18 +102,6 @@ def example_keys(minor: str) -> set[tuple[str, ...]]:
     for parents, block in commented_blocks(text):
         keys |= {(*parents, *path) for path in key_paths(block)}
     return keys
-
-
-def secret_values(config: StackConfig) -> list[str]:
-    """Every secret value the config holds (SecretStr fields and the identity keys)."""
-    values = []
-    for name in type(config).model_fields:
-        value = getattr(config, name)
-        if isinstance(value, SecretStr):
-            values.append(value.get_secret_value())
-        elif isinstance(value, str) and name.endswith("private_key"):
-            values.append(value)
-    return values
 
 
 # ------------------------------------------------------------------------------------------ upstream keys

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from components.backup_volume import claim_name
-from components.identity import derived_backup_key, identity_fingerprint
-from components.litestream import (
+from headscale_ha.components.backup_volume import claim_name
+from headscale_ha.components.identity import derived_backup_key, identity_fingerprint
+from headscale_ha.components.litestream import (
     SERVED_FILE,
     SERVED_KEY,
     SERVED_MOUNT,
@@ -22,13 +22,13 @@ from components.litestream import (
     LitestreamBackupArgs,
     served_config_map,
 )
-from components.litestream_config import restore_script
-from components.position_recorder import FIELD_MANAGER, POSITION_FILE, WITNESS_KEY
-from components.settings import Backup, Headscale, Nfs
-from program.config import StackConfig, parse_stack_config
-from program.externals import optional_references
+from headscale_ha.components.litestream_config import restore_script
+from headscale_ha.components.position_recorder import FIELD_MANAGER, POSITION_FILE, WITNESS_KEY
+from headscale_ha.components.settings import Backup, Headscale, Nfs
+from headscale_ha.program.config import StackConfig, parse_stack_config
+from headscale_ha.program.externals import optional_references
 from tests.support.component_run import build_component
-from tests.test_main import _validate
+from tests.support.manifest_validator import validate
 from tools.harness import ProgramRun, RegisteredResource
 from tools.plan import PLACEHOLDERS
 from tools.stack_files import read_stack_settings
@@ -188,11 +188,11 @@ def test_volsync_mover_pods_are_admitted_under_restricted(run_stack, project_cop
     assert len(sources) == 2
     assert len(contexts) == 1
     mover = json.loads(contexts.pop())
-    admitted = _validate(shared_dir, _mover_pod_files(tmp_path / "now", mover))
+    admitted = validate(shared_dir, _mover_pod_files(tmp_path / "now", mover))
     assert admitted.returncode == 0, admitted.stdout
     # What the stacks used to render: refused, so the second backup would silently never run.
     before = {"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532}
-    refused = _validate(shared_dir, _mover_pod_files(tmp_path / "before", before))
+    refused = validate(shared_dir, _mover_pod_files(tmp_path / "before", before))
     assert refused.returncode == 1
     assert "runAsNonRoot" in refused.stdout
     assert "seccompProfile" in refused.stdout

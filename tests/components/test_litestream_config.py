@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from components.litestream_config import parse_go_duration, render_litestream_config, restore_script
-from components.settings import Litestream
+from headscale_ha.components.litestream_config import parse_go_duration, render_litestream_config, restore_script
+from headscale_ha.components.settings import Litestream
 from tests.support.litestream_lab import (
     App,
     insert_rows,

@@ -2,7 +2,7 @@
 (components/scripts/litestream-position.sh), run against the real Litestream binary.
 
 The figures (node loss right after a restore with and without the gate, a stop right after a sidecar restart with and
-without the drain) are printed by ``python bench/write_gate.py``; here only what must hold.
+without the drain) are printed by ``python -m bench.write_gate``; here only what must hold.
 """
 
 from __future__ import annotations

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from components.backup_volume import claim_name
-from components.headscale import PostgresStorage
-from components.headscale_config import PostgresConnection
-from components.migration import database_env
-from components.settings import Nfs
-from policy.pack.rules import Subject, violations
-from program.args import sqlite_to_postgres_args
-from program.config import ConfigError
-from tests.components.test_postgres import POSTGRES
-from tests.program.test_config import STORE, STORE_KEYS, parse
-from tests.test_main import _validate
+from headscale_ha.components.backup_volume import claim_name
+from headscale_ha.components.headscale import PostgresStorage
+from headscale_ha.components.headscale_config import PostgresConnection
+from headscale_ha.components.migration import database_env
+from headscale_ha.components.settings import Nfs
+from headscale_ha.policy.pack.rules import Subject, violations
+from headscale_ha.program.args import sqlite_to_postgres_args
+from headscale_ha.program.config import ConfigError
+from tests.support.config_samples import STORE, STORE_KEYS, parse
+from tests.support.manifest_validator import validate
+from tests.support.stack_snippets import POSTGRES
 from tools.plan import write_rendered
 
 MIGRATION_IMAGE = "registry.example.com/headscale-ha/migrate:1.0.0"
@@ -108,7 +108,7 @@ def test_the_job_passes_the_guard_rails_and_the_schemas(migrating_run, shared_di
     job = next(r for r in migrating_run.resources if r.type == "kubernetes:batch/v1:Job")
     assert violations(Subject(type=job.type, name=job.name, props=job.inputs)) == {}
     files = [f for f in write_rendered(migrating_run, tmp_path) if f.suffix == ".yaml"]
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout
 
 

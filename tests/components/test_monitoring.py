@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.litestream import METRICS_PORT
-from components.monitoring import EXPORTER, EXPORTER_PATH, KEYS_FILE, key_metrics
+from headscale_ha.components.litestream import METRICS_PORT
+from headscale_ha.components.monitoring import EXPORTER, EXPORTER_PATH, KEYS_FILE, key_metrics
 from tests.support.netpol import Pod, admitted, namespaces_of, network_policies_of, pods_of
 from tools.harness import ProgramRun
 from tools.wiring import selector_matches
@@ -79,7 +79,7 @@ def test_litestream_serves_metrics_on_the_port_its_service_targets(run_stack) ->
 
 
 def test_pod_monitors_reach_coredns_and_the_database_ports(run_stack, lab_project) -> None:
-    from tests.components.test_postgres import POSTGRES
+    from tests.support.stack_snippets import POSTGRES
 
     run = run_stack("hydra")
     (gateway,) = _of(run, "PodMonitor")

@@ -1,9 +1,9 @@
 """Egress: default-deny in every namespace the program owns, and each workload reaches exactly what it needs.
 
-Both stacks and every option set of tests/test_main.py are rendered and evaluated (tests/support/netpol.py): each
-needed flow is allowed on both sides in Cilium's reading (no ipBlock selects a pod), each stranger's flow is denied
-in the permissive reading (an ipBlock matches pod addresses too, as with Calico), so both hold on either CNI. Then
-the component's refusals, the destination helpers, the config and the options.
+Both stacks and every option set of tests/support/option_sets.py are rendered and evaluated
+(tests/support/netpol.py): each needed flow is allowed on both sides in Cilium's reading (no ipBlock selects a pod),
+each stranger's flow is denied in the permissive reading (an ipBlock matches pod addresses too, as with Calico), so
+both hold on either CNI. Then the component's refusals, the destination helpers, the config and the options.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from components import gateway as gateway_module
-from components.network_egress import host_destinations, ip_blocks, url_endpoint
-from components.network_policy import (
+from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components.network_egress import host_destinations, ip_blocks, url_endpoint
+from headscale_ha.components.network_policy import (
     DEFAULT_DENY,
     DEFAULT_DENY_EGRESS,
     Confined,
@@ -24,24 +24,15 @@ from components.network_policy import (
     Reach,
     from_pods,
 )
-from components.pod import labels
-from components.settings import DatabaseStage, NetworkPolicy, Role
-from program.args import gateway_proxies
-from program.config import ConfigError, StackConfig
-from program.network import network_args
-from tests.components.test_network_policy import (
-    INGRESS,
-    INTERNET,
-    LAN_CLIENT,
-    OUTSIDE,
-    STRANGER,
-    World,
-    gateway_ports,
-    rendered,
-)
-from tests.program.test_config import STORE_KEYS, STORE_SECRETS, parse, section
+from headscale_ha.components.pod import labels
+from headscale_ha.components.settings import DatabaseStage, NetworkPolicy, Role
+from headscale_ha.program.args import gateway_proxies
+from headscale_ha.program.config import ConfigError, StackConfig
+from headscale_ha.program.network import network_args
+from tests.support.config_samples import STORE_KEYS, STORE_SECRETS, parse, section
 from tests.support.netpol import External, Pod, namespaces_of, network_policies_of
-from tests.test_main import ALL_SETS, _option_set_config, _option_set_run
+from tests.support.netpol_world import INGRESS, INTERNET, LAN_CLIENT, OUTSIDE, STRANGER, World, gateway_ports, rendered
+from tests.support.option_sets import ALL_SETS, option_set_config, option_set_run
 from tools.harness import PROJECT_DIR
 
 KUBE_DNS = Pod(namespace="kube-system", labels={"k8s-app": "kube-dns"}, ip="10.244.200.10", name="coredns")
@@ -88,8 +79,8 @@ def proxy_target(config: StackConfig, world: World, host: str) -> Pod | External
 
 @pytest.mark.parametrize("option_set", ALL_SETS)
 def test_every_pod_reaches_what_it_needs_and_nothing_else(option_set: str, project_copy, stack_outputs) -> None:
-    objects = _option_set_run(option_set, project_copy, stack_outputs).kubernetes_objects()
-    config = _option_set_config(option_set, project_copy)
+    objects = option_set_run(option_set, project_copy, stack_outputs).kubernetes_objects()
+    config = option_set_config(option_set, project_copy)
     world = World.of(objects)
     denies = {
         p["metadata"]["namespace"]: p["spec"] for p in world.policies if p["metadata"]["name"] == DEFAULT_DENY_EGRESS

@@ -1,111 +1,41 @@
 """NetworkPolicies: default-deny ingress in every namespace the program owns, and exactly the intended flows in.
 
 The flows are proven by evaluating the rendered policies (tests/support/netpol.py) for both stacks and every
-option set of tests/test_main.py, then for the options that change who may connect. What each pod may reach
+option set of tests/support/option_sets.py, then for the options that change who may connect. What each pod may reach
 (egress) is proven in test_network_egress.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
-from components import gateway as gateway_module
-from components.network_policy import DEFAULT_DENY, Allow, NamespacePolicies, NetworkPoliciesArgs, Port, Protected
-from components.pod import labels
-from program.args import gateway_services_args, network_policies_args
-from tests.program.test_config import STORE_KEYS, STORE_SECRETS, parse
+from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components.network_policy import (
+    DEFAULT_DENY,
+    Allow,
+    NamespacePolicies,
+    Port,
+    Protected,
+)
+from headscale_ha.components.pod import labels
+from headscale_ha.program.args import gateway_services_args, network_policies_args
+from tests.support.config_samples import STORE_KEYS, STORE_SECRETS, parse
 from tests.support.netpol import (
-    Evaluator,
     External,
     Pod,
-    admitted,
     namespaces_of,
     network_policies_of,
-    pods_of,
 )
-from tests.test_main import ALL_SETS, _option_set_run
+from tests.support.netpol_world import INGRESS, INTERNET, LAN_CLIENT, OUTSIDE, STRANGER, World, gateway_ports, rendered
+from tests.support.option_sets import ALL_SETS, option_set_run
 
-#: Namespaces the program does not own but names (or a stranger's).
-OUTSIDE = {"monitoring": {}, "cnpg-system": {}, "ingress-nginx": {}, "elsewhere": {}}
-STRANGER = Pod(namespace="elsewhere", labels={"app": "random"}, ip="10.244.7.7", name="stranger")
 PROMETHEUS = Pod(namespace="monitoring", labels={"app.kubernetes.io/name": "prometheus"}, ip="10.244.8.8")
 OPERATOR = Pod(namespace="cnpg-system", labels={"app.kubernetes.io/name": "cloudnative-pg"}, ip="10.244.9.9")
-INGRESS = Pod(namespace="ingress-nginx", labels={"app.kubernetes.io/name": "ingress-nginx"}, ip="10.244.6.6")
 TAILNET_CLIENT = External(ip="100.64.0.7")
 TAILNET_CLIENT_V6 = External(ip="fd7a:115c:a1e0::7")
-LAN_CLIENT = External(ip="192.168.1.20")
-INTERNET = External(ip="198.51.100.99")
 DATABASE = {"stage": "postgres", "postgres": {"instances": 3, "objectStore": {"destinationPath": "s3://wal/hydra"}}}
-
-
-@dataclass(frozen=True)
-class World:
-    """A cluster as the policies see it: the rendered policies, namespaces and pods, plus outside namespaces.
-
-    Every rendered pod gets an address of the pod CIDR, so an ipBlock that would match a pod (Calico's reading)
-    counts in every denial; allowances to pods are asked under Cilium's reading (`connects`: no ipBlock selects a
-    pod), so they hold on both.
-    """
-
-    policies: Sequence[Mapping[str, Any]]
-    namespaces: Mapping[str, Mapping[str, str]]
-    pods: Mapping[str, Pod]
-
-    @classmethod
-    def of(cls, objects: Sequence[Mapping[str, Any]]) -> World:
-        pods = {
-            key: replace(pod, ip=f"10.244.{index // 250}.{index % 250 + 2}")
-            for index, (key, pod) in enumerate(sorted(pods_of(objects).items()))
-        }
-        return cls(network_policies_of(objects), {**OUTSIDE, **namespaces_of(objects)}, pods)
-
-    def apps(self, app: str) -> list[Pod]:
-        """The pods of one application (a workload may be rendered as several objects, one per replica)."""
-        return [p for _, p in sorted(self.pods.items()) if p.labels.get("app.kubernetes.io/name") == app]
-
-    def pod(self, app: str) -> Pod:
-        found = self.apps(app)
-        assert found, f"no pod of {app}"
-        return found[0]
-
-    def instances(self) -> list[Pod]:
-        return [p for p in self.pods.values() if "cnpg.io/cluster" in p.labels]
-
-    def can(self, source: Pod | External, destination: Pod, port: int, protocol: str = "TCP") -> bool:
-        """Ingress only: whether the destination admits the connection."""
-        return admitted(self.policies, self.namespaces, source, destination, port, protocol)
-
-    def out(self, source: Pod, destination: Pod | External, port: int, protocol: str = "TCP") -> bool:
-        """Egress only, in the permissive reading: for denials."""
-        return Evaluator(self.policies, self.namespaces).lets_out(source, destination, port, protocol)
-
-    def connects(self, source: Pod | External, destination: Pod | External, port: int, protocol: str = "TCP") -> bool:
-        """Both sides, in Cilium's reading (no ipBlock selects a pod): for allowances."""
-        strict = Evaluator(self.policies, self.namespaces, ip_blocks_select_pods=False)
-        return strict.connects(source, destination, port, protocol)
-
-
-def rendered(args: NetworkPoliciesArgs) -> list[dict[str, Any]]:
-    """The NetworkPolicy objects the component renders for these Args (without Pulumi)."""
-    return [
-        {"kind": "NetworkPolicy", "metadata": {"name": name, "namespace": item.namespace}, "spec": spec}
-        for item in args.namespaces
-        for name, spec in item.specs().items()
-    ]
-
-
-def gateway_ports(objects: Sequence[Mapping[str, Any]], gateway: Pod) -> list[tuple[int, str]]:
-    """(pod port, protocol) of every port of the gateway Service: what a router reaches behind the gateway IP."""
-    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == gateway_module.SERVICES]
-    ports = []
-    for entry in service["spec"]["ports"]:
-        target = entry.get("targetPort", entry["port"])
-        ports.append(gateway.named_ports[target] if isinstance(target, str) else (target, entry["protocol"]))
-    return ports
 
 
 # ----------------------------------------------------------------------------------------- the component
@@ -139,7 +69,7 @@ def test_default_deny_comes_first_and_names_are_unique() -> None:
 def test_rendered_policies_admit_the_intended_flows_and_nothing_else(
     option_set: str, project_copy, stack_outputs
 ) -> None:
-    objects = _option_set_run(option_set, project_copy, stack_outputs).kubernetes_objects()
+    objects = option_set_run(option_set, project_copy, stack_outputs).kubernetes_objects()
     world = World.of(objects)
     owned = namespaces_of(objects)
     # Default-deny in every namespace the program owns, and every pod it renders is isolated by one.
@@ -316,7 +246,7 @@ def test_the_gateway_load_balancer_takes_source_ranges(run_stack) -> None:
 
 
 def test_a_bad_source_range_is_refused_with_its_key() -> None:
-    from program.config import ConfigError
+    from headscale_ha.program.config import ConfigError
 
     with pytest.raises(ConfigError, match="loadBalancerSourceRanges"):
         parse("hydra", gateway={"services": {"loadBalancerSourceRanges": ["10.0.0.0/33"]}})

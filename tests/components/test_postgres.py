@@ -8,28 +8,17 @@ from typing import Any
 import pytest
 import yaml
 
-from components.backup_volume import claim_name
-from components.postgres import ReplicaOf
-from components.settings import Nfs, ReplicaSource, Role
-from program.args import postgres_database_args
-from program.config import StackConfig
-from tests.components.test_headscale_config import stack_config
-from tests.conftest import ACTIVE_STACK, LAB_STACK
-from tests.test_main import _validate
+from headscale_ha.components.backup_volume import claim_name
+from headscale_ha.components.postgres import ReplicaOf
+from headscale_ha.components.settings import Nfs, ReplicaSource, Role
+from headscale_ha.program.args import postgres_database_args
+from headscale_ha.program.config import StackConfig
+from tests.support.headscale_config_samples import stack_config
+from tests.support.manifest_validator import validate
+from tests.support.stack_snippets import POSTGRES
+from tests.support.stacks import ACTIVE_STACK, LAB_STACK
 from tools.harness import SECRET
 from tools.plan import write_rendered
-
-POSTGRES = """\
-  headscale-ha:database:
-    stage: postgres
-    postgres:
-      instances: 3
-      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}
-  headscale-ha:objectStoreAccessKeyId:
-    secure: v1:AAAA
-  headscale-ha:objectStoreSecretAccessKey:
-    secure: v1:BBBB
-"""
 
 #: The backup claim of the shared config's NFS source (Pulumi.yaml).
 BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
@@ -115,7 +104,7 @@ def test_headscale_verifies_the_server_against_the_cnpg_ca_alone(postgres_run) -
 
 def test_the_postgres_stage_validates(postgres_run, shared_dir: Path, tmp_path: Path) -> None:
     files = [f for f in write_rendered(postgres_run, tmp_path) if f.suffix == ".yaml"]
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout
 
 

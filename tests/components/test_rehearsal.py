@@ -26,15 +26,15 @@ from typing import Any
 import pytest
 import yaml
 
-from components.pod import checksum, selector
-from components.rehearsal import (
+from headscale_ha.components.pod import checksum, selector
+from headscale_ha.components.rehearsal import (
     SCRIPT_CHECKSUM_ANNOTATION,
     SCRIPT_KEY,
     SCRIPT_MOUNT,
     RestoreRehearsalArgs,
     rehearse_script,
 )
-from components.settings import Cluster, ComputeResources, ResourceAmounts
+from headscale_ha.components.settings import Cluster, ComputeResources, ResourceAmounts
 from tests.support.litestream_lab import (
     REHEARSE_SCRIPT,
     App,
@@ -52,8 +52,8 @@ from tests.support.litestream_lab import (
     tree_state,
     wait_until,
 )
+from tests.support.manifest_validator import validate
 from tests.support.script_checks import SHELLS, SHELLS_ONLY, Shell, shell_for
-from tests.test_main import _validate
 from tools.harness import ProgramRun, run_program
 from tools.plan import write_rendered
 from tools.wiring import check_wiring, selector_matches
@@ -554,9 +554,9 @@ PROGRAM = """
     import pulumi
     import pulumi_kubernetes as k8s
 
-    from components.backup_volume import BackupVolume, BackupVolumeArgs
-    from components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
-    from components.settings import Cluster, ComputeResources, Nfs, ResourceAmounts
+    from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
+    from headscale_ha.components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
+    from headscale_ha.components.settings import Cluster, ComputeResources, Nfs, ResourceAmounts
 
     namespace = k8s.core.v1.Namespace(
         "ns",
@@ -704,7 +704,7 @@ def test_the_rendered_objects_are_admitted_under_restricted_and_wired(
         "PersistentVolume",
         "PersistentVolumeClaim",
     ]
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1] == f"{len(files)} passed, 0 failed"
     assert check_wiring(rendered.kubernetes_objects()) == []
@@ -720,7 +720,7 @@ def test_the_validator_would_refuse_a_privileged_rehearsal(
     pod = cron_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     pod["containers"][0]["securityContext"] = {"runAsUser": 0, "allowPrivilegeEscalation": True}
     path.write_text(yaml.safe_dump(cron_job))
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 1, result.stdout
 
 

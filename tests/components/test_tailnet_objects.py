@@ -7,7 +7,7 @@ import base64
 import dill
 import pytest
 
-from program.config import ConfigError
+from headscale_ha.program.config import ConfigError
 from tools.harness import SECRET, ProgramRun
 
 BOOTSTRAP = "  headscale-ha:bootstrapApiKey:\n    secure: v1:AAAA\n"

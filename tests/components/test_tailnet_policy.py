@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.headscale import PATHS
-from components.tailnet_policy import ALLOW_ALL_WARNING, CONFIG_MAP, HASH_ANNOTATION
-from program.config import ConfigError
+from headscale_ha.components.headscale import PATHS
+from headscale_ha.components.tailnet_policy import ALLOW_ALL_WARNING, CONFIG_MAP, HASH_ANNOTATION
+from headscale_ha.program.config import ConfigError
 from tools.harness import PROJECT_DIR, ProgramRun
 from tools.plan import plan_stack
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from components.upgrade import (
+from headscale_ha.components.upgrade import (
     CONTAINER_NAME,
     EXIT_CODES,
     MARKER_NAME,
@@ -232,6 +232,7 @@ def _assert_snapshot(app: App, expected: dict[str, list[tuple[Any, ...]]], *, wa
 
 
 # --- static checks and the Python side -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("checker", SYNTAX_CHECKERS)
 def test_script_is_clean_posix_sh(checker: list[str]) -> None:

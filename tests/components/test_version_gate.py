@@ -14,8 +14,8 @@ from pulumi.dynamic import CheckResult
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.rpc import UNKNOWN
 
-from components.upgrade import parse_version as pod_parse_version
-from components.version_gate import (
+from headscale_ha.components.upgrade import parse_version as pod_parse_version
+from headscale_ha.components.version_gate import (
     GATE_ID,
     README_SECTION,
     VersionGateProvider,
@@ -142,7 +142,7 @@ def test_the_resource_registers_with_its_version_under_mocks(tmp_path: Path) -> 
         textwrap.dedent(
             """
             import pulumi
-            from components.version_gate import HeadscaleVersionGate
+            from headscale_ha.components.version_gate import HeadscaleVersionGate
 
             gate = HeadscaleVersionGate("headscale-version", version="0.29.2")
             pulumi.export("version", gate.version)

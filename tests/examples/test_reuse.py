@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from program.externals import OptionalRef
-from tests.test_main import _validate
+from headscale_ha.program.externals import OptionalRef
+from tests.support.manifest_validator import validate
 from tools.harness import PROJECT_DIR, ProgramRun
 from tools.plan import plan_stack, write_rendered
 from tools.wiring import check_wiring
@@ -27,7 +27,7 @@ def test_the_example_plans_with_its_own_config_and_passes_the_cluster_checks(sha
     run = _run()
     assert run.project == "reuse-example"
     files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
-    result = _validate(shared_dir, files)
+    result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout + result.stderr
     # The restores read an optional "served" witness: absent until the program records a first ready rollout;
     # Headscale's running pod adds its recorded position to it later.

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from headscale_provider.base import (
+from headscale_ha.provider.base import (
     forget_shared_clients,
 )
-from headscale_provider.client import HeadscaleClient
+from headscale_ha.provider.client import HeadscaleClient
 from tests.support.fake_headscale import FakeHeadscale
 
 VERSIONS = ("0.28.0", "0.29.2")

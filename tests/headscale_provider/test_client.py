@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from headscale_provider.client import (
+from headscale_ha.provider.client import (
     DOWN_MEMORY_SECONDS,
     PROBE_RETRIES,
     HeadscaleClient,

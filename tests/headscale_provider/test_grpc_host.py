@@ -27,11 +27,11 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-from headscale_provider.base import (
+from headscale_ha.provider.base import (
     API_URL_CONFIG,
     HEADSCALE_CONFIG,
 )
-from headscale_provider.resources import (
+from headscale_ha.provider.resources import (
     API_KEY_CONFIG,
     PolicyProvider,
     PreAuthKeyProvider,
@@ -82,13 +82,20 @@ class Host:
 
 @pytest.fixture
 def host(tmp_path: Path) -> Iterator[Host]:
-    """The SDK's dynamic provider host in its own process, as the engine starts it; stopped by its pid."""
-    env = {**os.environ, "PYTHONPATH": str(PROJECT), "PULUMI_PROJECT": "headscale-ha"}
+    """The SDK's dynamic provider host in its own process, as the engine starts it; stopped by its pid.
+
+    It runs in a directory that is not the checkout, with no PYTHONPATH: the pickled providers import from the
+    installed package alone, as in a consumer's project.
+    """
+    env = {**os.environ, "PULUMI_PROJECT": "headscale-ha"}
+    env.pop("PYTHONPATH", None)
     stderr = tmp_path / "host.stderr"
+    elsewhere = tmp_path / "project"
+    elsewhere.mkdir()
     with stderr.open("wb") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "pulumi.dynamic"],
-            cwd=PROJECT,
+            cwd=elsewhere,
             env=env,
             stdout=subprocess.PIPE,
             stderr=sink,
@@ -157,6 +164,19 @@ def test_the_engine_path_creates_reads_and_deletes_with_the_serialized_provider(
     assert outs["appliedSha256"] == hashlib.sha256(policy.encode()).hexdigest()
     assert server.policy_text == policy
     assert [r.path for r in server.requests].count("/version") == 1, "one process: the version is confirmed once"
+
+
+def test_state_written_by_0_1_0_is_served_through_the_alias_outside_the_checkout(host, server) -> None:
+    """A user whose state holds the provider 0.1.0 pickled (``headscale_provider.resources.UserProvider``): the
+    host loads it through the alias the package ships, and creates, diffs, reads and deletes with it."""
+    configure(host, server)
+    legacy = json.loads((PROJECT / "tests" / "support" / "legacy_providers.json").read_text())["providers"]
+    blob = legacy["headscale_provider.resources.UserProvider"]
+    inputs = {"name": "dave", "displayName": "", "email": "", "forceDelete": False}
+    outs = lifecycle(host, "User", blob, inputs)
+    assert outs["name"] == "dave"
+    with server.lock:
+        assert "dave" not in {u.name for u in server.users.values()}
 
 
 def test_a_mismatched_server_fails_the_engine_call_with_both_versions(host, server) -> None:

@@ -15,11 +15,11 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from headscale_provider.base import (
+from headscale_ha.provider.base import (
     StackSettings,
     forget_shared_clients,
 )
-from headscale_provider.client import (
+from headscale_ha.provider.client import (
     CONNECT_TIMEOUT,
     PROBE_RETRIES,
     HeadscaleClient,
@@ -29,7 +29,7 @@ from headscale_provider.client import (
     UnsupportedError,
     api_key_prefix,
 )
-from headscale_provider.resources import (
+from headscale_ha.provider.resources import (
     ApiKeyProvider,
     NodeSettingsProvider,
     PolicyProvider,
@@ -477,7 +477,7 @@ def test_destroy_leaves_the_policy_unless_asked(providers, client) -> None:
 
 
 def test_file_mode_servers_refuse_with_their_message(clock) -> None:
-    from headscale_provider.client import HeadscaleClient
+    from headscale_ha.provider.client import HeadscaleClient
     from tests.support.fake_headscale import FakeHeadscale
 
     with FakeHeadscale(version="0.29.2", policy_mode="file", now=clock) as server:
@@ -504,7 +504,7 @@ def test_configured_providers_pickle_without_their_key(fake) -> None:
 
 
 def test_a_create_that_times_out_but_lands_late_leaves_no_live_key(fake, clock) -> None:
-    from headscale_provider.client import HeadscaleClient
+    from headscale_ha.provider.client import HeadscaleClient
 
     slow = HeadscaleClient(fake.url, fake.admin_key, timeout=0.4, retries=0)
     keys = PreAuthKeyProvider().use(slow, clock=clock)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.identity import identity_fingerprint
+from headscale_ha.components.identity import identity_fingerprint
 from tools.harness import SECRET, SecretOutput, run_program
 from tools.plan import IDENTITY_DIR, IDENTITY_PROJECT, PLACEHOLDERS, plan_identity
 

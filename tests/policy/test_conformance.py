@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from policy.model import (
+from headscale_ha.policy.model import (
     DELIBERATE_DIFFERENCES,
     PolicyError,
     check_policy,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.model import (
+from headscale_ha.policy.model import (
     PolicyError,
     PolicyProblem,
     check_policy,

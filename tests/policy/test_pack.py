@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, ResourceValidationArgs
 
-from policy.pack.pack import PACK_NAME, build_policies
-from policy.pack.rules import RULES, Subject, advisories, containers, pod_spec, violations
-from tools.harness import ProgramRun, RegisteredResource
+from headscale_ha.policy.pack.pack import PACK_NAME, build_policies
+from headscale_ha.policy.pack.rules import RULES, Subject, advisories, containers, pod_spec, violations
+from tools.harness import PROJECT_DIR, ProgramRun, RegisteredResource
 
 
 def _subject(resource: RegisteredResource, props: dict[str, Any] | None = None) -> Subject:
@@ -227,3 +227,16 @@ def test_make_plan_prints_the_advisories(run_stack) -> None:
     assert warnings
     assert all(w.startswith("warning: prefer-image-digests (advisory): ") for w in warnings)
     assert any("ghcr.io/juanfont/headscale:0.29.2" in w for w in warnings)
+
+
+def test_the_packs_environment_installs_the_package_with_the_programs_pins() -> None:
+    """The Pulumi CLI installs policy/pack/requirements.txt into the pack's own venv: the rules are headscale-ha's
+    package (installed from the repository), and every dependency it pulls in is pinned as the program pins it."""
+    pack = (PROJECT_DIR / "policy" / "pack" / "requirements.txt").read_text().splitlines()
+    program = (PROJECT_DIR / "requirements.txt").read_text().splitlines()
+
+    def pins(lines: list[str]) -> set[str]:
+        return {line for line in lines if "==" in line and not line.startswith("#")}
+
+    assert "-e ../.." in pack
+    assert pins(pack) == pins(program) | {"pulumi-policy==1.21.0"}

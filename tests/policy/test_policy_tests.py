@@ -18,14 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.model import (
+from headscale_ha.policy.model import (
     Policy,
     PolicyError,
     check_policy,
     evaluate_policy_tests,
     validate_policy,
 )
-from policy.render import SiteRoutes, render_policy
+from headscale_ha.policy.render import SiteRoutes, render_policy
 
 GROUPS = {"group:ops": ["bob@", "carol@"], "group:adm": ["alice@"]}
 TAGS = {"tag:srv": ["group:adm"], "tag:mon": ["group:adm"]}

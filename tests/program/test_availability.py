@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.settings import DatabaseStage, Oidc
-from program.availability import (
+from headscale_ha.components.settings import DatabaseStage, Oidc
+from headscale_ha.program.availability import (
     SOURCE,
     _cell,
     availability_output,
@@ -19,7 +19,7 @@ from program.availability import (
     recovery_rows,
     render_markdown,
 )
-from tests.components.test_postgres import POSTGRES
+from tests.support.stack_snippets import POSTGRES
 from tools.availability_docs import stack_config
 from tools.harness import PROJECT_DIR, ProgramRun
 

@@ -12,10 +12,10 @@ import pulumi
 import pytest
 from pydantic import ValidationError
 
-from components.settings import PROJECT, Tailnet
-from program.config import ConfigError, engine_config, parse_stack_config, read_config_files
-from tests.conftest import ACTIVE_STACK, IDENTITY_STACK
-from tests.program.test_config import only_problem, problems, raw_config, section
+from headscale_ha.components.settings import PROJECT, Tailnet
+from headscale_ha.program.config import ConfigError, engine_config, parse_stack_config, read_config_files
+from tests.support.config_samples import only_problem, problems, raw_config, section
+from tests.support.stacks import ACTIVE_STACK, IDENTITY_STACK
 from tools.harness import PROJECT_DIR, UnknownStackError
 from tools.plan import main as plan_main
 

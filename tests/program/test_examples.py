@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from program.examples import example_values, is_documentation_address, is_example_name, warning
+from headscale_ha.program.examples import example_values, is_documentation_address, is_example_name, warning
 from tools.availability_docs import stack_config
 
 

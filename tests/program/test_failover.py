@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from program.failover import LOST_RISK
-from tests.components.test_postgres import POSTGRES
-from tests.conftest import ACTIVE_STACK, IDENTITY_STACK
-from tests.test_main import _validate
+from headscale_ha.program.failover import LOST_RISK
+from tests.support.manifest_validator import validate
+from tests.support.stack_snippets import POSTGRES, SQLITE_DB
+from tests.support.stacks import ACTIVE_STACK, IDENTITY_STACK
 from tools.harness import SECRET, ProgramRun
 from tools.plan import write_rendered
 
@@ -29,12 +29,6 @@ def _with(project: Path, stack: str, extra: str, *, replace: str | None = None) 
         text = text.replace(replace, "")
     path.write_text(text + extra)
     return project
-
-
-SQLITE_DB = {
-    "hydra": "  headscale-ha:database:\n    stage: sqlite\n    postgres:\n      instances: 3\n",
-    "cosmos": "  headscale-ha:database:\n    stage: sqlite\n    postgres:\n      instances: 1\n",
-}
 
 
 @pytest.mark.parametrize("stage", ["sqlite", "postgres"])
@@ -94,7 +88,7 @@ def test_failover_modes_validate_and_only_the_active_publishes(
                 assert records == [], "a standby never publishes the public record"
         assert run.outputs["endpoints"]["failover"] == mode
         files = [f for f in write_rendered(run, tmp_path / mode / stack) if f.suffix == ".yaml"]
-        result = _validate(shared_dir, files)
+        result = validate(shared_dir, files)
         assert result.returncode == 0, result.stdout
 
 
@@ -229,4 +223,4 @@ def test_a_streaming_replica_connects_to_the_active_and_keeps_the_archive(
     assert source["connectionParameters"]["sslmode"] == "verify-full"
     assert source["plugin"]["name"] == "barman-cloud.cloudnative-pg.io"
     files = [f for f in write_rendered(run, tmp_path) if f.suffix == ".yaml"]
-    assert _validate(shared_dir, files).returncode == 0
+    assert validate(shared_dir, files).returncode == 0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from program.inventory import must_back_up
-from tests.program.test_config import parse, section
+from headscale_ha.program.inventory import must_back_up
+from tests.support.config_samples import parse, section
 
 
 def test_every_stateful_object_is_listed_with_its_backup() -> None:

@@ -3,21 +3,22 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import dill
 import pytest
 
 from tests.support.engine.apiserver import Cluster, object_key
 from tests.support.engine.lifecycle import IDENTITY, SITES, Lab
 from tests.support.engine.state import RunResult
 from tests.support.engine.world import kubeconfig_for
+from tests.support.lifecycle_stages import migrating
 from tools.harness import PROJECT_DIR
 
-MIGRATION_IMAGE = "registry.example.com/headscale-ha/migrate:1.0.0"
-STORE = {"destinationPath": "s3://headscale-wal/hydra", "endpointUrl": "https://s3.internal.example.com"}
 LITESTREAM_BUMP = {"headscale-ha:backup.litestream.image": "docker.io/litestream/litestream:0.5.18"}
 
 
@@ -338,6 +339,49 @@ def test_the_routers_move_from_one_statefulset_to_one_per_replica_delete_first(l
     assert again.changes() == [], again.text()
 
 
+LEGACY_PROVIDERS = PROJECT_DIR / "tests" / "support" / "legacy_providers.json"
+
+
+def _as_release_0_1_0_providers(lab: Lab, stack: str) -> dict[str, str]:
+    """Rewrite ``stack``'s state as release 0.1.0 wrote it: each dynamic resource's ``__provider``, in its inputs
+    and its outputs, is the pickle 0.1.0 made (by its old class path, ``headscale_provider.resources.*`` and
+    ``components.version_gate.*``; tests/support/legacy_providers.json). Returns resource name -> old path."""
+    legacy = json.loads(LEGACY_PROVIDERS.read_text())["providers"]
+    by_class = {path.rsplit(".", 1)[1]: (path, value) for path, value in legacy.items()}
+    (state,) = [s for s in lab.world.stacks.values() if s.name == stack]
+    rewritten = {}
+    for resource in state.resources.values():
+        if not resource.type.startswith("pulumi-python:dynamic"):
+            continue
+        current = type(dill.loads(base64.b64decode(resource.inputs["__provider"]))).__name__
+        path, value = by_class[current]
+        resource.inputs["__provider"] = resource.outputs["__provider"] = value
+        rewritten[resource.name] = path
+    return rewritten
+
+
+def test_state_written_by_0_1_0_keeps_working_after_the_provider_moved(api_lab: Lab) -> None:
+    """Release 0.1.0 pickled its providers as ``headscale_provider.resources.*`` and ``components.version_gate.*``;
+    they are ``headscale_ha.*`` now. On the real dynamic provider host: `up` is all `same` (each diff reads its
+    fields, not the pickle) and keeps the old outputs, and a destroy loads the old paths through their aliases
+    (headscale_ha/class_paths.py) and deletes every one. (A refresh loads them the same way: tests/test_class_paths.py
+    and the provider host test.)"""
+    rewritten = _as_release_0_1_0_providers(api_lab, "hydra")
+    assert {path.split(".")[0] for path in rewritten.values()} == {"components", "headscale_provider"}
+    up = api_lab.run("up", "hydra")
+    assert up.error is None, up.text()
+    assert up.changes() == [], up.text()
+    (state,) = [s for s in api_lab.world.stacks.values() if s.name == "hydra"]
+    kept = {r.name: r.outputs["__provider"] for r in state.resources.values() if r.name in rewritten}
+    legacy = json.loads(LEGACY_PROVIDERS.read_text())["providers"]
+    assert kept == {name: legacy[path] for name, path in rewritten.items()}  # a same step keeps the old outputs
+    result = api_lab.run("destroy", "hydra")
+    assert result.error is None, result.text()
+    deleted = {s.name for s in result.steps if s.op == "delete"}
+    assert set(rewritten) <= deleted
+    assert api_lab.resources("hydra") == {}
+
+
 def _routers_namespace(lab: Lab) -> str:
     found = lab.hydra.find("StatefulSet", "subnet-router-0")
     assert found is not None
@@ -412,20 +456,8 @@ def test_promotion_with_the_active_gone_then_demotion_when_it_returns(lab: Lab) 
 # ------------------------------------------------------------------------------------------------ migration
 
 
-def _migrating(stage: str = "migrating") -> dict[str, object]:
-    return {
-        "headscale-ha:database": {
-            "stage": stage,
-            "postgres": {"instances": 3, "objectStore": STORE},
-            "migration": {"image": MIGRATION_IMAGE},
-        },
-        "headscale-ha:objectStoreAccessKeyId": "AKIA-offline",
-        "headscale-ha:objectStoreSecretAccessKey": "offline-secret",
-    }
-
-
 def test_the_migration_job_waits_for_the_database_and_survives_routine_changes(lab: Lab) -> None:
-    up = lab.run("up", "hydra", _migrating())
+    up = lab.run("up", "hydra", migrating())
     assert up.error is None, up.text()
     jobs = [key for key in lab.hydra.object_keys() if key[1] == "Job"]
     assert len(jobs) == 1
@@ -435,21 +467,21 @@ def test_the_migration_job_waits_for_the_database_and_survives_routine_changes(l
     cluster = lab.hydra.find("Cluster", "headscale-db", "headscale")
     assert cluster["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
     # An image bump while migrating is a new Job; it re-verifies the loaded target and succeeds.
-    bumped = lab.run("up", "hydra", {**_migrating(), **LITESTREAM_BUMP})
+    bumped = lab.run("up", "hydra", {**migrating(), **LITESTREAM_BUMP})
     assert bumped.error is None, bumped.text()
     (replaced,) = [s for s in bumped.changes() if s.type == "kubernetes:batch/v1:Job"]
     assert (replaced.op, replaced.how) == ("replace", "create-before-delete")
     assert len([key for key in lab.hydra.object_keys() if key[1] == "Job"]) == 1
-    assert lab.run("up", "hydra", {**_migrating(), **LITESTREAM_BUMP}).changes() == []
+    assert lab.run("up", "hydra", {**migrating(), **LITESTREAM_BUMP}).changes() == []
 
 
 def test_a_failed_migration_job_runs_again_at_the_next_up(lab: Lab) -> None:
     lab.hydra.ready_after["Cluster"] = 5000.0  # longer than the Cluster's await: the first up fails
-    failed = lab.run("up", "hydra", _migrating())
+    failed = lab.run("up", "hydra", migrating())
     assert failed.error is not None, failed.text()
     assert "timed out" in failed.error
     lab.hydra.ready_after["Cluster"] = 120.0
-    again = lab.run("up", "hydra", _migrating())
+    again = lab.run("up", "hydra", migrating())
     assert again.error is None, again.text()
     job_key = next(key for key in lab.hydra.object_keys() if key[1] == "Job")
     assert lab.hydra.get(job_key)["status"]["conditions"][0]["type"] == "Complete"
@@ -462,10 +494,10 @@ def test_a_job_that_failed_is_replaced_not_awaited_again(lab: Lab) -> None:
         return next(outcomes, None)
 
     lab.hydra.job_runner = runner
-    failed = lab.run("up", "hydra", _migrating())
+    failed = lab.run("up", "hydra", migrating())
     assert failed.error is not None
     assert "exit 21" in failed.error
-    again = lab.run("up", "hydra", _migrating())
+    again = lab.run("up", "hydra", migrating())
     assert again.error is None, again.text()
     (step,) = [s for s in again.changes() if s.type == "kubernetes:batch/v1:Job"]
     assert (step.op, step.how) == ("replace", "delete-before-replace")
@@ -473,19 +505,19 @@ def test_a_job_that_failed_is_replaced_not_awaited_again(lab: Lab) -> None:
 
 
 def test_re_entering_migrating_after_a_rollback_adopts_the_kept_cluster_as_the_runbook_says(lab: Lab) -> None:
-    assert lab.run("up", "hydra", _migrating()).error is None
+    assert lab.run("up", "hydra", migrating()).error is None
     rolled_back = lab.run("up", "hydra")
     assert rolled_back.error is None, rolled_back.text()
     assert ("delete", "hydra-database-cluster") in rolled_back.ops()
     assert lab.hydra.find("Cluster", "headscale-db", "headscale") is not None  # retained
-    refused = lab.run("up", "hydra", _migrating())
+    refused = lab.run("up", "hydra", migrating())
     assert refused.error is not None
     assert "already exists" in refused.error
     lab.world.env["PULUMI_K8S_UPSERT_EXISTING_OBJECTS"] = "true"  # the runbook: adopt once
-    adopted = lab.run("up", "hydra", _migrating())
+    adopted = lab.run("up", "hydra", migrating())
     del lab.world.env["PULUMI_K8S_UPSERT_EXISTING_OBJECTS"]
     assert adopted.error is None, adopted.text()
-    assert lab.run("up", "hydra", _migrating()).changes() == []
+    assert lab.run("up", "hydra", migrating()).changes() == []
 
 
 # ------------------------------------------------------------------------------------------------ destroy

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from program.config import ConfigError
-from tests.test_main import _validate
+from headscale_ha.program.config import ConfigError
+from tests.support.manifest_validator import validate
 from tools.harness import ProgramRun
 from tools.plan import plan_identity, plan_stack, write_rendered
 
@@ -100,7 +100,7 @@ class Tailnet:
     def validate(self, run: ProgramRun) -> None:
         self.validated += 1
         files = [f for f in write_rendered(run, self.out / f"{self.validated}-{run.stack}") if f.suffix == ".yaml"]
-        result = _validate(self.shared_dir, files)
+        result = validate(self.shared_dir, files)
         assert result.returncode == 0, result.stdout + result.stderr
 
     def every_stack(self) -> dict[str, ProgramRun | ConfigError]:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config_types import quantity_value
-from components.settings import Litestream
-from policy.images import ImageRef
-from program.recovery import (
+from headscale_ha.components.config_types import quantity_value
+from headscale_ha.components.settings import Litestream
+from headscale_ha.policy.images import ImageRef
+from headscale_ha.program.recovery import (
     FORCE_DETACH_SECONDS,
     LITESTREAM_MONITOR_SECONDS,
     MEASURED_FILE,
@@ -20,13 +20,13 @@ from program.recovery import (
     load_promotion_figures,
     load_restore_figures,
 )
-from tests.components.test_postgres import POSTGRES
 from tests.support.litestream_lab import (
     App,
     litestream_bin,
     replica_row_count,
     write_then_stop,
 )
+from tests.support.stack_snippets import POSTGRES
 from tools.harness import PROJECT_DIR
 
 
@@ -130,7 +130,7 @@ def test_the_cluster_loss_row_adds_the_decision_the_measured_command_the_restore
 
 
 def test_missing_promotion_figures_name_the_bench_that_records_them(tmp_path) -> None:
-    with pytest.raises(MeasurementError, match=r"run `python bench/promotion\.py --record`"):
+    with pytest.raises(MeasurementError, match=r"run `python -m bench\.promotion --record`"):
         load_promotion_figures(tmp_path / "promotion.json")
 
 
@@ -146,7 +146,7 @@ def test_the_measurement_matches_the_litestream_the_program_renders() -> None:
     figures = load_restore_figures()
     assert figures.litestream == ImageRef.parse(Litestream().image).tag, (
         "bench/measured/restore.json was measured with another Litestream than the image the pods run: "
-        "re-run `python bench/restore.py --record`"
+        "re-run `python -m bench.restore --record`"
     )
     assert 0 < figures.wall_seconds_per_mb < 1
     assert figures.cpu_seconds_per_mb > 0
@@ -154,7 +154,7 @@ def test_the_measurement_matches_the_litestream_the_program_renders() -> None:
 
 
 def test_a_missing_measurement_names_the_file_and_the_command(tmp_path: Path) -> None:
-    with pytest.raises(MeasurementError, match=r"restore\.json.*python bench/restore\.py --record"):
+    with pytest.raises(MeasurementError, match=r"restore\.json.*python -m bench\.restore --record"):
         load_restore_figures(tmp_path / "restore.json")
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"litestream": "0.5.17"}))

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import requests
 
-from tests.program.test_lifecycle import _migrating
 from tests.support.engine.lifecycle import IDENTITY, SITES, Lab
 from tests.support.engine.state import RunResult
 from tests.support.fake_headscale import FakeHeadscale
+from tests.support.lifecycle_stages import migrating
 
 API = "pulumi-python:dynamic/headscale:"
 GATE = "pulumi-python:dynamic/upgrade:VersionGate"
@@ -344,10 +344,10 @@ def test_moving_to_postgres_and_back_keeps_the_registry(deployed: Callable[..., 
     users = json.loads(lab.config("hydra")[1]["headscale-ha:tailnet"])["users"]
     dave = {"headscale-ha:tailnet.users": [*users, {"name": "dave", "displayName": "Dave"}]}
     stages: list[tuple[str, dict[str, Any], dict[str, str], bool]] = [
-        ("migrating", _migrating("migrating"), {}, False),
+        ("migrating", migrating("migrating"), {}, False),
         ("rolled back", {}, {}, True),
-        ("migrating again", _migrating("migrating"), {"PULUMI_K8S_UPSERT_EXISTING_OBJECTS": "true"}, False),
-        ("postgres", {**_migrating("postgres"), **dave}, {}, True),
+        ("migrating again", migrating("migrating"), {"PULUMI_K8S_UPSERT_EXISTING_OBJECTS": "true"}, False),
+        ("postgres", {**migrating("postgres"), **dave}, {}, True),
         ("rolled back after step 3", dave, {}, True),
     ]
     for stage, change, env, serving in stages:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from program.standby import CHECKED_OUTPUTS, StandbyMismatch, check, compare
-from tests.components.test_postgres import POSTGRES
-from tests.conftest import ACTIVE_STACK, IDENTITY_STACK
-from tests.program.test_failover import SQLITE_DB
-from tests.test_main import _validate
+from headscale_ha.program.standby import CHECKED_OUTPUTS, StandbyMismatch, check, compare
+from tests.support.manifest_validator import validate
+from tests.support.stack_snippets import POSTGRES, SQLITE_DB
+from tests.support.stacks import ACTIVE_STACK, IDENTITY_STACK
 from tools.plan import write_rendered
 
 SAME = {"headscaleVersion": "0.29.2", "databaseStage": "sqlite", "identityFingerprint": "ab" * 32, "backupKeyEpoch": 1}
@@ -194,4 +193,4 @@ def test_the_real_stages_of_a_migrated_pair(run_stack, project_copy, stack_outpu
     cosmos = run_stack("cosmos", project_dir=project, stack_outputs=references)
     assert cosmos.outputs["follows"]["databaseStage"] == "postgres"
     files = [f for f in write_rendered(cosmos, tmp_path) if f.suffix == ".yaml"]
-    assert _validate(shared_dir, files).returncode == 0
+    assert validate(shared_dir, files).returncode == 0

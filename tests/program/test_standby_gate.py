@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from program.standby import StandbyMismatch
+from headscale_ha.program.standby import StandbyMismatch
 from tests.support.engine.lifecycle import IDENTITY, Lab
 from tests.support.engine.state import RunResult
 from tests.support.engine.world import StackState

@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from policy.model import PolicyError, load_hujson, policy_document, validate_policy
+from headscale_ha.policy.model import PolicyError, load_hujson, policy_document, validate_policy
 from tests.support.swagger_contract import GRPC_HTTP_STATUS, SwaggerContract, find_swagger, normalize_version
 
 SUPPORTED_VERSIONS = ("0.28.0", "0.29.2")

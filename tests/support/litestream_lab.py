@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.litestream_config import render_litestream_config
+from headscale_ha.components.litestream_config import render_litestream_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from components.endpoint import NAME as ROUTE
+from headscale_ha.components.endpoint import NAME as ROUTE
 from tests.support.engine.apiserver import Cluster
 from tests.support.engine.engine import Engine
 from tests.support.engine.lifecycle import _headscale_serves

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from components.alerts import ALERTS
+from headscale_ha.components.alerts import ALERTS
 from tools import alerts_table
 from tools.harness import PROJECT_DIR
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from program.availability import availability_output
+from headscale_ha.program.availability import availability_output
 from tools import availability_docs
 from tools.availability_docs import DOCS_DIR, documents, report_of, stale, write
 from tools.harness import PROJECT_DIR

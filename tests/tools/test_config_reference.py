@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from program.config import SECRET_KEYS, StackConfig
+from headscale_ha.program.config import SECRET_KEYS, StackConfig
 from tools import config_reference
 from tools.harness import PROJECT_DIR
 

@@ -9,8 +9,8 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from headscale_provider.resources import UserProvider
-from program.config import ConfigError
+from headscale_ha.program.config import ConfigError
+from headscale_ha.provider.resources import UserProvider
 from tools.harness import (
     PROJECT_DIR,
     SECRET,

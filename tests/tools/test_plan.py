@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 import tools.plan
-from program.examples import warning as example_warning
+from headscale_ha.program.examples import warning as example_warning
 from tools.availability_docs import stack_config
 from tools.harness import PROJECT_DIR, SecretOutput
 from tools.plan import advisory_warnings, grouped_advisory_warnings, offline_stack_outputs, plan_all, plan_order

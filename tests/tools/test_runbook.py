@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from program.failover import FENCE_TIMEOUT_SECONDS
+from headscale_ha.program.failover import FENCE_TIMEOUT_SECONDS
 from tests.support.cli_model import CommandLine
 from tests.support.engine.lifecycle import Lab
 from tools.harness import PROJECT_DIR

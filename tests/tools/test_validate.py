@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_main import ALL_SETS, _option_set_run
+from tests.support.option_sets import ALL_SETS, option_set_run
 from tools import pod_security, validate
 from tools.harness import PROJECT_DIR
 from tools.plan import plan_stack, write_rendered
@@ -56,7 +56,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory, planned_stack_outputs) ->
             if name in MAKE_PLAN:
                 run = plan_stack(name.split()[0], stack_outputs=outputs)
             else:
-                run = _option_set_run(name, _project_copy(scratch / "project"), outputs)
+                run = option_set_run(name, _project_copy(scratch / "project"), outputs)
             write_rendered(run, scratch / "out")
             cache[name] = scratch / "out"
         return cache[name]

@@ -58,7 +58,10 @@ class DynamicHost:
     """One host process; ``close()`` stops it (the engine stops its plugins when the deployment ends)."""
 
     def __init__(self, config: Mapping[str, Any], project: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(PROJECT), "PULUMI_PROJECT": project}
+        # As the engine starts it: in the project directory (the module path's first entry under -m), with the
+        # program's environment, whose editable install is the package; no PYTHONPATH of ours.
+        env = {**os.environ, "PULUMI_PROJECT": project}
+        env.pop("PYTHONPATH", None)
         # The engine shows a plugin's stderr as info lines: kept in a file (a pipe nobody reads would block the
         # host once full), read back by ``messages``.
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the host; closed by its owner

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components.endpoint import NAME as ROUTE
-from program.config import SECRET_KEYS
+from headscale_ha.components.endpoint import NAME as ROUTE
+from headscale_ha.program.config import SECRET_KEYS
 from tests.support.engine.apiserver import Cluster
 from tests.support.engine.dynamic import DynamicHost
 from tests.support.engine.engine import Engine

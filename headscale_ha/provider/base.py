@@ -24,7 +24,7 @@ from pulumi.dynamic import (
     ResourceProvider,
 )
 
-from headscale_provider.client import (
+from headscale_ha.provider.client import (
     HeadscaleClient,
     TransientError,
     VersionMismatchError,
