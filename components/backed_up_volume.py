@@ -13,6 +13,7 @@ from headscale_ha.components.backup_volume import claim_name as backup_claim_nam
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream import METRICS_PORT, LitestreamBackup, LitestreamBackupArgs, backup_key_secret
 from headscale_ha.components.litestream_config import duration_seconds, parse_go_duration
+from headscale_ha.components.pod import PART_OF
 from headscale_ha.components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
 from headscale_ha.components.settings import Backup, Cluster
 from headscale_ha.components.workload import DATA_VOLUME, sqlite_volume
@@ -74,6 +75,7 @@ def backed_up_volume(
         f"{name}-backup",
         LitestreamBackupArgs(
             app=app,
+            part_of=PART_OF,
             namespace=meta["namespace"],
             settings=backup,
             db_path=f"{data_dir}/{db_file}",

@@ -39,6 +39,8 @@ class BackupVolumeArgs:
     """Where the claim lives and which export (or StorageClass) backs it."""
 
     namespace: str  # namespace of the claim: the applications that mount it run there
+    #: The application the backups belong to, the caller's: `app.kubernetes.io/part-of` of the claim and volume.
+    part_of: str
     nfs: Nfs  # the source: a static NFS server and path, or a StorageClass that provisions the claim; its size
 
 
@@ -59,7 +61,7 @@ class BackupVolume(pulumi.ComponentResource):
     def __init__(self, name: str, args: BackupVolumeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:backup:BackupVolume", name, None, opts)
         nfs = args.nfs
-        meta_labels = labels("litestream", "backup")
+        meta_labels = labels("litestream", "backup", args.part_of)
         # Retained: deleting the claim or the volume object must never be how the backup directory goes away.
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
         self.claim_name = claim = claim_name(nfs)

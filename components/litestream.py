@@ -142,6 +142,9 @@ class LitestreamBackupArgs:
     """Where the application keeps its database and how the backup of it must behave."""
 
     app: str  # names the backup directory on NFS: <nfs path>/<app>
+    #: The application the backup belongs to, the caller's: `app.kubernetes.io/part-of` of every object it makes
+    #: (headscale-ha passes its own name; a program protecting Vaultwarden passes "vaultwarden").
+    part_of: str
     namespace: str  # namespace of the application, its ConfigMap and its ReplicationSource
     settings: Backup  # Litestream image, sync interval, retention, resources; VolSync snapshots when set
     db_path: str  # the SQLite database file inside data_mount
@@ -234,7 +237,7 @@ class LitestreamBackup(pulumi.ComponentResource):
             metadata={
                 "name": f"{args.app}-litestream",
                 "namespace": args.namespace,
-                "labels": labels(args.app, "backup"),
+                "labels": labels(args.app, "backup", args.part_of),
             },
             data={"litestream.yml": config_text, **scripts},
             opts=child,
@@ -252,7 +255,7 @@ class LitestreamBackup(pulumi.ComponentResource):
                 metadata={
                     "name": backup_key_secret(args.app),
                     "namespace": args.namespace,
-                    "labels": labels(args.app, "backup"),
+                    "labels": labels(args.app, "backup", args.part_of),
                 },
                 type="Opaque",
                 string_data={BACKUP_KEY_ITEM: pulumi.Output.secret(args.backup_key)},
@@ -263,7 +266,12 @@ class LitestreamBackup(pulumi.ComponentResource):
         self.pod_dependencies = []
         if args.records_position:
             self.pod_dependencies += recorder_rbac(
-                name, app=args.app, namespace=args.namespace, witness=served_config_map(args.app), opts=child
+                name,
+                app=args.app,
+                part_of=args.part_of,
+                namespace=args.namespace,
+                witness=served_config_map(args.app),
+                opts=child,
             )
             self.service_account_name = recorder_account(args.app)
             self.volumes += recorder_volumes()
@@ -297,11 +305,11 @@ class LitestreamBackup(pulumi.ComponentResource):
                 metadata={
                     "name": metrics_service_name(args.app),
                     "namespace": args.namespace,
-                    "labels": labels(args.app, METRICS_COMPONENT),
+                    "labels": labels(args.app, METRICS_COMPONENT, args.part_of),
                 },
                 spec={
                     "clusterIP": "None",
-                    "selector": selector(args.app),
+                    "selector": selector(args.app, args.part_of),
                     "ports": [
                         {
                             "name": METRICS_PORT_NAME,
@@ -406,7 +414,7 @@ class LitestreamBackup(pulumi.ComponentResource):
             metadata={
                 "name": served_config_map(app),
                 "namespace": self._args.namespace,
-                "labels": labels(app, "backup"),
+                "labels": labels(app, "backup", self._args.part_of),
                 # The object is this program's: take its fields over from any earlier field manager.
                 "annotations": {"pulumi.com/patchForce": "true"},
             },
@@ -508,7 +516,11 @@ class LitestreamBackup(pulumi.ComponentResource):
             f"{name}-volsync",
             api_version="volsync.backube/v1alpha1",
             kind="ReplicationSource",
-            metadata={"name": f"{args.app}-data", "namespace": args.namespace, "labels": labels(args.app, "backup")},
+            metadata={
+                "name": f"{args.app}-data",
+                "namespace": args.namespace,
+                "labels": labels(args.app, "backup", args.part_of),
+            },
             spec={"sourcePVC": args.pvc_name, "trigger": {"schedule": volsync.schedule}, "restic": restic},
             opts=opts,
         )

@@ -15,18 +15,20 @@ PART_OF = "headscale-ha"
 RUN_AS = 65532
 
 
-def labels(app: str, component: str) -> dict[str, str]:
+def labels(app: str, component: str, part_of: str = PART_OF) -> dict[str, str]:
+    """The recommended labels. ``part_of`` is the application the object belongs to: headscale-ha's own objects
+    by default; a component another program reuses (LitestreamBackup, BackupVolume) takes it from its caller."""
     return {
         "app.kubernetes.io/name": app,
         "app.kubernetes.io/component": component,
-        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/part-of": part_of,
         "app.kubernetes.io/managed-by": "pulumi",
     }
 
 
-def selector(app: str) -> dict[str, str]:
+def selector(app: str, part_of: str = PART_OF) -> dict[str, str]:
     """The stable subset of labels used by selectors (selectors are immutable on a Deployment)."""
-    return {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": PART_OF}
+    return {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": part_of}
 
 
 def pod_security() -> dict[str, Any]:

@@ -115,12 +115,12 @@ def recorder_container(
 
 
 def recorder_rbac(
-    name: str, *, app: str, namespace: str, witness: str, opts: pulumi.ResourceOptions
+    name: str, *, app: str, part_of: str, namespace: str, witness: str, opts: pulumi.ResourceOptions
 ) -> tuple[k8s.core.v1.ServiceAccount, k8s.rbac.v1.Role, k8s.rbac.v1.RoleBinding]:
     """The recorder's ServiceAccount (no automounted token) and a Role bound to it alone: get and patch on the
     witness ConfigMap by name. No create (which RBAC cannot restrict by name): Pulumi creates the witness."""
     own = recorder_account(app)
-    meta = {"name": own, "namespace": namespace, "labels": labels(app, "backup")}
+    meta = {"name": own, "namespace": namespace, "labels": labels(app, "backup", part_of)}
     account = k8s.core.v1.ServiceAccount(
         f"{name}-recorder-account", metadata=meta, automount_service_account_token=False, opts=opts
     )

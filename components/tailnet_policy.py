@@ -63,26 +63,26 @@ class TailnetPolicyArgs:
 
 
 class TailnetPolicy(pulumi.ComponentResource):
-    """The rendered policy, published in a ConfigMap (in file mode the file Headscale reads); with API access, and
-    once ``track_live`` names the server, compared with the live policy (`file`, `databaseUnmanaged`: never
-    written) or written to it (`apply`).
+    """The rendered policy, published in a ConfigMap (in file mode the file Headscale reads). With API access,
+    ``live_policy`` then compares it with the live policy (`file`, `databaseUnmanaged`: never written) or writes it
+    (`apply`) once the server has rolled out.
 
     Outputs (also attributes): `configMap` (`config_map_name`), the ConfigMap holding `policy.json`; `sha256`;
     `mode`; `enforcedFromStart` (`enforced_from_start`). Attributes `rendered` (the policy), `config_map` (what the
-    Headscale pod waits for in file mode) and `live` (the HeadscalePolicy, or None).
+    Headscale pod waits for in file mode) and `resource_name` (what ``live_policy`` names its resource after).
     """
 
     rendered: RenderedPolicy
     config_map: k8s.core.v1.ConfigMap
     config_map_name: str
     enforced_from_start: bool
-    live: HeadscalePolicy | None
+    resource_name: str
 
     def __init__(self, name: str, args: TailnetPolicyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:policy:TailnetPolicy", name, None, opts)
         if args.mode is PolicyMode.APPLY and args.live is None:
             raise ValueError("policy mode apply needs API access (args.live)")
-        self._name, self._args = name, args
+        self.resource_name = name
         self.rendered = args.policy
         self.config_map_name = CONFIG_MAP
         self.enforced_from_start = enforced_from_start(args.mode)
@@ -105,7 +105,6 @@ class TailnetPolicy(pulumi.ComponentResource):
         )
         if args.mode is PolicyMode.DATABASE_UNMANAGED:
             pulumi.log.warn(ALLOW_ALL_WARNING, resource=self)
-        self.live = None
         self.register_outputs(
             {
                 "configMap": CONFIG_MAP,
@@ -115,19 +114,29 @@ class TailnetPolicy(pulumi.ComponentResource):
             }
         )
 
-    def track_live(self, after: Sequence[pulumi.Resource]) -> HeadscalePolicy | None:
-        """With API access: the provider's view of the live policy, created after ``after`` (the server's
-        Deployment) so it talks to the server this run rolled out: a write to a server still in file mode would be
-        refused, and a comparison would see the old file. Writes only in `apply`; in `file` mode the comparison
-        shows whether the running server loaded this policy. None without API access."""
-        args = self._args
-        if args.live is None or self.live is not None:
-            return self.live
-        self.live = HeadscalePolicy(
-            f"{self._name}-live",
-            policy=self.rendered.text,
-            mode="apply" if args.mode is PolicyMode.APPLY else "dryRun",
-            provider=PolicyProvider(api_url=args.live.url, version=args.live.headscale_version),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)),
-        )
-        return self.live
+
+def live_policy(
+    policy: TailnetPolicy,
+    args: TailnetPolicyArgs,
+    *,
+    after: Sequence[pulumi.Resource],
+    parent: pulumi.Resource,
+) -> HeadscalePolicy | None:
+    """With API access: the provider's view of the live policy of ``policy``, created after ``after`` (the
+    server's Deployment and its route) so it talks to the server this run rolled out: a write to a server still in
+    file mode would be refused, and a comparison would see the old file. Writes only in `apply`; in `file` mode the
+    comparison shows whether the running server loaded this policy. None without API access.
+
+    A function, not a child of TailnetPolicy: the policy's ConfigMap comes before the server and this comes after
+    it, and a component is complete when its constructor returns. Up to 0.1.0 it was that component's child: the
+    alias keeps the stacks' existing resource (same name, the old parent), so nothing is replaced.
+    """
+    if args.live is None:
+        return None
+    return HeadscalePolicy(
+        f"{policy.resource_name}-live",
+        policy=policy.rendered.text,
+        mode="apply" if args.mode is PolicyMode.APPLY else "dryRun",
+        provider=PolicyProvider(api_url=args.live.url, version=args.live.headscale_version),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after), aliases=[pulumi.Alias(parent=policy)]),
+    )

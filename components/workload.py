@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components.pod import labels, selector, static_check_skips
+from headscale_ha.components.pod import PART_OF, labels, selector, static_check_skips
 from headscale_ha.components.settings import LocalStorage, LocalVolume
 
 
@@ -86,10 +86,12 @@ def singleton_deployment(
     annotations: dict[str, str],
     opts: pulumi.ResourceOptions,
     skip_reasons: dict[str, str] | None = None,
+    part_of: str = PART_OF,
 ) -> k8s.apps.v1.Deployment:
     """At most one pod, replaced by stopping the old one first: a SQLite file has one writer.
 
-    ``skip_reasons``: static checks (checkov ids) this workload is exempt from, and why."""
+    ``skip_reasons``: static checks (checkov ids) this workload is exempt from, and why; ``part_of``: the
+    application of the pod labels and the selector (pod.labels)."""
     return k8s.apps.v1.Deployment(
         resource_name,
         metadata={**meta, "name": app, "annotations": static_check_skips(pod_spec, skip_reasons)},
@@ -97,23 +99,33 @@ def singleton_deployment(
             "replicas": replicas,
             "strategy": {"type": "Recreate"},
             "revisionHistoryLimit": 3,
-            "selector": {"matchLabels": selector(app)},
-            "template": {"metadata": {"labels": labels(app, component), "annotations": annotations}, "spec": pod_spec},
+            "selector": {"matchLabels": selector(app, part_of)},
+            "template": {
+                "metadata": {"labels": labels(app, component, part_of), "annotations": annotations},
+                "spec": pod_spec,
+            },
         },
         opts=opts,
     )
 
 
 def cluster_service(
-    resource_name: str, *, meta: dict[str, Any], app: str, ports: dict[str, int], parent: pulumi.Resource
+    resource_name: str,
+    *,
+    meta: dict[str, Any],
+    app: str,
+    ports: dict[str, int],
+    parent: pulumi.Resource,
+    part_of: str = PART_OF,
 ) -> k8s.core.v1.Service:
-    """A ClusterIP Service whose named ports target the container ports of the same names."""
+    """A ClusterIP Service whose named ports target the container ports of the same names (the pods of ``app``
+    in ``part_of``)."""
     return k8s.core.v1.Service(
         resource_name,
         metadata={**meta, "name": app},
         spec={
             "type": "ClusterIP",
-            "selector": selector(app),
+            "selector": selector(app, part_of),
             "ports": [
                 {"name": port, "port": number, "targetPort": port, "protocol": "TCP"} for port, number in ports.items()
             ],

@@ -55,7 +55,7 @@ from headscale_ha.components.network_policy import (
     from_pods,
     ingress_peers,
 )
-from headscale_ha.components.pod import selector
+from headscale_ha.components.pod import PART_OF, selector
 from headscale_ha.components.postgres import CLUSTER as DATABASE_CLUSTER
 from headscale_ha.components.postgres import (
     DATABASE,
@@ -272,7 +272,7 @@ def backup_volume_args(config: StackConfig) -> BackupVolumeArgs:
     """The backup claim's Args; only a stack that names an NFS target (`backup.nfs`) has one."""
     if config.backup.nfs is None:
         raise ValueError("backup.nfs is required for the backup volume")
-    return BackupVolumeArgs(namespace=config.namespace, nfs=config.backup.nfs)
+    return BackupVolumeArgs(namespace=config.namespace, part_of=PART_OF, nfs=config.backup.nfs)
 
 
 # ------------------------------------------------------------------------------------------ config-level facts

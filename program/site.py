@@ -22,7 +22,7 @@ from headscale_ha.components.postgres import PostgresDatabase
 from headscale_ha.components.release import VERSION
 from headscale_ha.components.settings import DatabaseStage, Role
 from headscale_ha.components.tailnet_objects import TailnetObjects
-from headscale_ha.components.tailnet_policy import CONFIG_MAP, TailnetPolicy
+from headscale_ha.components.tailnet_policy import CONFIG_MAP, TailnetPolicy, live_policy
 from headscale_ha.program.args import (
     backup_volume_args,
     gateway_endpoints,
@@ -170,7 +170,8 @@ class TailnetSite(pulumi.ComponentResource):
                 opts=in_namespace,
             )
         # Before the server: in file mode its pod mounts the policy ConfigMap and waits for it.
-        self.policy = TailnetPolicy(f"{name}-policy", tailnet_policy_args(config), opts=in_namespace)
+        policy_args = tailnet_policy_args(config)
+        self.policy = TailnetPolicy(f"{name}-policy", policy_args, opts=in_namespace)
         self.headscale = HeadscaleServer(
             f"{name}-headscale",
             headscale_server_args(config, policy_published_by=self.policy.config_map),
@@ -181,7 +182,7 @@ class TailnetSite(pulumi.ComponentResource):
         endpoint = PublicEndpoint(f"{name}-endpoint", public_endpoint_args(config), opts=in_namespace)
         serving = [self.headscale.deployment, endpoint]
         # After the server: the provider compares with (or in `apply` writes) the policy of the server rolled out.
-        self.policy.track_live(after=serving)
+        live_policy(self.policy, policy_args, after=serving, parent=self)
         if config.database.stage is DatabaseStage.MIGRATING and self.database is not None:
             # Awaited by Pulumi: the stage is done when the Job succeeded; Headscale stays at 0 until then.
             SqliteToPostgres(

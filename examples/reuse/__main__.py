@@ -14,6 +14,7 @@ from vaultwarden import Vaultwarden, VaultwardenArgs
 
 from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
 from headscale_ha.components.headscale import HeadscaleServer, HeadscaleServerArgs, SqliteStorage
+from headscale_ha.components.pod import PART_OF
 from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Nfs, ResourceAmounts
 
 config = pulumi.Config()
@@ -39,7 +40,7 @@ backup = Backup(nfs=Nfs(server=config.require("nfsServer"), path=config.require(
 assert backup.nfs is not None
 vpn_backup = BackupVolume(
     "vpn-backup",
-    BackupVolumeArgs(namespace=vpn, nfs=backup.nfs),
+    BackupVolumeArgs(namespace=vpn, part_of=PART_OF, nfs=backup.nfs),
     opts=pulumi.ResourceOptions(depends_on=[vpn_namespace]),
 )
 server = HeadscaleServer(

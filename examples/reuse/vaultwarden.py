@@ -43,11 +43,13 @@ class Vaultwarden(pulumi.ComponentResource):
     def __init__(self, name: str, args: VaultwardenArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("reuse-example:app:Vaultwarden", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": args.namespace, "labels": labels(APP, "app")}
+        meta = {"namespace": args.namespace, "labels": labels(APP, "app", part_of=APP)}
         backup_settings = Backup(nfs=Nfs(server=args.nfs_server, path=args.nfs_path))
         assert backup_settings.nfs is not None
         volume = BackupVolume(
-            f"{name}-backup-volume", BackupVolumeArgs(namespace=args.namespace, nfs=backup_settings.nfs), opts=child
+            f"{name}-backup-volume",
+            BackupVolumeArgs(namespace=args.namespace, part_of=APP, nfs=backup_settings.nfs),
+            opts=child,
         )
         self.backup_claim = volume.claim_name
         claim = data_claim(
@@ -62,6 +64,7 @@ class Vaultwarden(pulumi.ComponentResource):
             f"{name}-backup",
             LitestreamBackupArgs(
                 app=APP,
+                part_of=APP,
                 namespace=args.namespace,
                 settings=backup_settings,
                 db_path=f"{DATA_DIR}/db.sqlite3",
@@ -80,10 +83,11 @@ class Vaultwarden(pulumi.ComponentResource):
             replicas=1,
             pod_spec=self._pod_spec(backup),
             annotations={"checksum/backup": backup.config_checksum},
+            part_of=APP,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[claim, volume, backup]),
         )
         self.service_name = APP
-        cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self)
+        cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self, part_of=APP)
         self.register_outputs({"service": self.service_name, "backupClaim": self.backup_claim})
 
     @staticmethod

@@ -562,6 +562,7 @@ def _lone_backup(*, record_position: bool, backup_key: str | None = "ab" * 32) -
     settings = Backup.model_validate({"nfs": {"server": "nfs.example.org", "path": "/export/b"}})
     args = LitestreamBackupArgs(
         app="vault",
+        part_of="vaultwarden",
         namespace="apps",
         settings=settings,
         db_path="/data/db.sqlite",
@@ -602,3 +603,15 @@ def test_the_component_alone_registers_the_recorder_only_where_asked() -> None:
     ]
     unsigned = _lone_backup(record_position=True, backup_key=None)
     assert [o["kind"] for o in unsigned.kubernetes_objects()] == ["ConfigMap"], "no key: nothing to record"
+
+
+def test_every_object_of_the_component_alone_names_the_callers_application() -> None:
+    """`app.kubernetes.io/part-of` is the caller's (``part_of``), never headscale-ha's, on every object the
+    backup makes for another application, its pod-facing pieces included."""
+    recording = _lone_backup(record_position=True)
+    part_of = {
+        (o["kind"], o["metadata"]["name"]): o["metadata"]["labels"]["app.kubernetes.io/part-of"]
+        for o in recording.kubernetes_objects()
+    }
+    assert set(part_of.values()) == {"vaultwarden"}, part_of
+    assert len(part_of) == 5

@@ -564,7 +564,9 @@ PROGRAM = """
     )
     backup = BackupVolume(
         "backup",
-        BackupVolumeArgs(namespace="headscale", nfs=Nfs(server="nfs.example.org", path="/export/headscale")),
+        BackupVolumeArgs(
+            namespace="headscale", part_of="headscale-ha", nfs=Nfs(server="nfs.example.org", path="/export/headscale")
+        ),
     )
     outputs = {}
     for app, cron in (("headscale", "17 4 * * *"), ("headplane", "47 4 * * *")):

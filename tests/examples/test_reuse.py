@@ -88,3 +88,21 @@ def test_a_headscale_server_from_hand_written_args_restores_with_its_identity_co
         o for o in run.kubernetes_objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "headscale-config"
     )
     assert "server_url: https://vpn.lab.example.com" in config["data"]["config.yaml"]
+
+
+def test_each_object_names_the_application_it_belongs_to() -> None:
+    """Vaultwarden's objects (its backup's included) are `part-of: vaultwarden`; the Headscale server's, a
+    headscale-ha component with its own backup, `part-of: headscale-ha`. Selectors follow the same labels."""
+    run = _run()
+    part_of: dict[str, set[str]] = {}
+    for o in run.kubernetes_objects():
+        labels = o["metadata"].get("labels", {})
+        if "app.kubernetes.io/part-of" in labels:  # a static PersistentVolume counts in its claim's namespace
+            namespace = o["metadata"].get("namespace") or o["spec"]["claimRef"]["namespace"]
+            part_of.setdefault(namespace, set()).add(labels["app.kubernetes.io/part-of"])
+    assert part_of == {"vault": {"vaultwarden"}, "vpn": {"headscale-ha"}}
+    deployment = _object(run, "Deployment", "vaultwarden")
+    assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/part-of"] == "vaultwarden"
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/part-of"] == "vaultwarden"
+    service = _object(run, "Service", "vaultwarden")
+    assert service["spec"]["selector"]["app.kubernetes.io/part-of"] == "vaultwarden"

@@ -382,6 +382,44 @@ def test_state_written_by_0_1_0_keeps_working_after_the_provider_moved(api_lab: 
     assert api_lab.resources("hydra") == {}
 
 
+def _as_release_0_1_0_live_policy(lab: Lab, stack: str) -> tuple[str, str]:
+    """Rewrite ``stack``'s state to 0.1.0's tree: the live policy (HeadscalePolicy) a child of the TailnetPolicy
+    component, where it is the site's child now. Returns (old URN, current URN)."""
+    (state,) = [s for s in lab.world.stacks.values() if s.name == stack]
+    (live,) = [r for r in state.resources.values() if r.type == "pulumi-python:dynamic/headscale:Policy"]
+    (component,) = [r for r in state.resources.values() if r.type == "headscale-ha:policy:TailnetPolicy"]
+    old = live.copy()
+    old.urn = live.urn.replace(f"::{live.urn.split('::')[2]}::", f"::{component.type}${live.type}::")
+    old.parent = component.urn
+    state.resources = {
+        (old.urn if urn == live.urn else urn): (old if urn == live.urn else r) for urn, r in state.resources.items()
+    }
+    return old.urn, live.urn
+
+
+def test_the_live_policy_moves_under_the_site_through_its_alias(api_lab: Lab) -> None:
+    """0.1.0 made the live policy a child of TailnetPolicy after the component had registered its outputs; it is
+    the site's child now (components are complete when their constructor returns). The alias takes the existing
+    resource over: `up` is all `same` (no delete, no create, no call that writes the policy), the state holds it
+    under its new URN with its id, and a second `up` changes nothing."""
+    old_urn, new_urn = _as_release_0_1_0_live_policy(api_lab, "hydra")
+    assert old_urn != new_urn
+    (state,) = [s for s in api_lab.world.stacks.values() if s.name == "hydra"]
+    before = state.resources[old_urn]
+    assert api_lab.headscale is not None
+    writes = [r for r in api_lab.headscale.requests if r.method != "GET"]
+    up = api_lab.run("up", "hydra")
+    assert up.error is None, up.text()
+    assert up.changes() == [], up.text()
+    assert old_urn not in state.resources
+    assert state.resources[new_urn].id == before.id
+    assert state.resources[new_urn].outputs == before.outputs
+    assert [r for r in api_lab.headscale.requests if r.method != "GET"] == writes
+    again = api_lab.run("up", "hydra")
+    assert again.error is None, again.text()
+    assert again.changes() == [], again.text()
+
+
 def _routers_namespace(lab: Lab) -> str:
     found = lab.hydra.find("StatefulSet", "subnet-router-0")
     assert found is not None
