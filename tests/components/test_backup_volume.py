@@ -1,11 +1,15 @@
-"""BackupVolume: the NFS export reaches the pods as a claim, bound to exactly one volume, kept on destroy."""
+"""BackupVolume: the NFS export reaches the pods as a claim, bound to exactly one volume, kept on destroy.
+
+At the component seam: each test builds one BackupVolume from hand-written args. The stack-level checks (the
+stacks' NFS source, ConfigError from the stack config, what the pods mount) are in
+tests/program/test_site_backup_volume.py.
+"""
 
 from __future__ import annotations
 
-import pytest
-import yaml
-
-from headscale_ha.program.config import ConfigError
+from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
+from headscale_ha.components.settings import Nfs
+from tests.support.component_run import build_component
 from tools.harness import ProgramRun
 
 
@@ -13,39 +17,30 @@ def _objects(run: ProgramRun, kind: str) -> list[dict]:
     return [o for o in run.kubernetes_objects() if o["kind"] == kind]
 
 
-def _with_nfs(project_copy, nfs: dict):
-    project = project_copy()
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["backup"]["value"]["nfs"] = nfs
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return project
+def _lone_volume(nfs: Nfs) -> ProgramRun:
+    """BackupVolume alone, in the caller's namespace, for the caller's application (no stack file)."""
+    args = BackupVolumeArgs(namespace="apps", part_of="vaultwarden", nfs=nfs)
+    return build_component(lambda: BackupVolume("vault-backup", args))
 
 
-def test_a_static_nfs_volume_is_bound_to_the_claim_both_ways(run_stack) -> None:
-    run = run_stack("hydra")
+def test_a_static_nfs_volume_is_bound_to_the_claim_both_ways() -> None:
+    run = _lone_volume(Nfs(server="nfs.example.org", path="/export/b"))
     (volume,) = _objects(run, "PersistentVolume")
     (claim,) = [c for c in _objects(run, "PersistentVolumeClaim") if c["metadata"]["name"].startswith("litestream-")]
-    assert volume["spec"]["nfs"] == {"server": "nfs.internal.example.com", "path": "/export/headscale-backup"}
+    assert volume["spec"]["nfs"] == {"server": "nfs.example.org", "path": "/export/b"}
     # Pre-bound both ways with no class: no provisioner takes the claim, no other claim takes the volume.
-    assert volume["spec"]["claimRef"] == {"namespace": "headscale", "name": claim["metadata"]["name"]}
-    assert claim["spec"]["volumeName"] == volume["metadata"]["name"] == f"headscale-{claim['metadata']['name']}"
+    assert volume["spec"]["claimRef"] == {"namespace": "apps", "name": claim["metadata"]["name"]}
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"] == f"apps-{claim['metadata']['name']}"
     assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
     assert volume["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
-    kept = [r for r in run.resources if r.name in ("hydra-backup-volume", "hydra-backup-claim")]
+    kept = [r for r in run.resources if r.name in ("vault-backup-volume", "vault-backup-claim")]
     assert len(kept) == 2
     assert all(r.retain_on_delete for r in kept)
 
 
-def test_no_pod_mounts_nfs_inline(run_stack) -> None:
-    for stack in ("hydra", "cosmos"):
-        for workload in _objects(run_stack(stack), "Deployment"):
-            assert all("nfs" not in v for v in workload["spec"]["template"]["spec"].get("volumes", []))
-
-
-def test_a_storage_class_provisions_the_claim_instead(run_stack, project_copy) -> None:
-    project = _with_nfs(project_copy, {"storageClass": "nfs-csi", "size": "20Gi"})
-    run = run_stack("hydra", project_dir=project)
+def test_a_storage_class_provisions_the_claim_instead() -> None:
+    run = _lone_volume(Nfs(storage_class="nfs-csi", size="20Gi"))
     assert _objects(run, "PersistentVolume") == []
     (claim,) = [c for c in _objects(run, "PersistentVolumeClaim") if c["metadata"]["name"].startswith("litestream-")]
     assert claim["spec"] == {
@@ -55,42 +50,12 @@ def test_a_storage_class_provisions_the_claim_instead(run_stack, project_copy) -
     }
 
 
-@pytest.mark.parametrize(
-    ("nfs", "message"),
-    [
-        ({"server": "nfs.example.com"}, "server and path are required for the static nfs PersistentVolume"),
-        ({"storageClass": "nfs-csi", "path": "/export/x"}, "storageClass provisions the volume"),
-    ],
-)
-def test_the_backup_source_is_one_or_the_other(nfs: dict, message: str, run_stack, project_copy) -> None:
-    with pytest.raises(ConfigError, match=rf"headscale-ha:backup\.nfs: .*{message}"):
-        run_stack("hydra", project_dir=_with_nfs(project_copy, nfs))
-
-
-def _backup_names(run: ProgramRun) -> tuple[str, ...]:
-    claims = [c["metadata"]["name"] for c in _objects(run, "PersistentVolumeClaim")]
-    volumes = [v["metadata"]["name"] for v in _objects(run, "PersistentVolume")]
-    return (*sorted(c for c in claims if c.startswith("litestream-")), *volumes)
-
-
-@pytest.mark.parametrize(
-    "changed",
-    [
-        {"server": "nfs2.internal.example.com", "path": "/export/headscale-backup"},
-        {"server": "nfs.internal.example.com", "path": "/export/elsewhere"},
-        {"server": "nfs.internal.example.com", "path": "/export/headscale-backup", "size": "20Gi"},
-        {"storageClass": "nfs-csi"},
-    ],
-)
-def test_a_changed_source_gets_new_objects_not_a_replacement(changed: dict, run_stack, project_copy) -> None:
-    """A claim's and a volume's source are immutable and both are retained: a replacement with the same name would
-    collide with the kept object, so the names follow the source and every pod follows the names."""
-    before = _backup_names(run_stack("hydra"))
-    run = run_stack("hydra", project_dir=_with_nfs(project_copy, changed))
-    after = _backup_names(run)
-    assert not set(before) & set(after)
-    claim = after[0]
-    for workload in [*_objects(run, "Deployment")]:
-        for volume in workload["spec"]["template"]["spec"]["volumes"]:
-            if volume["name"] == "backup":
-                assert volume["persistentVolumeClaim"]["claimName"] == claim
+def test_both_objects_name_the_callers_application() -> None:
+    """`app.kubernetes.io/part-of` of the claim and the volume is the caller's (``part_of``), not headscale-ha's."""
+    run = _lone_volume(Nfs(server="nfs.example.org", path="/export/b"))
+    part_of = {
+        (o["kind"], o["metadata"]["name"]): o["metadata"]["labels"]["app.kubernetes.io/part-of"]
+        for o in run.kubernetes_objects()
+    }
+    assert set(part_of.values()) == {"vaultwarden"}, part_of
+    assert len(part_of) == 2
