@@ -39,11 +39,11 @@ from pathlib import Path
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream_config import parse_go_duration
 from headscale_ha.components.settings import PROJECT, Litestream, LocalStorage
+from headscale_ha.components.workload import PodRecoveryFacts
 from headscale_ha.program.config import StackConfig, parse_stack_config
 from headscale_ha.program.recovery import (
     MEASURED_FILE,
     ROOT,
-    PodFacts,
     RestoreFigures,
     application_model,
     load_promotion_figures,
@@ -236,7 +236,7 @@ def print_node_loss(figures: RestoreFigures) -> None:
     """RTO and RPO of Headscale on a node loss, per storage mode, from the recovery model on hydra's config."""
     for storage in LocalStorage:
         config = hydra_config(storage)
-        facts = PodFacts(
+        facts = PodRecoveryFacts(
             app="headscale",
             volume="emptyDir" if storage is LocalStorage.DISPOSABLE else "persistentVolumeClaim",
             eviction_seconds=config.cluster.toleration_seconds,

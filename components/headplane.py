@@ -20,7 +20,7 @@ from headscale_ha.components.headplane_config import HeadplaneConfigInput, Headp
 from headscale_ha.components.litestream import LitestreamBackup
 from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
 from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Oidc
-from headscale_ha.components.workload import cluster_service, singleton_deployment
+from headscale_ha.components.workload import PodRecoveryFacts, cluster_service, recovery_facts, singleton_deployment
 
 APP = "headplane"
 PORT = 3000
@@ -78,6 +78,7 @@ class Headplane(pulumi.ComponentResource):
     backup: LitestreamBackup
     deployment: k8s.apps.v1.Deployment
     pod_spec: dict[str, Any]
+    recovery_facts: PodRecoveryFacts  # what the pod spec says about its recovery (the site's `recovery` output)
     service: k8s.core.v1.Service
     url: str
     service_name: str
@@ -140,6 +141,7 @@ class Headplane(pulumi.ComponentResource):
             "oidc-client-secret": PATHS.oidc_client_secret,
         }
         self.pod_spec = self._pod_spec(args, {k: v for k, v in secret_files.items() if k in items})
+        self.recovery_facts = recovery_facts(APP, self.pod_spec)
         self.deployment = singleton_deployment(
             f"{name}-deployment",
             meta=meta,

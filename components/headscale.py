@@ -39,7 +39,13 @@ from headscale_ha.components.pod import (
 )
 from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, Prefixes
 from headscale_ha.components.version_gate import HeadscaleVersionGate
-from headscale_ha.components.workload import DATA_VOLUME, cluster_service, singleton_deployment
+from headscale_ha.components.workload import (
+    DATA_VOLUME,
+    PodRecoveryFacts,
+    cluster_service,
+    recovery_facts,
+    singleton_deployment,
+)
 
 APP = "headscale"
 HTTP_PORT = 8080
@@ -334,6 +340,7 @@ class HeadscaleServer(pulumi.ComponentResource):
     version_gate: HeadscaleVersionGate
     deployment: k8s.apps.v1.Deployment
     pod_spec: dict[str, Any]
+    recovery_facts: PodRecoveryFacts  # what the pod spec says about its recovery (the site's `recovery` output)
     service: k8s.core.v1.Service
     stun_service: k8s.core.v1.Service | None = None
     api_url: str
@@ -424,6 +431,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         )
         # Kept: the recovery model (program/recovery.py) reads tolerations, the restore's limits and probes from it.
         self.pod_spec = self._pod_spec(args)
+        self.recovery_facts = recovery_facts(APP, self.pod_spec)
         self.deployment = singleton_deployment(
             f"{name}-deployment",
             meta=meta,

@@ -6,11 +6,13 @@ volumes, selectors that never change).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.pod import PART_OF, labels, selector, static_check_skips
 from headscale_ha.components.settings import LocalStorage, LocalVolume
 
@@ -131,4 +133,41 @@ def cluster_service(
             ],
         },
         opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodRecoveryFacts:
+    """What one application's rendered pod spec says about its recovery: read by the component that rendered it
+    (``recovery_facts``), so the site's `recovery` model takes typed values, not the component's pod spec."""
+
+    app: str
+    volume: str  # emptyDir | ephemeral | persistentVolumeClaim
+    eviction_seconds: int  # tolerationSeconds for an unreachable node
+    restore_cpu_limit: float | None  # cores; None: no restore container (not SQLite) or no limit
+    readiness_period_seconds: int
+    restores: bool  # the pod has the restore init container
+
+
+def recovery_facts(app: str, pod_spec: dict[str, Any]) -> PodRecoveryFacts:
+    """The facts of ``pod_spec`` (its `data` volume, its `restore` init container and ``app``'s container), read
+    from the spec itself so they cannot drift from what the cluster runs."""
+    (data,) = [volume for volume in pod_spec["volumes"] if volume["name"] == "data"]
+    kind = next(key for key in ("emptyDir", "ephemeral", "persistentVolumeClaim") if key in data)
+    unreachable = [t for t in pod_spec.get("tolerations", []) if t["key"] == "node.kubernetes.io/unreachable"]
+    # Without its own toleration a pod gets the admission default: 300 s.
+    eviction = int(unreachable[0].get("tolerationSeconds", 300)) if unreachable else 300
+    restore = next((c for c in pod_spec.get("initContainers", []) if c["name"] == "restore"), None)
+    limit = None
+    if restore is not None and "cpu" in restore.get("resources", {}).get("limits", {}):
+        limit = quantity_value(restore["resources"]["limits"]["cpu"])
+    (container,) = [c for c in pod_spec["containers"] if c["name"] == app]
+    period = int(container.get("readinessProbe", {}).get("periodSeconds", 10))
+    return PodRecoveryFacts(
+        app=app,
+        volume=kind,
+        eviction_seconds=eviction,
+        restore_cpu_limit=limit,
+        readiness_period_seconds=period,
+        restores=restore is not None,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream_config import parse_go_duration
 from headscale_ha.components.settings import Recovery, Role
+from headscale_ha.components.workload import PodRecoveryFacts
 from headscale_ha.program.config import StackConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,40 +134,6 @@ def load_promotion_figures(path: Path = PROMOTION_FILE) -> PromotionFigures:
         ) from exc
 
 
-@dataclass(frozen=True, kw_only=True)
-class PodFacts:
-    """What one application's rendered pod spec says about its recovery."""
-
-    app: str
-    volume: str  # emptyDir | ephemeral | persistentVolumeClaim
-    eviction_seconds: int  # tolerationSeconds for an unreachable node
-    restore_cpu_limit: float | None  # cores; None: no restore container (not SQLite) or no limit
-    readiness_period_seconds: int
-    restores: bool  # the pod has the restore init container
-
-    @classmethod
-    def read(cls, app: str, pod_spec: dict[str, Any]) -> PodFacts:
-        (data,) = [volume for volume in pod_spec["volumes"] if volume["name"] == "data"]
-        kind = next(key for key in ("emptyDir", "ephemeral", "persistentVolumeClaim") if key in data)
-        unreachable = [t for t in pod_spec.get("tolerations", []) if t["key"] == "node.kubernetes.io/unreachable"]
-        # Without its own toleration a pod gets the admission default: 300 s.
-        eviction = int(unreachable[0].get("tolerationSeconds", 300)) if unreachable else 300
-        restore = next((c for c in pod_spec.get("initContainers", []) if c["name"] == "restore"), None)
-        limit = None
-        if restore is not None and "cpu" in restore.get("resources", {}).get("limits", {}):
-            limit = quantity_value(restore["resources"]["limits"]["cpu"])
-        (container,) = [c for c in pod_spec["containers"] if c["name"] == app]
-        period = int(container.get("readinessProbe", {}).get("periodSeconds", 10))
-        return cls(
-            app=app,
-            volume=kind,
-            eviction_seconds=eviction,
-            restore_cpu_limit=limit,
-            readiness_period_seconds=period,
-            restores=restore is not None,
-        )
-
-
 def _round(seconds: float) -> float:
     return math.ceil(seconds * 10) / 10
 
@@ -192,7 +160,7 @@ def _size_mb(recovery: Recovery, app: str) -> float:
 
 
 def application_model(
-    facts: PodFacts,
+    facts: PodRecoveryFacts,
     *,
     config: StackConfig,
     figures: RestoreFigures,
@@ -306,7 +274,7 @@ def application_model(
 
 def recovery_model(
     config: StackConfig,
-    pods: dict[str, dict[str, Any]],
+    pods: Mapping[str, PodRecoveryFacts],
     figures: RestoreFigures | None = None,
     promotion: PromotionFigures | None = None,
 ) -> dict[str, Any]:
@@ -318,10 +286,9 @@ def recovery_model(
     applications: dict[str, Any] = {}
     read: dict[str, Any] = {}
     for app in APPS:
-        pod = pods.get(app)
-        if pod is None:
+        facts = pods.get(app)
+        if facts is None:
             continue
-        facts = PodFacts.read(app, pod)
         if not facts.restores:
             applications[app] = {
                 "modelled": False,

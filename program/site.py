@@ -257,8 +257,8 @@ class TailnetSite(pulumi.ComponentResource):
         recovery = recovery_model(
             config,
             {
-                "headscale": self.headscale.pod_spec,
-                **({"headplane": self.headplane.pod_spec} if self.headplane is not None else {}),
+                "headscale": self.headscale.recovery_facts,
+                **({"headplane": self.headplane.recovery_facts} if self.headplane is not None else {}),
             },
         )
         self.outputs = {
