@@ -1,12 +1,18 @@
-"""backed_up_volume: the SQLite volume, its Litestream backup and its rehearsal, as one piece per application."""
+"""backed_up_volume: the SQLite volume, its Litestream backup and its rehearsal, as one piece per application.
+
+At the component seam: each test builds one backed_up_volume (under a bare parent) from hand-written settings. The
+stack-level checks (what each stack's applications rehearse, the stack file's `backup.rehearsal`) are in
+tests/program/test_site_backed_up_volume.py.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import pulumi
 
-import yaml
-
+from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.rehearsal import cron_job_name
+from headscale_ha.components.settings import Backup, Cluster, Nfs, Rehearsal
+from tests.support.component_run import build_component
 from tools.harness import ProgramRun
 
 
@@ -14,40 +20,45 @@ def _objects(run: ProgramRun, kind: str) -> dict[str, dict]:
     return {o["metadata"]["name"]: o for o in run.kubernetes_objects() if o["kind"] == kind}
 
 
-def _with_backup(project: Path, **backup: object) -> Path:
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["backup"]["value"].update(backup)
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return project
-
-
 def _env(cron_job: dict) -> dict[str, str]:
     (container,) = cron_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     return {e["name"]: e["value"] for e in container["env"]}
 
 
-def test_each_application_rehearses_its_own_replica_on_both_sites(run_stack) -> None:
-    for stack in ("hydra", "cosmos"):
-        jobs = _objects(run_stack(stack), "CronJob")
-        assert set(jobs) == {cron_job_name("headscale"), cron_job_name("headplane")}, stack
-        for app in ("headscale", "headplane"):
-            job = jobs[cron_job_name(app)]
-            assert job["spec"]["schedule"] == "17 4 * * *"
-            assert _env(job)["REPLICA_DIR"] == f"/backup/{app}/replica"
-            assert _env(job)["MAX_AGE_SECONDS"] == str(168 * 3600)
+def _lone_volume(rehearsal: Rehearsal, *, app: str = "vaultwarden") -> ProgramRun:
+    """backed_up_volume alone, for one application in its own namespace, under a bare parent (no stack file)."""
+    backup = Backup(nfs=Nfs(server="nfs.example.org", path="/export/b"), rehearsal=rehearsal)
+
+    def build() -> None:
+        parent = pulumi.ComponentResource("test:index:App", "vault")
+        backed_up_volume(
+            "vault",
+            parent=parent,
+            meta={"namespace": "apps", "labels": {"app.kubernetes.io/name": app}},
+            backup=backup,
+            storage_class=None,
+            require_backup=False,
+            app=app,
+            size="1Gi",
+            data_dir="/var/lib/vaultwarden",
+            db_file="db.sqlite3",
+            cluster=Cluster(nodes=3),
+        )
+
+    return build_component(build)
 
 
-def test_the_rehearsal_follows_the_config_and_can_be_turned_off(run_stack, project_copy) -> None:
-    project = _with_backup(project_copy(), rehearsal={"schedule": "5 3 * * 1", "maxAge": "36h"})
-    run = run_stack("hydra", project_dir=project)
-    job = _objects(run, "CronJob")[cron_job_name("headscale")]
+def test_the_rehearsal_follows_the_settings_and_can_be_turned_off() -> None:
+    run = _lone_volume(Rehearsal(schedule="5 3 * * 1", max_age="36h"))
+    job = _objects(run, "CronJob")[cron_job_name("vaultwarden")]
     assert job["spec"]["schedule"] == "5 3 * * 1"
     assert _env(job)["MAX_AGE_SECONDS"] == str(36 * 3600)
+    assert _env(job)["REPLICA_DIR"] == "/backup/vaultwarden/replica"
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (scratch,) = [v for v in pod["volumes"] if v["name"] == "scratch"]
     assert scratch["emptyDir"]["sizeLimit"] == "1Gi", "room for the whole database"
     (container,) = pod["containers"]
     assert container["resources"]["limits"]["cpu"] == "2", "the restore's resources, not the sidecar's"
-    off = run_stack("hydra", project_dir=_with_backup(project_copy(), rehearsal={"enabled": False}))
+    off = _lone_volume(Rehearsal(enabled=False))
     assert _objects(off, "CronJob") == {}
     assert not [o for o in off.kubernetes_objects() if o["metadata"]["name"].endswith("-restore-rehearsal")]

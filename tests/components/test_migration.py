@@ -1,4 +1,9 @@
-"""SqliteToPostgres: the migrating stage's Job (restore → schema → migrate → smoke), awaited with Headscale at 0."""
+"""SqliteToPostgres: the migrating stage's Job (restore → schema → migrate → smoke), awaited with Headscale at 0.
+
+At the component seam: each test builds one SqliteToPostgres from hand-written args (or calls the module's
+functions). The stack-level checks (Headscale stopped beside the Job, the ConfigError of a missing
+`database.migration.image`, the args a stack's config yields) are in tests/program/test_site_migration.py.
+"""
 
 from __future__ import annotations
 
@@ -6,48 +11,58 @@ from pathlib import Path
 
 import pytest
 
-from headscale_ha.components.backup_volume import claim_name
 from headscale_ha.components.headscale import PostgresStorage
 from headscale_ha.components.headscale_config import PostgresConnection
-from headscale_ha.components.migration import database_env
-from headscale_ha.components.settings import Nfs
+from headscale_ha.components.migration import SqliteToPostgres, SqliteToPostgresArgs, database_env
+from headscale_ha.components.settings import Cluster, ComputeResources, ResourceAmounts
 from headscale_ha.policy.pack.rules import Subject, violations
-from headscale_ha.program.args import sqlite_to_postgres_args
-from headscale_ha.program.config import ConfigError
-from tests.support.config_samples import STORE, STORE_KEYS, parse
+from tests.support.component_run import build_component
 from tests.support.manifest_validator import validate
-from tests.support.stack_snippets import POSTGRES
+from tools.harness import ProgramRun
 from tools.plan import write_rendered
 
 MIGRATION_IMAGE = "registry.example.com/headscale-ha/migrate:1.0.0"
-MIGRATING = POSTGRES.replace("stage: postgres", "stage: migrating").replace(
-    '      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}\n',
-    '      objectStore: {destinationPath: "s3://headscale-wal/hydra", endpointUrl: "https://s3.internal.example.com"}\n'
-    '    migration: {image: "registry.example.com/headscale-ha/migrate:1.0.0"}\n',
+#: The claim of the NFS export the Job restores from (any name: the component takes it as given).
+BACKUP_CLAIM = "litestream-headscale-backup"
+
+
+def _compute(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> ComputeResources:
+    return ComputeResources(
+        requests=ResourceAmounts(cpu=cpu, memory=memory), limits=ResourceAmounts(cpu=cpu_limit, memory=memory_limit)
+    )
+
+
+#: What program/args.py's sqlite_to_postgres_args yields for a stack in the namespace `headscale`, by hand: the CNPG
+#: cluster `headscale-db`'s read-write Service, owner Secret and CA Secret.
+ARGS = SqliteToPostgresArgs(
+    namespace="headscale",
+    image=MIGRATION_IMAGE,
+    headscale_image="ghcr.io/juanfont/headscale:0.29.2",
+    headscale_version="0.29.2",
+    resources=_compute("50m", "128Mi", "1", "512Mi"),
+    restore_image="docker.io/litestream/litestream:0.5.17",
+    restore_resources=_compute("10m", "32Mi", "200m", "128Mi"),
+    backup_claim=BACKUP_CLAIM,
+    target=PostgresStorage(
+        connection=PostgresConnection(
+            host="headscale-db-rw.headscale.svc.cluster.local", name="headscale", user="headscale", ssl="verify-full"
+        ),
+        password_secret="headscale-db-owner",
+        ca_secret="headscale-db-ca",
+    ),
+    cluster=Cluster(nodes=3),
+    authenticate=True,
 )
 
-#: The backup claim of the shared config's NFS source (Pulumi.yaml).
-BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
 
-
-@pytest.fixture
-def migrating_run(run_stack, lab_project):
-    return run_stack("lab", project_dir=lab_project(MIGRATING))
+@pytest.fixture(scope="module")
+def migrating_run() -> ProgramRun:
+    return build_component(lambda: SqliteToPostgres("hydra-migration", ARGS))
 
 
 def _job(run) -> dict:
     (job,) = [o for o in run.kubernetes_objects() if o["kind"] == "Job"]
     return job
-
-
-def test_headscale_is_stopped_and_its_sqlite_kept(migrating_run) -> None:
-    objects = migrating_run.kubernetes_objects()
-    deployment = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "headscale")
-    assert deployment["spec"]["replicas"] == 0
-    # The rollback point is the Litestream replica, which the Job only reads (disposable storage keeps no claim).
-    claims = {o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim"}
-    assert claims == {BACKUP_CLAIM}
-    assert [o["kind"] for o in objects].count("Cluster") == 1
 
 
 def test_the_job_restores_creates_the_schema_then_migrates(migrating_run) -> None:
@@ -110,27 +125,6 @@ def test_the_job_passes_the_guard_rails_and_the_schemas(migrating_run, shared_di
     files = [f for f in write_rendered(migrating_run, tmp_path) if f.suffix == ".yaml"]
     result = validate(shared_dir, files)
     assert result.returncode == 0, result.stdout
-
-
-def test_the_migrating_stage_needs_a_migration_image(run_stack, lab_project) -> None:
-    with pytest.raises(ConfigError, match=r"database\.migration\.image: is required in the migrating stage"):
-        run_stack("lab", project_dir=lab_project(POSTGRES.replace("stage: postgres", "stage: migrating")))
-
-
-def test_the_args_point_the_job_at_this_stacks_backup_and_cnpg_cluster() -> None:
-    database = {"stage": "migrating", "postgres": {"objectStore": STORE}, "migration": {"image": MIGRATION_IMAGE}}
-    config = parse("hydra", secret_keys=tuple(STORE_KEYS), database=database, **STORE_KEYS)
-    args = sqlite_to_postgres_args(config)
-    assert (args.image, args.force, args.deadline_seconds) == (MIGRATION_IMAGE, False, 3600)
-    assert args.backup_claim == BACKUP_CLAIM
-    assert args.target.connection.host == "headscale-db-rw.headscale.svc.cluster.local"
-    assert args.target.password_secret == "headscale-db-owner"
-    assert (args.headscale_version, args.oidc) == ("0.29.2", False)
-    without_image = config.database.model_copy(
-        update={"migration": config.database.migration.model_copy(update={"image": None})}
-    )
-    with pytest.raises(ValueError, match=r"migration\.image"):
-        sqlite_to_postgres_args(config.model_copy(update={"database": without_image}))
 
 
 def test_the_database_settings_follow_the_target() -> None:

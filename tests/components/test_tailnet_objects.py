@@ -1,112 +1,89 @@
-"""TailnetObjects: provider resources with a bootstrap key, `nextSteps` without one."""
+"""TailnetObjects: the routers' single-use pre-auth keys in their own Secrets, the users, Headplane's API key.
+
+At the component seam: each test builds one TailnetObjects from hand-written args. The stack-level checks (what a
+stack's role and API access make it manage, `nextSteps` without a bootstrap key, the keys reaching Headplane's
+Secret, the stacks' router and policy settings, the live policy beside it) are in
+tests/program/test_site_tailnet_objects.py.
+"""
 
 from __future__ import annotations
 
 import base64
 
 import dill
-import pytest
 
-from headscale_ha.program.config import ConfigError
+from headscale_ha.components.settings import TailnetUser
+from headscale_ha.components.tailnet_objects import TailnetObjects, TailnetObjectsArgs
+from tests.support.component_run import build_component
 from tools.harness import SECRET, ProgramRun
 
-BOOTSTRAP = "  headscale-ha:bootstrapApiKey:\n    secure: v1:AAAA\n"
 DYNAMIC = "pulumi-python:dynamic/headscale:"
+API_URL = "https://headscale.example.com"
+USERS = (TailnetUser(name="alice"), TailnetUser(name="bob"), TailnetUser(name="carol"))
 
 
 def _dynamic(run: ProgramRun) -> dict[str, str]:
     return {r.name: r.type.removeprefix(DYNAMIC) for r in run.resources if r.type.startswith(DYNAMIC)}
 
 
-CREATE_KEY = "exec deployment/headscale -c headscale -- headscale apikeys create --expiration 90d"
-
-
-def test_without_api_access_the_stack_says_what_to_do(run_stack) -> None:
-    for stack in ("hydra", "cosmos"):
-        run = run_stack(stack)
-        assert _dynamic(run) == {}
-        steps = run.outputs["nextSteps"]
-        qualified = f"organization/headscale-ha/{stack}"
-        assert steps[-3:-1] == [
-            f"pulumi config set -s {qualified} --secret headscale-ha:bootstrapApiKey '<the key printed above>'",
-            f"pulumi up -s {qualified}",
-        ]
-    active = run_stack("hydra").outputs["nextSteps"]
-    assert active[:2] == [
-        "kubectl --context hydra -n headscale rollout status deployment/headscale",
-        f"kubectl --context hydra -n headscale {CREATE_KEY}",
-    ]
-
-
-def test_a_standby_creates_its_api_key_on_the_active_site(run_stack) -> None:
-    """cosmos's Headscale runs 0 replicas: nothing may exec into it or wait for its rollout."""
-    steps = run_stack("cosmos").outputs["nextSteps"]
-    commands = [step for step in steps if not step.startswith("#")]
-    assert not [step for step in commands if "--context cosmos" in step], "no kubectl against the standby's Headscale"
-    assert not [step for step in commands if "rollout status" in step]
-    (create,) = [step for step in commands if CREATE_KEY in step]
-    assert create.startswith(
-        'kubectl --context hydra -n "$(pulumi stack output -s organization/headscale-ha/hydra namespace)" '
+def _lone_objects(
+    *,
+    users: tuple[TailnetUser, ...] = (),
+    mint_headplane_api_key: bool = False,
+    replicas: int = 1,
+    lifetime: str = "1h",
+    rotate_before: str = "30m",
+) -> ProgramRun:
+    """TailnetObjects alone, named `hydra-tailnet`, for hydra's router tag (no stack file, no other component)."""
+    args = TailnetObjectsArgs(
+        api_url=API_URL,
+        headscale_version="0.29.2",
+        router_tag="tag:subnet-router-hydra",
+        router_replicas=replicas,
+        router_key_lifetime=lifetime,
+        router_key_rotate_before=rotate_before,
+        routers_namespace="headscale",
+        users=users,
+        mint_headplane_api_key=mint_headplane_api_key,
     )
-    assert "active site hydra" in steps[0]
+    return build_component(lambda: TailnetObjects("hydra-tailnet", args))
 
 
-def test_active_stack_manages_users_keys_and_the_policy(run_stack, lab_project) -> None:
-    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
+def test_an_owner_manages_its_users_and_its_routers_key() -> None:
+    run = _lone_objects(users=USERS)
     assert _dynamic(run) == {
-        "lab-tailnet-router-key-0": "PreAuthKey",
-        "lab-tailnet-user-alice": "User",
-        "lab-tailnet-user-bob": "User",
-        "lab-tailnet-user-carol": "User",
-        "lab-policy-live": "Policy",
+        "hydra-tailnet-router-key-0": "PreAuthKey",
+        "hydra-tailnet-user-alice": "User",
+        "hydra-tailnet-user-bob": "User",
+        "hydra-tailnet-user-carol": "User",
     }
-    assert "nextSteps" not in run.outputs
-    key = run.named("lab-tailnet-router-key-0").inputs
+    key = run.named("hydra-tailnet-router-key-0").inputs
     assert key["aclTags"] == ["tag:subnet-router-hydra"]
     assert (key["reusable"], key["ephemeral"]) == (False, False)
     assert (key["lifetime"], key["rotateBefore"], key["recreateIfInvalid"]) == ("1h", "30m", "always")
-    policy = run.named("lab-policy-live").inputs
-    assert policy["mode"] == "dryRun"
-    assert policy["policy"] == next(
-        o["data"]["policy.json"]
-        for o in run.kubernetes_objects()
-        if o["metadata"]["name"] == "headscale-policy-rendered"
-    )
 
 
-#: Headplane gets a minted API key only for OIDC logins (Headplane 0.6 uses a server-side key for nothing else).
-WITH_OIDC = (
-    "  headscale-ha:headscale:\n    version: 0.29.2\n    image: ghcr.io/juanfont/headscale:0.29.2\n"
-    "    oidc: {issuer: 'https://id.example.com', clientId: hs, allowedDomains: [example.com]}\n"
-    "  headscale-ha:oidcClientSecret:\n    secure: v1:BBBB\n"
-)
+def test_without_users_only_the_routers_key_is_minted() -> None:
+    run = _lone_objects()
+    assert _dynamic(run) == {"hydra-tailnet-router-key-0": "PreAuthKey"}
+    assert run.named("hydra-tailnet-router-key-0").inputs["aclTags"] == ["tag:subnet-router-hydra"]
 
 
-def test_keys_reach_their_secrets_as_secrets(run_stack, lab_project) -> None:
-    without_oidc = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
-    assert "lab-tailnet-headplane-api-key" not in _dynamic(without_oidc)
-    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP + WITH_OIDC))
-    assert _dynamic(run)["lab-tailnet-headplane-api-key"] == "ApiKey"
+def test_keys_reach_their_secrets_as_secrets() -> None:
+    """The router key's Secret holds it as a secret; Headplane's API key is minted only when asked for."""
+    without_key = _lone_objects()
+    assert "hydra-tailnet-headplane-api-key" not in _dynamic(without_key)
+    run = _lone_objects(mint_headplane_api_key=True)
+    assert _dynamic(run)["hydra-tailnet-headplane-api-key"] == "ApiKey"
     secrets = {o["metadata"]["name"]: o for o in run.kubernetes_objects() if o["kind"] == "Secret"}
     assert secrets["subnet-router-authkey-0"]["stringData"] == {"authkey": SECRET}
-    assert secrets["headplane-secrets"]["stringData"]["headscale-api-key"] is SECRET
 
 
-def test_standby_only_mints_its_own_router_key(run_stack, project_copy) -> None:
-    project = project_copy()
-    with (project / "Pulumi.cosmos.yaml").open("a") as stack_file:
-        stack_file.write(BOOTSTRAP)
-    run = run_stack("cosmos", project_dir=project)
-    assert _dynamic(run) == {"cosmos-tailnet-router-key-0": "PreAuthKey"}
-    assert run.named("cosmos-tailnet-router-key-0").inputs["aclTags"] == ["tag:subnet-router-cosmos"]
-
-
-def test_each_router_replica_gets_its_own_single_use_short_lived_key(run_stack, lab_project) -> None:
+def test_each_router_replica_gets_its_own_single_use_short_lived_key() -> None:
     """One key per ordinal, each in its own Secret; nothing reusable or long-lived carries the route-approving tag."""
-    config = "  headscale-ha:gateway: {routers: {replicas: 3, authKeyLifetime: 2h, authKeyRotateBefore: 1h}}\n"
-    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP + config))
+    run = _lone_objects(replicas=3, lifetime="2h", rotate_before="1h")
     keys = {r.name: r.inputs for r in run.resources if r.type == f"{DYNAMIC}PreAuthKey"}
-    assert sorted(keys) == [f"lab-tailnet-router-key-{i}" for i in range(3)]
+    assert sorted(keys) == [f"hydra-tailnet-router-key-{i}" for i in range(3)]
     for key in keys.values():
         assert (key["reusable"], key["lifetime"], key["rotateBefore"]) == (False, "2h", "1h")
         assert (key["aclTags"], key["recreateIfInvalid"]) == (["tag:subnet-router-hydra"], "always")
@@ -119,25 +96,19 @@ def test_each_router_replica_gets_its_own_single_use_short_lived_key(run_stack, 
     for ordinal in range(3):
         secret = secrets[f"subnet-router-authkey-{ordinal}"]
         assert secret.inputs["stringData"] == {"authkey": SECRET}
+        assert secret.inputs["metadata"]["namespace"] == "headscale"
         # Each Secret is written after its key, so it never holds a key Headscale does not know yet.
-        assert run.named(f"lab-tailnet-router-key-{ordinal}").urn in secret.dependencies
+        assert run.named(f"hydra-tailnet-router-key-{ordinal}").urn in secret.dependencies
 
 
-def test_apply_mode_needs_api_access_on_the_active_stack(run_stack, lab_project, project_copy) -> None:
-    with pytest.raises(ConfigError, match=r"policy\.mode: apply needs API access on the active stack"):
-        run_stack("lab", project_dir=lab_project("  headscale-ha:policy: {mode: apply}\n"))
-    run = run_stack("lab", project_dir=lab_project("  headscale-ha:policy: {mode: apply}\n" + BOOTSTRAP))
-    assert run.named("lab-policy-live").inputs["mode"] == "apply"
-
-
-def test_serialized_providers_carry_only_plain_settings(run_stack, lab_project) -> None:
-    run = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
-    for resource in run.resources:
-        if not resource.type.startswith(DYNAMIC):
-            continue
+def test_serialized_providers_carry_only_plain_settings() -> None:
+    run = _lone_objects(users=USERS, mint_headplane_api_key=True)
+    dynamic = [resource for resource in run.resources if resource.type.startswith(DYNAMIC)]
+    assert len(dynamic) == 5
+    for resource in dynamic:
         blob = resource.inputs["__provider"]
         assert isinstance(blob, str), "the provider is not serialized as a secret: it holds none"
         provider = dill.loads(base64.b64decode(blob))
-        assert provider.api_url == "https://headscale.example.com"
+        assert provider.api_url == API_URL
         assert provider.version == "0.29.2"
         assert provider._client is None
