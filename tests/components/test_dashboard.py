@@ -1,5 +1,7 @@
-"""The Grafana dashboard (components/dashboard.py): its ConfigMap as the program renders it, the model's invariants,
-which panels each scope gets, and every query parsed by the real promtool.
+"""The Grafana dashboard (components/dashboard.py): its ConfigMap, as StackMonitoring renders it alone from
+hand-written Args, the model's invariants, which panels each scope gets, and every query parsed by the real
+promtool. What the stacks' config renders (hydra's dashboard, the keys a bootstrapApiKey brings, the
+`monitoring.dashboard*` settings) is in tests/program/test_site_dashboard.py.
 
 The queries also run against a real Prometheus scraping real Litestream and the state exporter: see
 ``test_e2e_every_dashboard_query_over_what_the_lab_serves_returns_series`` in test_alerts.py.
@@ -13,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
@@ -26,20 +29,19 @@ from headscale_ha.components.dashboard import (
     dashboard_model,
     dashboard_queries,
 )
+from headscale_ha.components.monitoring import StackMonitoring
 from headscale_ha.components.pod import labels
-from headscale_ha.program.config import ConfigError
+from headscale_ha.components.tailnet_objects import KeyExpiry
 from tests.support.alert_scopes import NS, ROUTERS_NS, SCOPES, alert_scope
+from tests.support.component_run import build_component
 from tests.support.prometheus_lab import check_rules
+from tests.support.seam_dashboard import PROJECT_LABELS, SIDECAR, dashboard_resource_and_parent
+from tests.support.seam_dashboard import dashboard_config_map_of as _dashboard_config_map
+from tests.support.seam_dashboard import rendered_model as _rendered
+from tests.support.seam_dashboard import rows as _rows
+from tests.support.seam_samples import monitoring_sample
 from tools.harness import ProgramRun
-from tools.plan import plan_stack
 
-SIDECAR = {"grafana_dashboard": "1"}
-PROJECT_LABELS = {
-    "app.kubernetes.io/name": DASHBOARD,
-    "app.kubernetes.io/component": "dashboard",
-    "app.kubernetes.io/part-of": "headscale-ha",
-    "app.kubernetes.io/managed-by": "pulumi",
-}
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 #: (scope, keys) pairs the invariants are checked on: every scope with and without provider-managed keys.
 CASES = [(name, keys) for name in SCOPES for keys in (True, False)]
@@ -48,38 +50,6 @@ _METRIC = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
 
 def _model(name: str, keys: bool = True) -> dict[str, Any]:
     return dashboard_model(SCOPES[name], keys=keys)
-
-
-def _rows(model: dict[str, Any]) -> dict[str, list[str]]:
-    """Row title -> the titles of the panels under it, in order."""
-    rows: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for panel in model["panels"]:
-        if panel["type"] == "row":
-            current = rows.setdefault(panel["title"], [])
-        else:
-            assert current is not None, f"panel {panel['title']!r} comes before any row"
-            current.append(panel["title"])
-    return rows
-
-
-def _dashboard_config_map(run: ProgramRun) -> dict[str, Any] | None:
-    found = [o for o in run.kubernetes_objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == DASHBOARD]
-    assert len(found) <= 1
-    return found[0] if found else None
-
-
-def _rendered(run: ProgramRun, namespace: str, sidecar: dict[str, str]) -> dict[str, Any]:
-    """The rendered dashboard's model, after checking its ConfigMap's whole metadata."""
-    config_map = _dashboard_config_map(run)
-    assert config_map is not None, "no dashboard ConfigMap rendered"
-    assert config_map["metadata"] == {
-        "name": DASHBOARD,
-        "namespace": namespace,
-        "labels": {**PROJECT_LABELS, **sidecar},
-    }
-    assert list(config_map["data"]) == [DATA_KEY]
-    return json.loads(config_map["data"][DATA_KEY])
 
 
 # --- the ConfigMap ----------------------------------------------------------------------------------------------
@@ -100,46 +70,39 @@ def test_config_map_carries_the_model_and_the_sidecar_label() -> None:
     assert text == json.dumps(json.loads(text), sort_keys=True, indent=1), "keys sorted: same model, same bytes"
 
 
-def test_hydra_renders_the_dashboard_in_the_control_plane_namespace(run_stack) -> None:
-    run = run_stack("hydra")
+def _lone_monitoring(**overrides: Any) -> ProgramRun:
+    """StackMonitoring alone, from the Args hydra's config maps to (tests/support/seam_samples.py)."""
+    return build_component(lambda: StackMonitoring("monitoring", monitoring_sample(**overrides)))
+
+
+def test_the_monitoring_renders_the_dashboard_in_the_control_plane_namespace() -> None:
+    run = _lone_monitoring()
     model = _rendered(run, "headscale", SIDECAR)
     assert model["uid"] == UID == "headscale-ha"
-    # hydra has no bootstrapApiKey: no provider-managed keys, so only the certificate is under Keys.
+    # No key expiries given: no provider-managed keys, so only the certificate is under Keys.
     assert _rows(model)["Keys"] == ["Time left on the public certificate"]
-    (resource,) = [r for r in run.resources if r.inputs.get("metadata", {}).get("name") == DASHBOARD]
-    assert resource.name == "hydra-monitoring-dashboard"
-    (parent,) = [r for r in run.resources if r.urn == resource.parent_urn]
+    resource, parent = dashboard_resource_and_parent(run)
+    assert resource.name == "monitoring-dashboard"
     assert parent.type == "headscale-ha:monitoring:StackMonitoring"
 
 
-def test_provider_managed_keys_get_their_panel(stack_outputs) -> None:
-    run = plan_stack("hydra", assume_secrets=["bootstrapApiKey"], stack_outputs=stack_outputs)
-    rows = _rows(_rendered(run, "headscale", SIDECAR))
+def test_key_expiries_get_their_panel() -> None:
+    def build() -> StackMonitoring:
+        expiry = KeyExpiry("api", "headplane", pulumi.Output.from_input("2027-03-01T00:00:00Z"))
+        return StackMonitoring("monitoring", monitoring_sample(key_expiries=(expiry,)))
+
+    rows = _rows(_rendered(build_component(build), "headscale", SIDECAR))
     assert rows["Keys"] == ["Time left on provider-managed keys", "Time left on the public certificate"]
 
 
-def _lab_monitoring(run_stack, lab_project, monitoring: dict[str, Any]) -> ProgramRun:
-    runbook = "https://git.example.org/ops/headscale-ha/docs/operations.md"
-    block = yaml.safe_dump({"headscale-ha:monitoring": {"runbookUrl": runbook, **monitoring}})
-    return run_stack("lab", project_dir=lab_project("  " + block.replace("\n", "\n  ").rstrip() + "\n"))
-
-
-def test_the_namespace_and_labels_are_settings(run_stack, lab_project) -> None:
-    run = _lab_monitoring(
-        run_stack, lab_project, {"dashboardNamespace": "grafana", "dashboardLabels": {"team-dashboards": "ops"}}
-    )
-    queries = dashboard_queries(_rendered(run, "grafana", {"team-dashboards": "ops"}))
+def test_the_namespace_and_labels_are_the_settings_of_the_monitoring() -> None:
+    settings = {"dashboardNamespace": "grafana", "dashboardLabels": {"team-dashboards": "ops"}}
+    queries = dashboard_queries(_rendered(_lone_monitoring(settings=settings), "grafana", {"team-dashboards": "ops"}))
     assert all('namespace="headscale"' in expr or 'namespace="tailnet-gateway"' in expr for _, expr in queries)
 
 
-@pytest.mark.parametrize("monitoring", [{"dashboard": False}, {"enabled": False}])
-def test_no_dashboard_when_off(monitoring: dict[str, Any], run_stack, lab_project) -> None:
-    assert _dashboard_config_map(_lab_monitoring(run_stack, lab_project, monitoring)) is None
-
-
-def test_a_dashboard_namespace_that_is_not_a_dns_label_is_refused(run_stack, lab_project) -> None:
-    with pytest.raises(ConfigError, match=r"monitoring\.dashboardNamespace: must be a DNS label"):
-        _lab_monitoring(run_stack, lab_project, {"dashboardNamespace": "Grafana_NS"})
+def test_no_dashboard_when_the_settings_say_so() -> None:
+    assert _dashboard_config_map(_lone_monitoring(settings={"dashboard": False})) is None
 
 
 # --- the model ---------------------------------------------------------------------------------------------------

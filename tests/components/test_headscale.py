@@ -1,17 +1,23 @@
-"""HeadscaleServer: the singleton Deployment, its identity, volume, backup wiring and Service."""
+"""HeadscaleServer: the singleton Deployment, its identity, volume, backup wiring and Service.
+
+At the component seam: each test builds one HeadscaleServer from hand-written args (tests/support/seam_samples.py,
+or a program of its own). The stack-level checks (a single-node cluster's placement of every workload, every file the
+config names mounted wherever Headscale loads it, the STUN port and every listener reachable through Service and
+NetworkPolicy, over the stacks and option sets) are in tests/program/test_site_headscale.py.
+"""
 
 from __future__ import annotations
 
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
-import pytest
 import yaml
 
-from headscale_ha.components.backup_volume import claim_name
 from headscale_ha.components.headscale import (
     PATHS,
+    HeadscaleServer,
     IdentityFromStack,
     ImportedIdentity,
     PolicyFile,
@@ -20,44 +26,48 @@ from headscale_ha.components.headscale import (
     server_files,
     stun_annotations,
 )
-from headscale_ha.components.settings import DatabaseStage, Nfs
+from headscale_ha.components.settings import DatabaseStage
 from headscale_ha.program.args import headscale_replicas, headscale_server_args, identity_source
 from tests.support.config_samples import DERP, NOISE, parse
 from tests.support.manifest_validator import validate
-from tests.support.option_sets import option_set_run
+from tests.support.seam_samples import (
+    BACKUP_CLAIM,
+    DERP_KEY,
+    IDENTITY_STACK,
+    NOISE_KEY,
+    backup,
+    build_referencing,
+    headscale_server_sample,
+    sqlite,
+)
+from tests.support.site_objects import headscale_pod as _pod
+from tests.support.site_objects import object_named as _object
 from tools.harness import SECRET, ProgramRun, run_program
 from tools.plan import write_rendered
 
-#: The backup claim of the shared config's NFS source (Pulumi.yaml).
-BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
+
+def _lone_server(**overrides: Any) -> ProgramRun:
+    """HeadscaleServer alone, from the Args hydra's config maps to (tests/support/seam_samples.py), its keys read
+    from a hand-written identity stack."""
+    return build_referencing(lambda: HeadscaleServer("headscale", headscale_server_sample(**overrides)))
 
 
-def _object(run: ProgramRun, kind: str, name: str) -> dict:
-    matches = [o for o in run.kubernetes_objects() if o["kind"] == kind and o["metadata"]["name"] == name]
-    assert len(matches) == 1, f"{len(matches)} {kind}/{name}"
-    return matches[0]
-
-
-def _pod(run: ProgramRun, name: str = "headscale") -> dict:
-    return _object(run, "Deployment", name)["spec"]["template"]["spec"]
-
-
-def test_active_runs_exactly_one_replica_recreated(run_stack) -> None:
-    spec = _object(run_stack("hydra"), "Deployment", "headscale")["spec"]
+def test_active_runs_exactly_one_replica_recreated() -> None:
+    spec = _object(_lone_server(), "Deployment", "headscale")["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}
 
 
-def test_standby_keeps_everything_but_runs_nothing(run_stack) -> None:
-    run = run_stack("cosmos")
+def test_standby_keeps_everything_but_runs_nothing() -> None:
+    run = _lone_server(replicas=0, database=sqlite(require_backup=True))
     assert _object(run, "Deployment", "headscale")["spec"]["replicas"] == 0
     assert {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}} in _pod(run)["volumes"], "disposable by default"
     env = {e["name"]: e["value"] for e in _pod(run)["initContainers"][0]["env"]}
     assert env["REQUIRE_BACKUP"] == "true", "a standby that scales up must restore, never start empty"
 
 
-def test_scheduling_avoids_control_plane_and_excluded_nodes(run_stack) -> None:
-    pod = _pod(run_stack("hydra"))
+def test_scheduling_avoids_control_plane_and_excluded_nodes() -> None:
+    pod = _pod(_lone_server())
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [
         {
@@ -73,8 +83,8 @@ def test_scheduling_avoids_control_plane_and_excluded_nodes(run_stack) -> None:
     }
 
 
-def test_every_container_is_restricted_and_bounded(run_stack) -> None:
-    pod = _pod(run_stack("hydra"))
+def test_every_container_is_restricted_and_bounded() -> None:
+    pod = _pod(_lone_server())
     assert pod["automountServiceAccountToken"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -86,8 +96,8 @@ def test_every_container_is_restricted_and_bounded(run_stack) -> None:
         assert set(container["resources"]) == {"requests", "limits"}, container["name"]
 
 
-def test_probes_use_the_unauthenticated_health_endpoint(run_stack) -> None:
-    (container,) = _pod(run_stack("hydra"))["containers"]
+def test_probes_use_the_unauthenticated_health_endpoint() -> None:
+    (container,) = _pod(_lone_server())["containers"]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
     assert container["image"] == "ghcr.io/juanfont/headscale:0.29.2"
@@ -98,8 +108,8 @@ def _mounts_volume(container: dict, volume: str) -> bool:
     return any(m["name"] == volume for m in container.get("volumeMounts", []))
 
 
-def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
-    pod = _pod(run_stack("hydra"))
+def test_restore_runs_before_replication_and_the_app() -> None:
+    pod = _pod(_lone_server())
     restore, pre_upgrade, recorder, signer, sidecar = pod["initContainers"]
     assert restore["name"] == "restore"
     # The position recorder (tests/components/test_litestream.py): after the restore, stopped after the signer.
@@ -141,32 +151,30 @@ def test_restore_runs_before_replication_and_the_app(run_stack) -> None:
         assert mount == {"name": "backup", "mountPath": "/backup/headscale", "subPath": "headscale"}
 
 
-def test_volume_is_rwo_and_survives_a_destroy(run_stack, project_copy) -> None:
-    project = project_copy()
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["backup"]["value"]["local"] = {"storage": "persistent"}
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    run = run_stack("hydra", project_dir=project)
+def test_volume_is_rwo_and_survives_a_destroy() -> None:
+    run = _lone_server(database=sqlite(backup=backup(local={"storage": "persistent"})))
     claim = _object(run, "PersistentVolumeClaim", "headscale-data")
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert claim["spec"]["storageClassName"] == "ceph-block"
     assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
 
 
-def test_the_site_keys_come_from_the_identity_stack_secret_and_mounted_read_only(run_stack) -> None:
-    run = run_stack("hydra")
+def test_the_site_keys_come_from_the_identity_stack_secret_and_mounted_read_only() -> None:
+    run = _lone_server()
     assert not [r for r in run.resources if r.type == "random:index/randomBytes:RandomBytes"], "never generated"
-    (reference,) = [r for r in run.resources if r.name == "hydra-headscale-identity-stack"]
-    assert reference.inputs["name"] == "organization/headscale-ha-identity/tailnet"
+    (reference,) = [r for r in run.resources if r.name == "headscale-identity-stack"]
+    assert reference.inputs["name"] == IDENTITY_STACK
     secret = _object(run, "Secret", "headscale-identity")
     assert secret["stringData"] == {"noise.key": SECRET, "derp.key": SECRET}
     mount = next(m for m in _pod(run)["containers"][0]["volumeMounts"] if m["name"] == "identity")
     assert mount == {"name": "identity", "mountPath": "/etc/headscale/identity", "readOnly": True}
 
 
-def test_identity_never_lands_in_a_config_map(run_stack) -> None:
-    run = run_stack("hydra")
-    for obj in run.kubernetes_objects():
+def test_identity_never_lands_in_a_config_map() -> None:
+    run = _lone_server()
+    # Imported keys are plain text in the Args: none of them may reach a ConfigMap either.
+    imported = _lone_server(identity=ImportedIdentity(noise_private_key=NOISE_KEY, derp_private_key=DERP_KEY))
+    for obj in [*run.kubernetes_objects(), *imported.kubernetes_objects()]:
         if obj["kind"] == "ConfigMap":
             assert not re.search(r"privkey:[0-9a-f]{64}", yaml.safe_dump(obj)), obj["metadata"]["name"]
     config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
@@ -174,21 +182,15 @@ def test_identity_never_lands_in_a_config_map(run_stack) -> None:
     assert config["policy"]["mode"] == "file"
 
 
-def test_imported_identity_replaces_the_generated_one(run_stack, lab_project) -> None:
-    project = lab_project(
-        "  headscale-ha:noisePrivateKey:\n    secure: v1:AAAA\n  headscale-ha:derpPrivateKey:\n    secure: v1:BBBB\n"
-    )
-    run = run_stack("lab", project_dir=project)
+def test_imported_identity_replaces_the_generated_one() -> None:
+    run = _lone_server(identity=ImportedIdentity(noise_private_key=NOISE_KEY, derp_private_key=DERP_KEY))
     assert not [r for r in run.resources if r.type.startswith("random:index/randomBytes")]
     assert _object(run, "Secret", "headscale-identity")["stringData"] == {"noise.key": SECRET, "derp.key": SECRET}
 
 
-def test_a_config_change_rolls_the_pod(run_stack, project_copy, stack_outputs) -> None:
-    base = _object(run_stack("hydra"), "Deployment", "headscale")
-    project = project_copy()
-    text = (project / "Pulumi.yaml").read_text().replace("nameservers: [1.1.1.1, 1.0.0.1]", "nameservers: [9.9.9.9]")
-    (project / "Pulumi.yaml").write_text(text)
-    changed = _object(run_stack("hydra", project_dir=project), "Deployment", "headscale")
+def test_a_config_change_rolls_the_pod() -> None:
+    base = _object(_lone_server(), "Deployment", "headscale")
+    changed = _object(_lone_server(nameservers=("9.9.9.9",)), "Deployment", "headscale")
     annotation = "checksum/config"
     assert (
         base["spec"]["template"]["metadata"]["annotations"][annotation]
@@ -196,137 +198,9 @@ def test_a_config_change_rolls_the_pod(run_stack, project_copy, stack_outputs) -
     )
 
 
-def test_service_exposes_http_and_metrics_only(run_stack) -> None:
-    ports = _object(run_stack("hydra"), "Service", "headscale")["spec"]["ports"]
+def test_service_exposes_http_and_metrics_only() -> None:
+    ports = _object(_lone_server(), "Service", "headscale")["spec"]["ports"]
     assert {(p["name"], p["port"]) for p in ports} == {("http", 8080), ("metrics", 9090)}
-
-
-def test_a_single_node_cluster_lets_the_control_plane_host_the_pods(run_stack) -> None:
-    run = run_stack("cosmos")
-    for kind, name in (
-        ("Deployment", "headscale"),
-        ("StatefulSet", "subnet-router-0"),
-        ("Deployment", "tailnet-gateway"),
-    ):
-        spec = _object(run, kind, name)["spec"]["template"]["spec"]
-        assert "nodeAffinity" not in spec["affinity"], name
-        assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"} in (
-            spec["tolerations"]
-        ), name
-
-
-def _file_paths(node: object) -> set[str]:
-    """Every file the rendered config.yaml names (keys ending in `_path` with a value, and `policy.path`)."""
-    if isinstance(node, dict):
-        found = {v for k, v in node.items() if k.endswith("_path") and isinstance(v, str) and v}
-        policy = node.get("policy")
-        if isinstance(policy, dict) and policy.get("path"):
-            found.add(policy["path"])
-        return found.union(*(_file_paths(v) for v in node.values()))
-    if isinstance(node, list):
-        return set().union(*(_file_paths(v) for v in node))
-    return set()
-
-
-def _resolves(path: str, container: dict, volumes: dict[str, dict]) -> bool:
-    """The kubelet's view: some mount of the container holds the file, including the item that names it."""
-    for mount in container.get("volumeMounts", []):
-        root = mount["mountPath"].rstrip("/")
-        if path == root and "subPath" in mount:
-            return True
-        if path.startswith(root + "/"):
-            source = volumes[mount["name"]]
-            items = (source.get("secret") or source.get("configMap") or {}).get("items")
-            relative = path[len(root) + 1 :]
-            return items is None or relative in {item["path"] for item in items}
-    return False
-
-
-@pytest.mark.parametrize("option_set", ["hydra", "migrating-oidc", "postgres-embedded-derp-ingress-kernel-api-key"])
-def test_every_file_the_config_names_is_mounted_wherever_headscale_loads_it(
-    option_set: str, project_copy, stack_outputs
-) -> None:
-    run = option_set_run(option_set, project_copy, stack_outputs)
-    config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
-    paths = _file_paths(config)
-    assert PATHS.noise_key in paths
-    assert (PATHS.oidc_client_secret in paths) == ("oidc" in option_set)
-    assert PATHS.policy in paths, "file mode: Headscale reads the rendered policy wherever it loads the config"
-    loaders = []
-    for workload in run.kubernetes_objects():
-        if workload["kind"] not in ("Deployment", "Job"):
-            continue
-        pod = workload["spec"]["template"]["spec"]
-        volumes = {v["name"]: v for v in pod["volumes"]}
-        for container in [*pod.get("initContainers", []), *pod["containers"]]:
-            if container["image"].startswith("ghcr.io/juanfont/headscale:"):
-                loaders.append(container["name"])
-                missing = sorted(p for p in paths if not _resolves(p, container, volumes))
-                assert missing == [], f"{workload['metadata']['name']}/{container['name']} cannot read {missing}"
-    assert loaders == ["headscale", *(["schema", "smoke"] if "migrating" in option_set else [])]
-
-
-def test_the_embedded_derp_stun_port_is_reachable(project_copy, stack_outputs) -> None:
-    run = option_set_run("postgres-embedded-derp-ingress-kernel-api-key", project_copy, stack_outputs)
-    config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
-    port = int(config["derp"]["server"]["stun_listen_addr"].rsplit(":", 1)[1])
-    (container,) = _pod(run)["containers"]
-    assert {"name": "stun", "containerPort": port, "protocol": "UDP"} in container["ports"]
-    service = _object(run, "Service", "headscale-stun")["spec"]
-    assert service["ports"] == [{"name": "stun", "port": port, "targetPort": "stun", "protocol": "UDP"}]
-    assert service["type"] == "LoadBalancer"
-    assert service["externalTrafficPolicy"] == "Local"
-    # Clients probe the public hostname's address: the Service asks for it and shares it with the public Gateway.
-    annotations = _object(run, "Service", "headscale-stun")["metadata"]["annotations"]
-    assert annotations["lbipam.cilium.io/ips"] == "198.51.100.10"
-    assert annotations["lbipam.cilium.io/sharing-key"] == "headscale-public"
-    assert annotations["pulumi.com/skipAwait"] == "true"
-    rules = _object(run, "NetworkPolicy", "headscale")["spec"]["ingress"]
-    assert {"ports": [{"protocol": "UDP", "port": port}]} in rules, "from anywhere: clients probe it from the internet"
-    without = option_set_run("hydra", project_copy, stack_outputs)
-    assert all(p["protocol"] == "TCP" for p in _pod(without)["containers"][0]["ports"])
-    assert not [o for o in without.kubernetes_objects() if o["metadata"]["name"] == "headscale-stun"]
-
-
-def _listeners(config: dict) -> dict[str, tuple[int, str, bool]]:
-    """Every listener the rendered config opens: key -> (port, protocol, bound beyond loopback)."""
-    found = {key: config[key] for key in ("listen_addr", "metrics_listen_addr", "grpc_listen_addr") if config.get(key)}
-    server = config["derp"]["server"]
-    if server.get("enabled"):
-        found["derp.server.stun_listen_addr"] = server["stun_listen_addr"]
-    return {
-        key: (int(addr.rsplit(":", 1)[1]), "UDP" if "stun" in key else "TCP", not addr.startswith("127."))
-        for key, addr in found.items()
-    }
-
-
-@pytest.mark.parametrize("option_set", ["hydra", "postgres-embedded-derp-ingress-kernel-api-key"])
-def test_every_port_the_config_opens_is_carried_where_it_must_be_reached(
-    option_set: str, project_copy, stack_outputs
-) -> None:
-    run = option_set_run(option_set, project_copy, stack_outputs)
-    config = yaml.safe_load(_object(run, "ConfigMap", "headscale-config")["data"]["config.yaml"])
-    listeners = _listeners(config)
-    (container,) = _pod(run)["containers"]
-    declared = {(p["containerPort"], p["protocol"]): p["name"] for p in container["ports"]}
-    services = [
-        o
-        for o in run.kubernetes_objects()
-        if o["kind"] == "Service" and o["spec"]["selector"].get("app.kubernetes.io/name") == "headscale"
-    ]
-    served = {(p["targetPort"], p["protocol"]) for s in services for p in s["spec"]["ports"]}
-    allowed = {
-        (p["port"], p["protocol"])
-        for rule in _object(run, "NetworkPolicy", "headscale")["spec"]["ingress"]
-        for p in rule["ports"]
-    }
-    for key, (port, protocol, reachable) in listeners.items():
-        if not reachable:
-            assert (port, protocol) not in declared, f"{key} is loopback only and needs no port"
-            continue
-        assert (port, protocol) in declared, f"{key}: no containerPort {port}/{protocol}"
-        assert (declared[(port, protocol)], protocol) in served, f"{key}: no Service port"
-        assert (port, protocol) in allowed, f"{key}: the NetworkPolicy drops it"
 
 
 # ------------------------------------------------------------------------------------------ args

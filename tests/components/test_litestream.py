@@ -1,17 +1,21 @@
-"""LitestreamBackup: config and script shipped to the pod, NFS volume, optional VolSync snapshots."""
+"""LitestreamBackup: config and script shipped to the pod, the served witness, the backup key, the position
+recorder.
+
+At the component seam: LitestreamBackup alone for an application of the caller's, and HeadscaleServer with Headplane
+(the two applications it serves here) built alone from hand-written Args (tests/support/seam_samples.py). What the
+stacks' config renders (the volumes kept or not, VolSync and its movers, the backup settings and overrides, the
+optional witness declared where the site reads it) is in tests/program/test_site_litestream.py.
+"""
 
 from __future__ import annotations
 
 import datetime
-import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 from pydantic import ValidationError
 
-from headscale_ha.components.backup_volume import claim_name
 from headscale_ha.components.identity import derived_backup_key, identity_fingerprint
 from headscale_ha.components.litestream import (
     SERVED_FILE,
@@ -24,30 +28,69 @@ from headscale_ha.components.litestream import (
 )
 from headscale_ha.components.litestream_config import restore_script
 from headscale_ha.components.position_recorder import FIELD_MANAGER, POSITION_FILE, WITNESS_KEY
-from headscale_ha.components.settings import Backup, Headscale, Nfs
-from headscale_ha.program.config import StackConfig, parse_stack_config
-from headscale_ha.program.externals import optional_references
+from headscale_ha.components.settings import Backup, Headscale
 from tests.support.component_run import build_component
-from tests.support.manifest_validator import validate
-from tools.harness import ProgramRun, RegisteredResource
-from tools.plan import PLACEHOLDERS
-from tools.stack_files import read_stack_settings
-from tools.wiring import check_wiring
-
-#: The backup claim of the shared config's NFS source (Pulumi.yaml).
-BACKUP_CLAIM = claim_name(Nfs(server="nfs.internal.example.com", path="/export/headscale-backup"))
-
-
-def _objects(run: ProgramRun, kind: str) -> list[dict]:
-    return [o for o in run.kubernetes_objects() if o["kind"] == kind]
+from tests.support.seam_litestream import api_access as _api_access
+from tests.support.seam_litestream import holds as _holds
+from tests.support.seam_litestream import restore_of as _restore
+from tests.support.seam_litestream import witnesses as _witnesses
+from tests.support.seam_samples import backup, build_pair, sqlite
+from tests.support.site_objects import deployment_pod as _deployment_pod
+from tests.support.site_objects import objects_of as _objects
+from tools.harness import ProgramRun
 
 
-def _deployment_pod(run: ProgramRun, app: str) -> dict:
-    return next(o for o in _objects(run, "Deployment") if o["metadata"]["name"] == app)["spec"]["template"]["spec"]
+def test_volsync_needs_persistent_storage() -> None:
+    with pytest.raises(ValidationError, match="volsync snapshots a PersistentVolumeClaim"):
+        Backup.model_validate({"volsync": {"repository": "restic-config"}})
+    with pytest.raises(ValidationError, match="ephemeralStorageClass applies to disposable storage only"):
+        Backup.model_validate({"local": {"storage": "persistent", "ephemeralStorageClass": "local-path"}})
 
 
-def test_each_application_gets_its_own_replica_directory(run_stack) -> None:
-    run = run_stack("hydra")
+# --- the served witness: a third record, outside both volumes, that the site has served ----------------------------
+
+
+def test_allow_empty_start_is_a_documented_date() -> None:
+    field = Headscale.model_fields["allow_empty_start"]
+    assert field.alias == "allowEmptyStart"
+    assert field.default is None
+    assert "exit 24" in field.description
+    assert "YYYY-MM-DD" in field.description
+    base = {"version": "0.29.2", "image": "ghcr.io/juanfont/headscale:0.29.2"}
+    # An unquoted YAML date and the text Pulumi hands over both mean the same day.
+    assert Headscale.model_validate({**base, "allowEmptyStart": datetime.date(2031, 2, 3)}).allow_empty_start == (
+        "2031-02-03"
+    )
+    assert Headscale.model_validate({**base, "allowEmptyStart": "2031-02-03"}).allow_empty_start == "2031-02-03"
+    for bad in ("yes", "true", "2031-2-3", "2031-02-30", "03.02.2031", "2031-02-03T00:00:00"):
+        with pytest.raises(ValidationError, match="YYYY-MM-DD"):
+            Headscale.model_validate({**base, "allowEmptyStart": bad})
+
+
+def test_every_site_derives_the_same_backup_key_and_the_epoch_rotates_it() -> None:
+    """The backup key comes from the tailnet's Noise key, so an active reading the identity stack and a standby that
+    imports the same keys sign and verify with one key; it reveals nothing of the Noise key."""
+    noise = "privkey:" + "ab" * 32
+    key = derived_backup_key(noise)
+    assert re.fullmatch("[0-9a-f]{64}", key)
+    assert derived_backup_key(f"  {noise}\n") == key, "trimmed like the fingerprint"
+    assert derived_backup_key(noise, 2) != key
+    assert derived_backup_key("privkey:" + "cd" * 32) != key
+    assert "ab" * 32 not in key
+    assert key != identity_fingerprint(noise)
+
+
+WITNESS_TYPE = "kubernetes:core/v1:ConfigMapPatch"
+DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"
+ROLE_TYPES = ("kubernetes:core/v1:ServiceAccount", "kubernetes:rbac.authorization.k8s.io/v1:Role")
+ROLE_TYPES += ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",)
+
+
+# --- at the seam: HeadscaleServer and Headplane, the applications the backup serves, built alone ---------------------
+
+
+def test_each_application_gets_its_own_replica_directory() -> None:
+    run = build_pair()
     maps = {
         o["metadata"]["name"]: o for o in _objects(run, "ConfigMap") if o["metadata"]["name"].endswith("-litestream")
     }
@@ -59,44 +102,9 @@ def test_each_application_gets_its_own_replica_directory(run_stack) -> None:
         assert config_map["data"]["restore.sh"] == restore_script()
 
 
-def _persistent(project: Path) -> Path:
-    """The project with `backup.local.storage: persistent` (the shipped default is disposable)."""
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["backup"]["value"]["local"] = {"storage": "persistent"}
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return project
-
-
-def test_volumes_that_hold_the_registry_are_retained_on_destroy(run_stack, project_copy) -> None:
-    run = run_stack("hydra", project_dir=_persistent(project_copy()))
-    claims = [r for r in run.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
-    assert {r.inputs["metadata"]["name"] for r in claims} == {"headscale-data", "headplane-data", BACKUP_CLAIM}
-    assert all(r.retain_on_delete for r in claims)
-
-
-def test_disposable_storage_keeps_no_claim_and_restores_into_the_pod_volume(run_stack) -> None:
-    run = run_stack("hydra")
-    claims = [r for r in run.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
-    assert {r.inputs["metadata"]["name"] for r in claims} == {BACKUP_CLAIM}, "only the NFS claim is kept"
-    for app, size in (("headscale", "1Gi"), ("headplane", "256Mi")):
-        pod = _deployment_pod(run, app)
-        (data,) = [v for v in pod["volumes"] if v["name"] == "data"]
-        assert data == {"name": "data", "emptyDir": {"sizeLimit": size}}
-        restore = pod["initContainers"][0]
-        assert restore["name"] == "restore"
-        assert any(mount["name"] == "data" for mount in restore["volumeMounts"]), "it restores into that volume"
-        # Sized for the restore (more than a core), not the sidecar's 200m.
-        assert restore["resources"]["limits"]["cpu"] == "2"
-        sidecar = next(c for c in pod["initContainers"] if c["name"] == "litestream")
-        assert sidecar["resources"]["limits"]["cpu"] == "200m"
-
-
-def test_an_ephemeral_storage_class_gives_each_pod_its_own_claim(run_stack, project_copy) -> None:
-    project = project_copy()
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["backup"]["value"]["local"] = {"ephemeralStorageClass": "local-path"}
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    run = run_stack("hydra", project_dir=project)
+def test_an_ephemeral_storage_class_gives_each_pod_its_own_claim() -> None:
+    ephemeral = sqlite(backup=backup(local={"ephemeralStorageClass": "local-path"}))
+    run = build_pair(server={"database": ephemeral})
     pod = _deployment_pod(run, "headscale")
     (data,) = [v for v in pod["volumes"] if v["name"] == "data"]
     spec = data["ephemeral"]["volumeClaimTemplate"]["spec"]
@@ -106,132 +114,11 @@ def test_an_ephemeral_storage_class_gives_each_pod_its_own_claim(run_stack, proj
         "resources": {"requests": {"storage": "1Gi"}},
     }
     claims = [o["metadata"]["name"] for o in run.kubernetes_objects() if o["kind"] == "PersistentVolumeClaim"]
-    assert claims == [BACKUP_CLAIM], "the ephemeral-volume controller creates the pod's claim, not Pulumi"
+    assert claims == [], "the ephemeral-volume controller creates the pod's claim, not Pulumi"
 
 
-def test_volsync_needs_persistent_storage() -> None:
-    with pytest.raises(ValidationError, match="volsync snapshots a PersistentVolumeClaim"):
-        Backup.model_validate({"volsync": {"repository": "restic-config"}})
-    with pytest.raises(ValidationError, match="ephemeralStorageClass applies to disposable storage only"):
-        Backup.model_validate({"local": {"storage": "persistent", "ephemeralStorageClass": "local-path"}})
-
-
-def test_volsync_snapshots_are_optional_and_per_volume(run_stack, project_copy) -> None:
-    assert _objects(run_stack("hydra"), "ReplicationSource") == []
-    project = _persistent(project_copy())
-    text = (
-        (project / "Pulumi.yaml")
-        .read_text()
-        .replace(
-            "        image: docker.io/litestream/litestream:0.5.17\n",
-            "        image: docker.io/litestream/litestream:0.5.17\n"
-            "      volsync:\n        repository: restic-config\n",
-        )
-    )
-    (project / "Pulumi.yaml").write_text(text)
-    sources = {
-        o["metadata"]["name"]: o["spec"] for o in _objects(run_stack("hydra", project_dir=project), "ReplicationSource")
-    }
-    assert set(sources) == {"headscale-data", "headplane-data"}
-    assert sources["headscale-data"]["sourcePVC"] == "headscale-data"
-    assert sources["headscale-data"]["restic"]["repository"] == "restic-config"
-    assert sources["headscale-data"]["restic"]["retain"] == {"daily": 7, "weekly": 4}
-
-
-#: VolSync runs an unprivileged mover (no `volsync.backube/privileged-movers` on the namespace) with this container
-#: security context and the ReplicationSource's moverSecurityContext as the pod's: admission sees both.
-VOLSYNC_MOVER_CONTAINER = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "privileged": False,
-    "readOnlyRootFilesystem": True,
-}
-
-
-def _mover_pod_files(tmp_path: Path, pod_security: dict) -> list[Path]:
-    tmp_path.mkdir()
-    namespace = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": "headscale", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "volsync-src-headscale-data", "namespace": "headscale"},
-        "spec": {
-            "securityContext": pod_security,
-            "containers": [
-                {
-                    "name": "restic",
-                    "image": "quay.io/backube/volsync:0.11.0",
-                    "securityContext": VOLSYNC_MOVER_CONTAINER,
-                }
-            ],
-        },
-    }
-    files = []
-    for index, document in enumerate((namespace, pod)):
-        path = tmp_path / f"{index}.yaml"
-        path.write_text(yaml.safe_dump(document))
-        files.append(path)
-    return files
-
-
-def test_volsync_mover_pods_are_admitted_under_restricted(run_stack, project_copy, shared_dir, tmp_path) -> None:
-    project = _persistent(project_copy())
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["backup"]["value"]["volsync"] = {"repository": "restic-config"}
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    sources = _objects(run_stack("hydra", project_dir=project), "ReplicationSource")
-    contexts = {json.dumps(s["spec"]["restic"]["moverSecurityContext"], sort_keys=True) for s in sources}
-    assert len(sources) == 2
-    assert len(contexts) == 1
-    mover = json.loads(contexts.pop())
-    admitted = validate(shared_dir, _mover_pod_files(tmp_path / "now", mover))
-    assert admitted.returncode == 0, admitted.stdout
-    # What the stacks used to render: refused, so the second backup would silently never run.
-    before = {"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532}
-    refused = validate(shared_dir, _mover_pod_files(tmp_path / "before", before))
-    assert refused.returncode == 1
-    assert "runAsNonRoot" in refused.stdout
-    assert "seccompProfile" in refused.stdout
-
-
-# --- the served witness: a third record, outside both volumes, that the site has served ----------------------------
-
-WITNESS_TYPE = "kubernetes:core/v1:ConfigMapPatch"
-DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"
-
-
-def _witnesses(run: ProgramRun) -> dict[str, RegisteredResource]:
-    return {r.inputs["metadata"]["name"]: r for r in run.of_type(WITNESS_TYPE)}
-
-
-def _restore(run: ProgramRun, app: str) -> tuple[dict, dict]:
-    (deployment,) = [o for o in _objects(run, "Deployment") if o["metadata"]["name"] == app]
-    pod = deployment["spec"]["template"]["spec"]
-    (restore,) = [c for c in pod["initContainers"] if c["name"] == "restore"]
-    return pod, restore
-
-
-def _with_headscale(project: Path, **values: object) -> Path:
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["headscale"]["value"].update(values)
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return project
-
-
-def _stack_config(project: Path, stack: str) -> StackConfig:
-    settings = read_stack_settings(project, stack, placeholders=PLACEHOLDERS, assume_secrets=())
-    prefix = f"{settings.project}:"
-    raw = {key.removeprefix(prefix): value for key, value in settings.config.items() if key.startswith(prefix)}
-    secret = {key.removeprefix(prefix) for key in settings.secret_keys if key.startswith(prefix)}
-    return parse_stack_config(raw, stack=stack, secret_keys=secret)
-
-
-def test_the_witness_is_written_only_after_the_deployment_rolled_out_and_is_retained(run_stack) -> None:
-    run = run_stack("hydra")
+def test_the_witness_is_written_only_after_the_deployment_rolled_out_and_is_retained() -> None:
+    run = build_pair()
     witnesses = _witnesses(run)
     assert set(witnesses) == {served_config_map("headscale"), served_config_map("headplane")}
     deployments = {r.inputs["metadata"]["name"]: r for r in run.of_type(DEPLOYMENT_TYPE)}
@@ -247,8 +134,8 @@ def test_the_witness_is_written_only_after_the_deployment_rolled_out_and_is_reta
         assert witness.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
 
 
-def test_the_restore_reads_the_witness_through_an_optional_volume(run_stack) -> None:
-    run = run_stack("hydra")
+def test_the_restore_reads_the_witness_through_an_optional_volume() -> None:
+    run = build_pair()
     for app in ("headscale", "headplane"):
         pod, restore = _restore(run, app)
         env = {e["name"]: e.get("value") for e in restore["env"]}
@@ -273,10 +160,13 @@ def test_the_restore_reads_the_witness_through_an_optional_volume(run_stack) -> 
         assert all(m["name"] != SERVED_VOLUME for c in others for m in c.get("volumeMounts", []))
 
 
-def test_a_standby_writes_the_witness_for_its_promotion_but_does_not_read_it(run_stack) -> None:
+def test_a_standby_writes_the_witness_for_its_promotion_but_does_not_read_it() -> None:
     """A promoted standby has never served where it runs; the witness it wrote as a standby makes its restore refuse
     an empty start once promoted (its REQUIRE_BACKUP is off then), as on the site that served."""
-    run = run_stack("cosmos")
+    run = build_pair(
+        server={"replicas": 0, "database": sqlite(require_backup=True)},
+        headplane={"replicas": 0, "require_backup": True},
+    )
     witnesses = _witnesses(run)
     assert set(witnesses) == {served_config_map("headscale"), served_config_map("headplane")}
     deployments = {r.inputs["metadata"]["name"]: r for r in run.of_type(DEPLOYMENT_TYPE)}
@@ -291,65 +181,19 @@ def test_a_standby_writes_the_witness_for_its_promotion_but_does_not_read_it(run
         assert all(v["name"] != SERVED_VOLUME for v in pod["volumes"])
 
 
-def test_a_stopped_server_writes_no_witness(run_stack, project_copy) -> None:
+def test_a_stopped_server_writes_no_witness() -> None:
     """0 replicas roll out "ready" without serving: no witness for Headscale then (Headplane still serves)."""
-    run = run_stack("hydra", project_dir=_with_headscale(project_copy(), replicas=0))
+    run = build_pair(server={"replicas": 0})
     assert set(_witnesses(run)) == {"headplane-served"}
     _, restore = _restore(run, "headscale")
     assert {e["name"]: e.get("value") for e in restore["env"]}["SERVED_FILE"] == SERVED_FILE
 
 
-def test_allow_empty_start_reaches_both_restores(run_stack, project_copy) -> None:
-    run = run_stack("hydra", project_dir=_with_headscale(project_copy(), allowEmptyStart="2031-02-03"))
-    for app in ("headscale", "headplane"):
-        _, restore = _restore(run, app)
-        assert {e["name"]: e.get("value") for e in restore["env"]}["ALLOW_EMPTY_START"] == "2031-02-03"
-
-
-def test_allow_empty_start_is_a_documented_date() -> None:
-    field = Headscale.model_fields["allow_empty_start"]
-    assert field.alias == "allowEmptyStart"
-    assert field.default is None
-    assert "exit 24" in field.description
-    assert "YYYY-MM-DD" in field.description
-    base = {"version": "0.29.2", "image": "ghcr.io/juanfont/headscale:0.29.2"}
-    # An unquoted YAML date and the text Pulumi hands over both mean the same day.
-    assert Headscale.model_validate({**base, "allowEmptyStart": datetime.date(2031, 2, 3)}).allow_empty_start == (
-        "2031-02-03"
-    )
-    assert Headscale.model_validate({**base, "allowEmptyStart": "2031-02-03"}).allow_empty_start == "2031-02-03"
-    for bad in ("yes", "true", "2031-2-3", "2031-02-30", "03.02.2031", "2031-02-03T00:00:00"):
-        with pytest.raises(ValidationError, match="YYYY-MM-DD"):
-            Headscale.model_validate({**base, "allowEmptyStart": bad})
-
-
-@pytest.mark.parametrize("stack", ["hydra", "cosmos"])
-def test_the_optional_witness_is_declared_where_it_is_read(stack: str, run_stack, project_copy) -> None:
-    project = project_copy()
-    run = run_stack(stack, project_dir=project)
-    config = _stack_config(project, stack)
-    declared = optional_references(config)
-    findings = [str(f) for f in check_wiring(run.kubernetes_objects(), optional_refs=declared) if "-served" in str(f)]
-    assert findings == []
-    witnesses = {(ref.workload, ref.name) for ref in declared if ref.name.endswith("-served")}
-    if stack == "hydra":
-        assert witnesses == {("Deployment/headscale", "headscale-served"), ("Deployment/headplane", "headplane-served")}
-        undeclared = [r for r in declared if not r.name.endswith("-served")]
-        findings = [str(f) for f in check_wiring(run.kubernetes_objects(), optional_refs=undeclared)]
-        assert any("headscale-served" in f and "not declared" in f for f in findings), findings
-    else:
-        assert witnesses == set()
-
-
-def _holds(container: dict, volume: str) -> bool:
-    return any(mount["name"] == volume for mount in container.get("volumeMounts", []))
-
-
-def test_only_the_signer_the_restore_and_the_rehearsal_hold_the_backup_key(run_stack) -> None:
+def test_only_the_signer_the_restore_and_the_rehearsal_hold_the_backup_key() -> None:
     """Authenticated backups: each application's key Secret, a Pulumi secret, mounted by exactly the containers that
     sign or verify; the Litestream sidecar waits for its position before the application starts and stops after
     the last sync."""
-    run = run_stack("hydra")
+    run = build_pair()
     secrets = {
         o["metadata"]["name"]: o for o in _objects(run, "Secret") if o["metadata"]["name"].endswith("-backup-key")
     }
@@ -377,72 +221,12 @@ def test_only_the_signer_the_restore_and_the_rehearsal_hold_the_backup_key(run_s
         assert env["MANIFEST_MAX_AGE_SECONDS"] == str(24 * 3600)
 
 
-def test_the_auth_overrides_reach_the_restore_only_as_dates(run_stack, project_copy) -> None:
-    project = project_copy()
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["backup"]["value"]["auth"] = {"allowUnsigned": "2026-12-01", "maxAge": "6h"}
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    pod = _deployment_pod(run_stack("hydra", project_dir=project), "headscale")
-    env = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}
-    assert env["ALLOW_UNSIGNED_RESTORE"] == "2026-12-01"
-    assert env["MAX_REPLICA_AGE_SECONDS"] == str(6 * 3600)
-    assert "ALLOW_STALE_RESTORE" not in env
-    with pytest.raises(ValidationError, match="is not a date"):
-        Backup.model_validate({"auth": {"allowStale": "tomorrow"}})
-
-
-def test_every_site_derives_the_same_backup_key_and_the_epoch_rotates_it() -> None:
-    """The backup key comes from the tailnet's Noise key, so an active reading the identity stack and a standby that
-    imports the same keys sign and verify with one key; it reveals nothing of the Noise key."""
-    noise = "privkey:" + "ab" * 32
-    key = derived_backup_key(noise)
-    assert re.fullmatch("[0-9a-f]{64}", key)
-    assert derived_backup_key(f"  {noise}\n") == key, "trimmed like the fingerprint"
-    assert derived_backup_key(noise, 2) != key
-    assert derived_backup_key("privkey:" + "cd" * 32) != key
-    assert "ab" * 32 not in key
-    assert key != identity_fingerprint(noise)
-
-
-# --- the position recorder -----------------------------------------------------------------------------------
-ROLE_TYPES = ("kubernetes:core/v1:ServiceAccount", "kubernetes:rbac.authorization.k8s.io/v1:Role")
-ROLE_TYPES += ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",)
-
-
-def _api_access(objects: list[dict], namespace: str, workload: str) -> dict[str, set[tuple[str, str, str]]]:
-    """Per container of ``workload``'s pod: what its token lets it do, as (resource, name, verb); a container holds
-    the token only when it mounts the automounted one (automountServiceAccountToken) or a projected
-    serviceAccountToken volume. A rule without resourceNames reaches every name (`*`)."""
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == workload]
-    spec = deployment["spec"]["template"]["spec"]
-    account = spec.get("serviceAccountName", "default")
-    roles = {(o["kind"], o["metadata"]["name"]): o["rules"] for o in objects if o["kind"] in ("Role", "ClusterRole")}
-    granted: set[tuple[str, str, str]] = set()
-    subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
-    for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
-        if subject in binding["subjects"]:
-            for rule in roles.get((binding["roleRef"]["kind"], binding["roleRef"]["name"]), []):
-                names = rule.get("resourceNames") or ["*"]
-                granted |= {(r, n, v) for r in rule["resources"] for n in names for v in rule["verbs"]}
-    token_volumes = {
-        v["name"]
-        for v in spec["volumes"]
-        if any("serviceAccountToken" in source for source in v.get("projected", {}).get("sources", []))
-    }
-    automount = spec.get("automountServiceAccountToken", True)
-    access = {}
-    for container in [*spec.get("initContainers", []), *spec["containers"]]:
-        holds = automount or any(m["name"] in token_volumes for m in container.get("volumeMounts", []))
-        access[container["name"]] = granted if holds else set()
-    return access
-
-
-def test_only_the_recorder_holds_a_token_and_it_patches_only_the_witness(run_stack) -> None:
+def test_only_the_recorder_holds_a_token_and_it_patches_only_the_witness() -> None:
     """Least privilege: the pod's account is the recorder's, its token is mounted into the recorder alone, and it
     can get and patch the served witness, nothing else (no create, no other ConfigMap, no Secret). Headplane's pod
     holds no token at all."""
     app = "headscale"
-    run = run_stack("hydra")
+    run = build_pair()
     objects = run.kubernetes_objects()
     assert not any(_api_access(objects, "headscale", "headplane").values())
     assert "serviceAccountName" not in _deployment_pod(run, "headplane")
@@ -471,8 +255,8 @@ def test_only_the_recorder_holds_a_token_and_it_patches_only_the_witness(run_sta
     assert all(_api_access(loose, "headscale", app).values())
 
 
-def test_the_recorder_sits_between_the_restore_and_the_signer_and_sees_only_the_position(run_stack) -> None:
-    run = run_stack("hydra")
+def test_the_recorder_sits_between_the_restore_and_the_signer_and_sees_only_the_position() -> None:
+    run = build_pair()
     headplane = [c["name"] for c in _deployment_pod(run, "headplane")["initContainers"]]
     assert headplane == ["restore", "backup-signer", "litestream"]
     for app in ("headscale",):
@@ -528,8 +312,8 @@ def test_the_recorder_sits_between_the_restore_and_the_signer_and_sees_only_the_
         assert config["data"]["position-recorder.sh"].startswith("#!/bin/sh")
 
 
-def test_the_deployments_wait_for_the_recorders_account_and_outlive_it_on_destroy(run_stack) -> None:
-    run = run_stack("hydra")
+def test_the_deployments_wait_for_the_recorders_account_and_outlive_it_on_destroy() -> None:
+    run = build_pair()
     deployments = {r.inputs["metadata"]["name"]: r for r in run.of_type(DEPLOYMENT_TYPE)}
     for app in ("headscale",):
         rbac = [
@@ -539,12 +323,9 @@ def test_the_deployments_wait_for_the_recorders_account_and_outlive_it_on_destro
         assert {r.urn for r in rbac} <= set(deployments[app].dependencies)
 
 
-def test_without_position_recording_nothing_holds_a_token(run_stack, project_copy) -> None:
-    project = project_copy()
-    document = yaml.safe_load((project / "Pulumi.yaml").read_text())
-    document["config"]["backup"]["value"]["auth"] = {"recordPosition": False, "allowRollback": "2026-12-01"}
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    run = run_stack("hydra", project_dir=project)
+def test_without_position_recording_nothing_holds_a_token() -> None:
+    unrecorded = backup(auth={"recordPosition": False, "allowRollback": "2026-12-01"})
+    run = build_pair(server={"database": sqlite(backup=unrecorded)}, headplane={"backup": unrecorded})
     assert not [o for o in _objects(run, "ServiceAccount") if "position-recorder" in o["metadata"]["name"]]
     for app in ("headscale", "headplane"):
         pod, restore = _restore(run, app)

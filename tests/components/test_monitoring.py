@@ -1,5 +1,9 @@
-"""Monitoring: every scrape target the program renders reaches the objects it names, only from monitoring, and the
-key-expiry path from provider outputs to a metrics file is real."""
+"""StackMonitoring at its seam (built alone from hand-written Args): the state exporter's pod and what its
+ServiceMonitors and PodMonitor select; and the key-expiry path from provider outputs to a metrics file.
+
+That every scrape target a stack renders reaches the objects it names, only from monitoring, and `monitoring.enabled:
+false` are in tests/program/test_site_monitoring.py.
+"""
 
 from __future__ import annotations
 
@@ -7,123 +11,25 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
-from headscale_ha.components.litestream import METRICS_PORT
-from headscale_ha.components.monitoring import EXPORTER, EXPORTER_PATH, KEYS_FILE, key_metrics
-from tests.support.netpol import Pod, admitted, namespaces_of, network_policies_of, pods_of
+from headscale_ha.components.monitoring import EXPORTER, EXPORTER_PATH, KEYS_FILE, StackMonitoring, key_metrics
+from tests.support.component_run import build_component
+from tests.support.seam_samples import BACKUP_CLAIM, monitoring_sample
+from tests.support.site_objects import object_named as _named
+from tests.support.site_objects import objects_of as _of
 from tools.harness import ProgramRun
-from tools.wiring import selector_matches
-
-PROMETHEUS = Pod(namespace="monitoring", labels={"app.kubernetes.io/name": "prometheus"}, ip="10.244.8.8")
-STRANGER = Pod(namespace="elsewhere", labels={"app": "random"}, ip="10.244.7.7")
 
 
-def _of(run: ProgramRun, kind: str) -> list[dict]:
-    return [o for o in run.kubernetes_objects() if o["kind"] == kind]
+def _lone_monitoring() -> ProgramRun:
+    """StackMonitoring alone, from the Args hydra's config maps to (tests/support/seam_samples.py)."""
+    return build_component(lambda: StackMonitoring("monitoring", monitoring_sample()))
 
 
-def _named(run: ProgramRun, kind: str, name: str) -> dict:
-    (found,) = [o for o in _of(run, kind) if o["metadata"]["name"] == name]
-    return found
-
-
-def _templates(run: ProgramRun) -> list[tuple[str, dict]]:
-    """(namespace, pod template) of every Deployment and StatefulSet."""
-    return [
-        (o["metadata"]["namespace"], o["spec"]["template"])
-        for o in run.kubernetes_objects()
-        if o["kind"] in ("Deployment", "StatefulSet")
-    ]
-
-
-def test_every_service_monitor_selects_a_service_with_its_port(run_stack) -> None:
-    run = run_stack("hydra")
-    services = _of(run, "Service")
-    monitors = _of(run, "ServiceMonitor")
-    assert {m["metadata"]["name"] for m in monitors} == {"headscale", "headscale-ha-litestream", EXPORTER}
-    for monitor in monitors:
-        spec = monitor["spec"]
-        namespaces = spec["namespaceSelector"]["matchNames"]
-        chosen = [
-            s
-            for s in services
-            if s["metadata"]["namespace"] in namespaces
-            and selector_matches(spec["selector"], s["metadata"].get("labels", {}))
-        ]
-        assert chosen, monitor["metadata"]["name"]
-        for endpoint in spec["endpoints"]:
-            assert any(endpoint["port"] in {p["name"] for p in s["spec"]["ports"]} for s in chosen), endpoint
-    litestream = _named(run, "ServiceMonitor", "headscale-ha-litestream")
-    chosen = {
-        s["metadata"]["name"]
-        for s in services
-        if selector_matches(litestream["spec"]["selector"], s["metadata"].get("labels", {}))
-    }
-    assert chosen == {"headscale-litestream", "headplane-litestream"}, "the sidecars only, never the app Services"
-    assert _named(run, "ServiceMonitor", EXPORTER)["spec"]["endpoints"][0]["path"] == EXPORTER_PATH
-
-
-def test_litestream_serves_metrics_on_the_port_its_service_targets(run_stack) -> None:
-    run = run_stack("hydra")
-    for app in ("headscale", "headplane"):
-        config = yaml.safe_load(_named(run, "ConfigMap", f"{app}-litestream")["data"]["litestream.yml"])
-        assert config["addr"] == f":{METRICS_PORT}"
-        pod = _named(run, "Deployment", app)["spec"]["template"]
-        sidecar = next(c for c in pod["spec"]["initContainers"] if c["name"] == "litestream")
-        assert {"name": "ls-metrics", "containerPort": METRICS_PORT, "protocol": "TCP"} in sidecar["ports"]
-        service = _named(run, "Service", f"{app}-litestream")
-        assert service["spec"]["clusterIP"] == "None"
-        assert service["spec"]["ports"][0]["targetPort"] == METRICS_PORT, "numeric: endpoints need no port lookup"
-        assert selector_matches({"matchLabels": service["spec"]["selector"]}, pod["metadata"]["labels"])
-
-
-def test_pod_monitors_reach_coredns_and_the_database_ports(run_stack, lab_project) -> None:
-    from tests.support.stack_snippets import POSTGRES
-
-    run = run_stack("hydra")
-    (gateway,) = _of(run, "PodMonitor")
-    assert gateway["metadata"]["namespace"] == "tailnet-gateway"
-    pods = [t for ns, t in _templates(run) if ns == "tailnet-gateway"]
-    chosen = [t for t in pods if selector_matches(gateway["spec"]["selector"], t["metadata"]["labels"])]
-    (coredns,) = [c for t in chosen for c in t["spec"]["containers"] if c["name"] == "coredns"]
-    assert any(p["name"] == "metrics" and p["containerPort"] == 9153 for p in coredns["ports"])
-    corefile = _named(run, "ConfigMap", "tailnet-dns-corefile")["data"]["Corefile"]
-    assert "    prometheus :9153\n" in corefile
-    postgres = run_stack("lab", project_dir=lab_project(POSTGRES))
-    database = _named(postgres, "PodMonitor", "headscale-db")
-    assert database["spec"]["selector"] == {"matchLabels": {"cnpg.io/cluster": "headscale-db"}}
-    names = {m["metadata"]["name"] for m in _of(postgres, "ServiceMonitor")}
-    assert "headscale-ha-litestream" in names, "Headplane's sidecar is still scraped"
-    rule = _named(postgres, "PrometheusRule", "headscale-ha")
-    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
-    assert "CNPGArchivingFailing" in alerts
-
-
-def test_only_monitoring_reaches_the_metrics_ports(run_stack) -> None:
-    objects = run_stack("hydra").kubernetes_objects()
-    policies, namespaces = network_policies_of(objects), {"monitoring": {}, "elsewhere": {}, **namespaces_of(objects)}
-    pods = pods_of(objects)
-
-    def pod(app: str) -> Pod:
-        return next(p for p in pods.values() if p.labels.get("app.kubernetes.io/name") == app)
-
-    for app, port in (
-        ("headscale", METRICS_PORT),
-        ("headplane", METRICS_PORT),
-        (EXPORTER, 8080),
-        ("tailnet-gateway", 9153),
-    ):
-        assert admitted(policies, namespaces, PROMETHEUS, pod(app), port, "TCP"), (app, port)
-        assert not admitted(policies, namespaces, STRANGER, pod(app), port, "TCP"), (app, port)
-    assert not admitted(policies, namespaces, pod("headplane"), pod(EXPORTER), 8080, "TCP")
-
-
-def test_the_exporter_reads_the_backup_read_only_and_runs_restricted(run_stack) -> None:
-    run = run_stack("hydra")
+def test_the_exporter_reads_the_backup_read_only_and_runs_restricted() -> None:
+    run = _lone_monitoring()
     pod = _named(run, "Deployment", EXPORTER)["spec"]["template"]["spec"]
     (backup,) = [v for v in pod["volumes"] if v["name"] == "backup"]
-    assert backup["persistentVolumeClaim"]["readOnly"] is True
+    assert backup["persistentVolumeClaim"] == {"claimName": BACKUP_CLAIM, "readOnly": True}
     collector, httpd = pod["containers"]
     assert {"name": "backup", "mountPath": "/backup", "readOnly": True} in collector["volumeMounts"]
     env = {e["name"]: e["value"] for e in collector["env"]}
@@ -136,18 +42,19 @@ def test_the_exporter_reads_the_backup_read_only_and_runs_restricted(run_stack) 
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
 
 
-def test_monitoring_off_renders_no_monitoring_object_and_no_metrics_port(run_stack, project_copy) -> None:
-    project = project_copy(lab="config:\n  headscale-ha:role: active\n")
-    document = yaml.safe_load((project / "Pulumi.hydra.yaml").read_text())
-    document["config"]["headscale-ha:monitoring"] = {"enabled": False}
-    (project / "Pulumi.hydra.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    run = run_stack("hydra", project_dir=project)
-    kinds = {o["kind"] for o in run.kubernetes_objects()}
-    assert not kinds & {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
-    assert not [o for o in _of(run, "Deployment") if o["metadata"]["name"] == EXPORTER]
-    config = yaml.safe_load(_named(run, "ConfigMap", "headscale-litestream")["data"]["litestream.yml"])
-    assert "addr" not in config
-    assert not [s for s in _of(run, "Service") if s["metadata"]["name"].endswith("-litestream")]
+def test_the_monitors_name_the_services_pods_and_paths_they_scrape() -> None:
+    run = _lone_monitoring()
+    monitors = {m["metadata"]["name"]: m["spec"] for m in _of(run, "ServiceMonitor")}
+    assert set(monitors) == {"headscale", "headscale-ha-litestream", EXPORTER}
+    assert all(spec["namespaceSelector"] == {"matchNames": ["headscale"]} for spec in monitors.values())
+    assert monitors[EXPORTER]["endpoints"][0]["path"] == EXPORTER_PATH
+    (gateway,) = _of(run, "PodMonitor")
+    assert gateway["metadata"]["namespace"] == "tailnet-gateway"
+    with_database = build_component(
+        lambda: StackMonitoring("monitoring", monitoring_sample(cnpg_cluster="headscale-db"))
+    )
+    database = _named(with_database, "PodMonitor", "headscale-db")
+    assert database["spec"]["selector"] == {"matchLabels": {"cnpg.io/cluster": "headscale-db"}}
 
 
 def test_key_metrics_carry_each_expiry_and_never_a_zero() -> None:

@@ -1,0 +1,35 @@
+"""Lookups in what a run registered (a whole stack's or one component's): the objects of a kind, the one object of
+a kind and name, a Deployment's pod spec, the routers' StatefulSets. Shared by the component tests and their
+stack-level counterparts under tests/program."""
+
+from __future__ import annotations
+
+from tools.harness import ProgramRun
+
+
+def objects_of(run: ProgramRun, kind: str) -> list[dict]:
+    """Every Kubernetes object of ``kind``."""
+    return [o for o in run.kubernetes_objects() if o["kind"] == kind]
+
+
+def object_named(run: ProgramRun, kind: str, name: str) -> dict:
+    """The one object of ``kind`` named ``name`` (fails unless there is exactly one)."""
+    matches = [o for o in objects_of(run, kind) if o["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{len(matches)} {kind}/{name}"
+    return matches[0]
+
+
+def deployment_pod(run: ProgramRun, app: str) -> dict:
+    """The pod spec of the Deployment named ``app``."""
+    return object_named(run, "Deployment", app)["spec"]["template"]["spec"]
+
+
+def routers(run: ProgramRun) -> list[dict]:
+    """The routers' StatefulSets, one per replica, in ordinal order."""
+    found = [o for o in objects_of(run, "StatefulSet") if o["metadata"]["name"].startswith("subnet-router-")]
+    return sorted(found, key=lambda o: int(o["metadata"]["name"].rsplit("-", 1)[1]))
+
+
+def headscale_pod(run: ProgramRun, name: str = "headscale") -> dict:
+    """The pod spec of Headscale's Deployment (or of the Deployment ``name``)."""
+    return deployment_pod(run, name)
