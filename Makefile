@@ -80,9 +80,12 @@ test: lint $(CHECKOV_STAMP)
 diff: $(RUNTIME_STAMP)
 	$(PY) -m tools.diff --base $(BASE) $(if $(STACK),--stack $(STACK))
 
-# Generated docs: the README's blocks (configuration reference, recovery and alerts tables) and
-# docs/availability/<stack>.md; a test fails when any is stale.
+# Generated docs: the component package's schema types and schema (plugin/schema.json, docs/package.md), the
+# README's blocks (configuration reference, recovery and alerts tables) and docs/availability/<stack>.md; a test
+# fails when any is stale.
 docs: $(RUNTIME_STAMP)
+	$(PY) -m tools.package_types --write
+	$(PY) -m tools.package_schema --write
 	$(PY) -m tools.config_reference --write
 	$(PY) -m tools.recovery_table --write
 	$(PY) -m tools.alerts_table --write

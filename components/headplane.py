@@ -17,7 +17,7 @@ import pulumi_random as random
 
 from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.headplane_config import HeadplaneConfigInput, HeadplanePaths, headplane_config_yaml
-from headscale_ha.components.litestream import LitestreamBackup
+from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
 from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Oidc
 from headscale_ha.components.workload import PodRecoveryFacts, cluster_service, recovery_facts, singleton_deployment
@@ -155,7 +155,7 @@ class Headplane(pulumi.ComponentResource):
             ),
         )
         # The served witness, once this rollout is ready (Headplane's own: its restore is separate from Headscale's).
-        self.backup.record_served(self.deployment, replicas=args.replicas)
+        record_served(self.backup, self.deployment, replicas=args.replicas, parent=self)
         self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self)
         self.url = f"https://{args.public_hostname}/admin"
         self.service_name, self.service_port = APP, PORT

@@ -27,7 +27,7 @@ from headscale_ha.components.headscale_config import (
     headscale_config_yaml,
 )
 from headscale_ha.components.identity import derived_backup_key, identity_fingerprint
-from headscale_ha.components.litestream import LitestreamBackup
+from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import (
     checksum,
     container_security,
@@ -455,7 +455,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         )
         if self.backup is not None:
             # The served witness, once this rollout is ready: a later loss of both volumes is refused, not emptied.
-            self.backup.record_served(self.deployment, replicas=args.replicas)
+            record_served(self.backup, self.deployment, replicas=args.replicas, parent=self)
         self.service = cluster_service(
             f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
         )

@@ -6,7 +6,7 @@ pieces it exposes: a restore init container that must succeed before anything el
 sidecar (an init container with restartPolicy Always) that replicates while the application runs.
 
 The served witness: the restore's markers live on the two volumes they protect (the data claim and the NFS backup
-directory), so losing both looks exactly like a first start. :meth:`LitestreamBackup.record_served` writes a third
+directory), so losing both looks exactly like a first start. :func:`record_served` writes a third
 witness outside both, the ConfigMap `<app>-served` (key `served: "true"`), once the application's Deployment has
 rolled out ready (on a standby too, for the day it is promoted); the restore container reads it through an optional
 ConfigMap volume and refuses an empty start while it exists (exit 24), unless ``allow_empty_start`` holds today's UTC
@@ -191,7 +191,7 @@ class LitestreamBackup(pulumi.ComponentResource):
     Outputs (registered):
     - ``configMap`` [attribute config_map]: the ConfigMap with litestream.yml and the restore script;
     - ``backupDir`` [attribute backup_dir]: where the pod sees its replica directory (`/backup/<app>`).
-    The served witness is written by :meth:`record_served`, called by the owner of the Deployment.
+    The served witness is written by :func:`record_served`, called by the owner of the Deployment.
     The pod-spec pieces (init_containers, volumes, config_checksum) are attributes only: they are not outputs.
     """
 
@@ -201,7 +201,6 @@ class LitestreamBackup(pulumi.ComponentResource):
     volumes: list[dict[str, Any]]
     config_checksum: str
     backup_dir: str
-    served: k8s.core.v1.ConfigMapPatch | None = None
     backup_key: k8s.core.v1.Secret | None
     metrics_service: k8s.core.v1.Service | None
     #: The pod's ServiceAccount (the position recorder's); None: the namespace's default, no token anywhere.
@@ -209,10 +208,13 @@ class LitestreamBackup(pulumi.ComponentResource):
     #: What the application's Deployment must depend on: its pods need the recorder's account to be created, and a
     #: destroy must stop them (the recorder's last record) before their RBAC goes.
     pod_dependencies: list[pulumi.Resource]
+    #: The name and args it was built with: what ``record_served`` writes the witness from.
+    resource_name: str
+    args: LitestreamBackupArgs
 
     def __init__(self, name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:litestream:LitestreamBackup", name, None, opts)
-        self._name, self._args = name, args
+        self.resource_name, self.args = name, args
         litestream = args.settings.litestream
         self.backup_dir = f"{BACKUP_MOUNT}/{args.app}"
         config_text = render_litestream_config(
@@ -396,33 +398,6 @@ class LitestreamBackup(pulumi.ComponentResource):
             security=container_security(),
         )
 
-    def record_served(self, deployment: pulumi.Resource, *, replicas: int) -> k8s.core.v1.ConfigMapPatch | None:
-        """Write the served witness once ``deployment`` (the application's) has rolled out ready.
-
-        pulumi-kubernetes awaits a Deployment's readiness on create and update, and a dependent is created only
-        after its dependency succeeded: the witness appears after the first ready rollout. Written where the
-        application serves (``replicas`` > 0), and on a standby (``require_backup``): a standby exists because the
-        tailnet has served, so once promoted (its restore then reads the witness) it must restore the backup and
-        never start empty, even before it has served there. None otherwise (an active site at 0 replicas): a witness
-        written earlier stays in the cluster (retained), only Pulumi's state forgets it.
-        """
-        if not self._args.require_backup and (replicas <= 0 or not self._args.reads_witness):
-            return None
-        app = self._args.app
-        self.served = k8s.core.v1.ConfigMapPatch(
-            f"{self._name}-served",
-            metadata={
-                "name": served_config_map(app),
-                "namespace": self._args.namespace,
-                "labels": labels(app, "backup", self._args.part_of),
-                # The object is this program's: take its fields over from any earlier field manager.
-                "annotations": {"pulumi.com/patchForce": "true"},
-            },
-            data={SERVED_KEY: SERVED_VALUE},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment], retain_on_delete=True),
-        )
-        return self.served
-
     def _recorder(self, args: LitestreamBackupArgs) -> dict[str, Any]:
         return recorder_container(
             image=args.settings.auth.recorder_image,
@@ -524,3 +499,42 @@ class LitestreamBackup(pulumi.ComponentResource):
             spec={"sourcePVC": args.pvc_name, "trigger": {"schedule": volsync.schedule}, "restic": restic},
             opts=opts,
         )
+
+
+def record_served(
+    backup: LitestreamBackup, deployment: pulumi.Resource, *, replicas: int, parent: pulumi.Resource
+) -> k8s.core.v1.ConfigMapPatch | None:
+    """Write the served witness of ``backup``'s application once ``deployment`` has rolled out ready.
+
+    pulumi-kubernetes awaits a Deployment's readiness on create and update, and a dependent is created only after
+    its dependency succeeded: the witness appears after the first ready rollout. Written where the application
+    serves (``replicas`` > 0), and on a standby (``require_backup``): a standby exists because the tailnet has
+    served, so once promoted (its restore then reads the witness) it must restore the backup and never start empty,
+    even before it has served there. None otherwise (an active site at 0 replicas): a witness written earlier stays
+    in the cluster (retained), only Pulumi's state forgets it.
+
+    The witness is ``parent``'s (the owner of the Deployment, which calls this after building it): a component is
+    complete when its constructor returns, and the Deployment does not exist then. Release 0.1.0 made it a child of
+    the LitestreamBackup component after that component had registered its outputs; the alias takes that resource
+    over, so an existing witness is kept (`same`), never deleted and written again.
+    """
+    args = backup.args
+    if not args.require_backup and (replicas <= 0 or not args.reads_witness):
+        return None
+    return k8s.core.v1.ConfigMapPatch(
+        f"{backup.resource_name}-served",
+        metadata={
+            "name": served_config_map(args.app),
+            "namespace": args.namespace,
+            "labels": labels(args.app, "backup", args.part_of),
+            # The object is this program's: take its fields over from any earlier field manager.
+            "annotations": {"pulumi.com/patchForce": "true"},
+        },
+        data={SERVED_KEY: SERVED_VALUE},
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=[deployment],
+            retain_on_delete=True,
+            aliases=[pulumi.Alias(parent=backup)],
+        ),
+    )

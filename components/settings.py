@@ -71,19 +71,32 @@ class DatabaseStage(StrEnum):
 
 
 class FailoverMode(StrEnum):
+    """How the public hostname moves between sites when the active one is lost."""
+
     K8GB = "k8gb"
+    """k8gb answers for the hostname and fails over to the healthy site by its geo tag."""
     EXTERNAL_DNS = "externalDns"
+    """external-dns publishes the active site's address; promotion publishes the new one."""
     NONE = "none"
+    """No DNS record is managed: the hostname is the operator's to point."""
 
 
 class RouteKind(StrEnum):
+    """How the public hostname is routed into the cluster."""
+
     GATEWAY = "gateway"
+    """A Gateway of its own (Gateway API) with HTTPRoutes."""
     INGRESS = "ingress"
+    """An Ingress of the `ingressClass`."""
 
 
 class RouterMode(StrEnum):
+    """How a subnet router forwards packets."""
+
     USERSPACE = "userspace"
+    """tailscaled's userspace networking: no tun device, runs under the `restricted` Pod Security level."""
     KERNEL = "kernel"
+    """A tun device, with root and NET_ADMIN (a namespace at the `privileged` level): the kernel forwards."""
 
 
 # --------------------------------------------------------------------------------------------- rules across fields
@@ -185,6 +198,8 @@ ParsableHttpsUrl = Annotated[HttpsUrl, AfterValidator(_parsable_url)]
 
 
 class ResourceAmounts(SettingsModel):
+    """An amount of CPU and memory."""
+
     cpu: Quantity = Field(description="CPU, as a Kubernetes quantity (cores).")
     memory: Quantity = Field(description="Memory, as a Kubernetes quantity (bytes).")
 
@@ -287,6 +302,8 @@ class TailnetUser(SettingsModel):
 
 
 class Prefixes(SettingsModel):
+    """The tailnet's address ranges, inside Tailscale's own, and how addresses are handed out."""
+
     v4: Cidr = Field(default="100.64.0.0/10", description="Tailnet IPv4 range; must lie inside 100.64.0.0/10.")
     v6: Cidr = Field(default="fd7a:115c:a1e0::/48", description="Tailnet IPv6 range; inside fd7a:115c:a1e0::/48.")
     allocation: str = Field(
@@ -308,6 +325,16 @@ class Prefixes(SettingsModel):
                 )
         _raise_problems(problems)
         return self
+
+
+def base_domain_problem(host: str, base_domain: str, *, host_key: str) -> str | None:
+    """Why ``base_domain`` cannot be the MagicDNS domain of a server reached at ``host`` (named ``host_key``)."""
+    if host == base_domain or host.endswith(f".{base_domain}"):
+        return (
+            f"must be neither {host_key} ({host}) nor a parent domain of it: Headscale refuses to start "
+            "when server_url's host is base_domain or inside it (MagicDNS would take the server's name over)"
+        )
+    return None
 
 
 class Tailnet(SettingsModel):
@@ -340,11 +367,9 @@ class Tailnet(SettingsModel):
     @classmethod
     def _server_outside_base_domain(cls, base_domain: str, info: ValidationInfo) -> str:
         host = info.data.get("public_hostname")  # absent when publicHostname itself is invalid
-        if host is not None and (host == base_domain or host.endswith(f".{base_domain}")):
-            raise ValueError(
-                f"must be neither publicHostname ({host}) nor a parent domain of it: Headscale refuses to start "
-                "when server_url's host is base_domain or inside it (MagicDNS would take the server's name over)"
-            )
+        problem = None if host is None else base_domain_problem(host, base_domain, host_key="publicHostname")
+        if problem is not None:
+            raise ValueError(problem)
         return base_domain
 
     @model_validator(mode="after")
@@ -440,6 +465,8 @@ class Tailnet(SettingsModel):
 
 
 class ApiServer(SettingsModel):
+    """The cluster's Kubernetes API server, as the gateway's proxies reach it."""
+
     host: HostAddress = Field(
         description="Address of the cluster's API server (VIP or DNS name) the gateway proxies to."
     )
@@ -478,6 +505,8 @@ class Cluster(SettingsModel):
 
 
 class Oidc(SettingsModel):
+    """OIDC login for Headscale (and Headplane through the same client), restricted to the accounts listed."""
+
     issuer: ParsableHttpsUrl = Field(description="OIDC issuer URL.")
     client_id: str = Field(min_length=1, description="OIDC client id; the secret is the `oidcClientSecret` key.")
     scope: list[str] = Field(default_factory=lambda: ["openid", "profile", "email"], description="Requested scopes.")
@@ -511,6 +540,8 @@ class Oidc(SettingsModel):
 
 
 class Derp(SettingsModel):
+    """The DERP relays clients use when a direct connection fails."""
+
     embedded: bool = Field(default=False, description="Run Headscale's embedded DERP relay (needs UDP 3478 reachable).")
     region_id: int = Field(default=999, ge=900, le=999, description="Region id of the embedded DERP.")
     region_code: DnsLabel = Field(default="headscale", description="Region code of the embedded DERP.")
@@ -536,6 +567,8 @@ class Derp(SettingsModel):
 
 
 class Headscale(SettingsModel):
+    """The Headscale server: release, image, resources, storage, DERP, OIDC and overrides."""
+
     version: str = Field(description="Headscale release, 0.28.x or 0.29.x; selects config keys and API dialect.")
     image: Image = Field(description="Headscale image; its tag must be the `version`.")
     log_level: str = Field(default="info", pattern="^(trace|debug|info|warn|error)$", description="Log level.")
@@ -689,6 +722,8 @@ class Nfs(SettingsModel):
 
 
 class Litestream(SettingsModel):
+    """The Litestream sidecar that replicates each SQLite database, and its restore."""
+
     image: Image = Field(default="docker.io/litestream/litestream:0.5.17", description="Litestream image.")
     sync_interval: Duration = Field(default="1s", description="How often WAL changes are shipped to the replica.")
     retention: Duration = Field(default="168h", description="How long snapshots and WAL segments are kept.")
@@ -724,7 +759,9 @@ class LocalStorage(StrEnum):
     """Where a SQLite database lives while its application runs (the NFS replica is the durable copy)."""
 
     DISPOSABLE = "disposable"
+    """A volume that lives and dies with the pod; every start restores from the backup."""
     PERSISTENT = "persistent"
+    """A retained PersistentVolumeClaim that keeps the database across restarts; each start checks it first."""
 
 
 class LocalVolume(SettingsModel):
@@ -851,6 +888,8 @@ class BackupAuth(SettingsModel):
 
 
 class Backup(SettingsModel):
+    """Where and how each SQLite database is backed up, restored and checked."""
+
     nfs: Nfs | None = Field(
         default=None, description="NFS target of the Litestream replicas; required in the sqlite and migrating stages."
     )
@@ -1018,6 +1057,8 @@ class Routers(SettingsModel):
 
 
 class Proxy(SettingsModel):
+    """A TCP port on the gateway IP and where it forwards to."""
+
     name: DnsLabel = Field(description="Port name on the gateway Service.")
     port: int = Field(ge=1, le=65535, description="Port on the gateway IP.")
     target_host: HostAddress = Field(description="Where the proxy forwards to (a DNS name or an IP address).")
@@ -1055,6 +1096,8 @@ class Gateway(SettingsModel):
 
 
 class Endpoint(SettingsModel):
+    """How the public hostname is routed, certified and failed over."""
+
     failover: FailoverMode = Field(default=FailoverMode.NONE, description="`k8gb`, `externalDns` or `none`.")
     ttl: int = Field(default=60, ge=5, le=3600, description="DNS TTL of the public record, seconds.")
     route: RouteKind = Field(

@@ -19,6 +19,7 @@ from tools.source_tree import package_dirs
 LAYERS = {
     "components": "headscale_ha.components",
     "headscale_ha/provider": "headscale_ha.provider",
+    "headscale_ha/package": "headscale_ha.package",
     "policy": "headscale_ha.policy",
     "program": "headscale_ha.program",
     "migration": "migration",
@@ -26,12 +27,14 @@ LAYERS = {
 }
 #: layer -> layers it must never import (what would make it depend on a layer above it).
 FORBIDDEN = {
-    "headscale_ha.components": {"headscale_ha.program", "tools", "tests", "examples"},
+    "headscale_ha.components": {"headscale_ha.program", "headscale_ha.package", "tools", "tests", "examples"},
     "headscale_ha.provider": {"headscale_ha.components", "headscale_ha.program", "headscale_ha.policy", "tools"}
     | {"tests"},
     "headscale_ha.policy": {"headscale_ha.components", "headscale_ha.program", "tools", "tests"},
+    # The component package wraps the components for other languages; the site program is not one of them.
+    "headscale_ha.package": {"headscale_ha.program", "headscale_ha.provider", "tools", "tests", "examples"},
     "migration": {"headscale_ha", "headscale_ha.components", "headscale_ha.program", "tools", "tests"},
-    "headscale_ha.program": {"tools", "tests", "examples"},
+    "headscale_ha.program": {"headscale_ha.package", "tools", "tests", "examples"},
     "tools": {"tests", "examples"},
 }
 #: The import names the directories had before the package: importing one would load a second copy of a module.

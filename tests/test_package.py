@@ -1,17 +1,12 @@
 """The distribution: what `pip install <repo>` installs, and that it imports on its own, outside the checkout.
 
-The wheel is built from the checkout by the pinned build backend (pyproject.toml's setuptools, installed in .venv
-from requirements-dev.txt, so no download), then installed into a fresh virtual environment whose only other
-packages are the program's pinned dependencies (a ``.pth`` to .venv's site-packages: a path entry whose own ``.pth``
-files, the editable install among them, are not processed).
+The wheel is built from the checkout by the pinned build backend and installed into a fresh virtual environment
+whose only other packages are the program's pinned dependencies (tests/support/wheel.py).
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
@@ -22,6 +17,7 @@ from packaging.utils import canonicalize_name
 
 from headscale_ha.class_paths import CURRENT, LEGACY
 from headscale_ha.components.release import VERSION
+from tests.support.wheel import build_wheel, installed_venv
 from tools.harness import PROJECT_DIR
 from tools.source_tree import package_dirs
 
@@ -30,7 +26,8 @@ SMOKE = """
 import importlib, importlib.resources, pkgutil, sys
 import headscale_ha
 names = ["headscale_ha"]
-for package in ("headscale_ha.components", "headscale_ha.policy", "headscale_ha.program", "headscale_ha.provider"):
+for package in ("components", "package", "policy", "program", "provider"):
+    package = "headscale_ha." + package
     path = importlib.import_module(package).__path__
     names += [package, *(i.name for i in pkgutil.walk_packages(path, package + "."))]
 for name in names:
@@ -48,43 +45,13 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("components", "progra
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    source = tmp_path_factory.mktemp("source")  # a clean copy: no build/ left over from another build
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(PROJECT_DIR / name, source / name)
-    for directory in {path.relative_to(PROJECT_DIR).parts[0] for path in package_dirs(PROJECT_DIR).values()}:
-        shutil.copytree(PROJECT_DIR / directory, source / directory, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), "."],
-        cwd=source,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (built,) = out.glob("*.whl")
-    return built
+    return build_wheel(tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source"))
 
 
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel installed (``pip install``, no index) and the pinned dependencies beside it."""
-    venv = tmp_path_factory.mktemp("venv") / "v"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    (Path(site) / "pinned-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
+    return installed_venv(wheel, tmp_path_factory.mktemp("venv") / "v")
 
 
 def test_the_wheel_holds_the_package_and_nothing_of_the_checkout_beside_it(wheel: Path) -> None:

@@ -203,8 +203,16 @@ def _release(relative: str, text: str) -> tuple[str, str] | None:
                 keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in {"version", "image"}}
                 return keywords["version"], keywords["image"]
         return None
-    config = yaml.safe_load(text).get("config") or {}
+    document = yaml.safe_load(text)
+    config = document.get("config") or {}
     section = config.get("headscale", {}).get("value") or config.get(f"{PROJECT}:headscale")
+    if section is None:  # a Pulumi YAML program: the component package's HeadscaleServer (examples/yaml)
+        servers = [
+            resource["properties"]["headscale"]
+            for resource in (document.get("resources") or {}).values()
+            if resource.get("type") == "headscale-ha:index:HeadscaleServer"
+        ]
+        section = servers[0] if servers else None
     return None if section is None else (str(section["version"]), section["image"])
 
 
@@ -213,8 +221,8 @@ PATCH = _next(CURRENT, 2)
 PINNING = {relative for relative, text in FILES.items() if f"{HEADSCALE}:" in text}
 
 
-def test_the_files_that_pin_headscale_are_the_project_file_and_the_reuse_example() -> None:
-    assert {"Pulumi.yaml", "examples/reuse/__main__.py"} <= PINNING
+def test_the_files_that_pin_headscale_are_the_project_file_and_the_examples() -> None:
+    assert {"Pulumi.yaml", "examples/reuse/__main__.py", "examples/yaml/Pulumi.yaml"} <= PINNING
     for relative in PINNING:
         release = _release(relative, FILES[relative])
         assert release is not None, relative

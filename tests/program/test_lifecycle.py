@@ -420,6 +420,52 @@ def test_the_live_policy_moves_under_the_site_through_its_alias(api_lab: Lab) ->
     assert again.changes() == [], again.text()
 
 
+def _as_release_0_1_0_witnesses(lab: Lab, stack: str) -> dict[str, str]:
+    """Rewrite ``stack``'s state to 0.1.0's tree: each served witness (the ConfigMapPatch `<backup>-served`) a
+    child of its LitestreamBackup component, where it is the child of the component that owns the Deployment now.
+    Returns {old URN: current URN}."""
+    (state,) = [s for s in lab.world.stacks.values() if s.name == stack]
+    backups = {r.urn.rsplit("::", 1)[1]: r for r in state.resources.values() if r.type.endswith(":LitestreamBackup")}
+    renamed: dict[str, tuple[str, object]] = {}
+    for urn, resource in state.resources.items():
+        if resource.type == "kubernetes:core/v1:ConfigMapPatch" and urn.endswith("-served"):
+            backup = backups[urn.rsplit("::", 1)[1].removesuffix("-served")]
+            old = resource.copy()
+            old.urn = urn.replace(f"::{urn.split('::')[2]}::", f"::{backup.type}${resource.type}::")
+            old.parent = backup.urn
+            renamed[urn] = (old.urn, old)
+    state.resources = {
+        (renamed[urn][0] if urn in renamed else urn): (renamed[urn][1] if urn in renamed else resource)
+        for urn, resource in state.resources.items()
+    }
+    return {old_urn: urn for urn, (old_urn, _) in renamed.items()}
+
+
+def test_the_served_witnesses_move_under_their_applications_through_their_aliases(lab: Lab) -> None:
+    """0.1.0 wrote each served witness as a child of LitestreamBackup after that component had registered its
+    outputs; it is the child of HeadscaleServer or Headplane now (the owners of the Deployments it waits for). The
+    aliases take the existing witnesses over: `up` is all `same` (a witness deleted and written again would pass
+    through a moment with no witness, and a retained one would be adopted, not replaced), and a second `up` changes
+    nothing."""
+    moved = _as_release_0_1_0_witnesses(lab, "hydra")
+    assert sorted(urn.rsplit("::", 1)[1] for urn in moved.values()) == [
+        "hydra-headplane-backup-served",
+        "hydra-headscale-backup-served",
+    ]
+    (state,) = [s for s in lab.world.stacks.values() if s.name == "hydra"]
+    before = {new: state.resources[old] for old, new in moved.items()}
+    up = lab.run("up", "hydra")
+    assert up.error is None, up.text()
+    assert up.changes() == [], up.text()
+    for old, new in moved.items():
+        assert old not in state.resources
+        assert state.resources[new].id == before[new].id
+        assert state.resources[new].outputs == before[new].outputs
+    again = lab.run("up", "hydra")
+    assert again.error is None, again.text()
+    assert again.changes() == [], again.text()
+
+
 def _routers_namespace(lab: Lab) -> str:
     found = lab.hydra.find("StatefulSet", "subnet-router-0")
     assert found is not None

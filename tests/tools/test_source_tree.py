@@ -55,6 +55,7 @@ def test_the_checkout_mapping_is_what_the_build_backend_packages() -> None:
     assert {name: path.relative_to(PROJECT_DIR).as_posix() for name, path in package_dirs(PROJECT_DIR).items()} == {
         "headscale_ha": "headscale_ha",
         "headscale_ha.provider": "headscale_ha/provider",
+        "headscale_ha.package": "headscale_ha/package",
         "headscale_ha.components": "components",
         "headscale_ha.policy": "policy",
         "headscale_ha.policy.pack": "policy/pack",

@@ -57,17 +57,21 @@ class DynamicDiff:
 class DynamicHost:
     """One host process; ``close()`` stops it (the engine stops its plugins when the deployment ends)."""
 
-    def __init__(self, config: Mapping[str, Any], project: str) -> None:
+    def __init__(
+        self, config: Mapping[str, Any], project: str, *, python: str | None = None, cwd: Path | None = None
+    ) -> None:
         # As the engine starts it: in the project directory (the module path's first entry under -m), with the
-        # program's environment, whose editable install is the package; no PYTHONPATH of ours.
+        # program's environment, whose editable install is the package; no PYTHONPATH of ours. ``python`` and
+        # ``cwd``: another interpreter and project, as the CLI's shim picks them for a consumer in another language
+        # (`${PULUMI_PYTHON_CMD:-python3} -u -m pulumi.dynamic`, in that consumer's project directory).
         env = {**os.environ, "PULUMI_PROJECT": project}
         env.pop("PYTHONPATH", None)
         # The engine shows a plugin's stderr as info lines: kept in a file (a pipe nobody reads would block the
         # host once full), read back by ``messages``.
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the host; closed by its owner
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pulumi.dynamic"],
-            cwd=PROJECT,
+            [python or sys.executable, "-u", "-m", "pulumi.dynamic"],
+            cwd=cwd or PROJECT,
             env=env,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
