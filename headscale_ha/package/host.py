@@ -6,6 +6,7 @@ package's classes as prose first: paragraphs kept, lines joined. Field docstring
 """
 
 import inspect
+import json
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -57,6 +58,36 @@ def schema_ready() -> tuple[type[pulumi.ComponentResource], ...]:
     return COMPONENTS
 
 
+#: The inputs that are not plain but are no secret either: outputs of another resource a consumer may pass on.
+NOT_SECRET_INPUTS = frozenset({"identityFingerprint"})
+#: The outputs that are secrets (a component's output is stored in the consumer's state).
+SECRET_OUTPUTS = frozenset({("headscale-ha:index:HeadscaleServer", "backupKey")})
+
+
+def with_secrets(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with `secret: true` on every secret input and output, which the analyzer cannot express.
+
+    Why: a consumer's SDK wraps a property the schema marks secret as a secret before it sends it, so the value is
+    encrypted in the consumer's state (where the component's inputs and outputs are kept) even when the consumer
+    passed a plain string. Every input that is not plain is a secret (keys, client secrets, API and backup keys):
+    what the components render must be known at construction, so only secrets are Inputs, save NOT_SECRET_INPUTS.
+    """
+
+    def mark(properties: dict[str, Any], secret: set[str]) -> None:
+        for name, prop in properties.items():
+            if name in secret:
+                prop["secret"] = True
+
+    for token, resource in schema["resources"].items():
+        inputs = resource["inputProperties"]
+        mark(inputs, {n for n, p in inputs.items() if not p.get("plain") and n not in NOT_SECRET_INPUTS})
+        mark(resource["properties"], {name for owner, name in SECRET_OUTPUTS if owner == token})
+    for definition in schema["types"].values():
+        properties = definition.get("properties", {})
+        mark(properties, {n for n, p in properties.items() if not p.get("plain") and n not in NOT_SECRET_INPUTS})
+    return schema
+
+
 class _Checked(Protocol):
     """What every package component offers: its inputs checked and mapped, without constructing anything."""
 
@@ -77,6 +108,7 @@ class PackageProvider(ComponentProvider):
 
     def __init__(self, components: tuple[type[pulumi.ComponentResource], ...]) -> None:
         super().__init__(list(components), PACKAGE, None, VERSION)
+        self.schema = json.dumps(with_secrets(json.loads(self.schema)))
         self._checked: dict[str, _Checked] = {f"{PACKAGE}:index:{c.__name__}": c for c in components}  # type: ignore[misc]
 
     def python_inputs(self, resource_type: str, inputs: pulumi.Inputs) -> dict[str, Any]:

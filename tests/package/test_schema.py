@@ -88,3 +88,28 @@ def test_prose_joins_the_lines_of_each_paragraph_and_keeps_the_paragraphs() -> N
         Second paragraph."""
     assert prose(doc) == "First line continues here.\n\nSecond paragraph."
     assert prose(prose(doc)) == prose(doc)
+
+
+def _secret_paths(node: Any, path: str = "") -> set[str]:
+    if not isinstance(node, dict):
+        return set()
+    found = {path} if node.get("secret") is True else set()
+    for key, value in node.items():
+        found |= _secret_paths(value, f"{path}/{key}")
+    return found
+
+
+def test_every_key_client_secret_and_backup_key_is_marked_secret_and_nothing_else() -> None:
+    """A consumer's SDK makes a property the schema marks secret a secret before sending it: the value is encrypted
+    in the consumer's state even when given as a plain string."""
+    resources, types_ = "/resources/headscale-ha:index:", "/types/headscale-ha:index:"
+    assert _secret_paths(package_schema.schema()) == {
+        f"{resources}LitestreamBackup/inputProperties/backupKey",
+        f"{resources}HeadscaleServer/inputProperties/oidcClientSecret",
+        f"{resources}HeadscaleServer/properties/backupKey",
+        f"{resources}Headplane/inputProperties/oidcClientSecret",
+        f"{resources}Headplane/inputProperties/apiKey",
+        f"{resources}Headplane/inputProperties/backupKey",
+        f"{types_}Identity/properties/noisePrivateKey",
+        f"{types_}Identity/properties/derpPrivateKey",
+    }
