@@ -7,7 +7,6 @@ the site's DNS and outputs, given and minted router keys) is in tests/program/te
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from typing import Any
@@ -22,13 +21,13 @@ from headscale_ha.components.gateway import (
     endpoints,
     socat_target,
 )
-from headscale_ha.components.pod import selector
 from headscale_ha.components.settings import Proxy, RouterMode, Site
 from headscale_ha.program.args import gateway_services_args, subnet_routers_args
 from headscale_ha.program.config import ConfigError
 from tests.support.component_run import build_component
 from tests.support.config_samples import parse
 from tests.support.seam_samples import SINGLE_NODE, cluster, gateway_services_sample, subnet_routers_sample
+from tests.support.site_objects import assert_routers_each_own_node_role_and_state
 from tests.support.site_objects import object_named as _obj
 from tests.support.site_objects import objects_of as _kinds
 from tests.support.site_objects import routers as _routers
@@ -66,23 +65,7 @@ def test_replicas_are_gated_per_cluster(nodes: int, replicas: int) -> None:
 
 def test_each_of_five_routers_gets_its_own_node_role_and_state() -> None:
     run = build_component(lambda: SubnetRouters("routers", subnet_routers_sample(replicas=5, cluster=cluster(nodes=5))))
-    routers = _routers(run)
-    assert len(routers) == 5
-    for ordinal, router in enumerate(routers):
-        affinity = router["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
-        (anti,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
-        # One node per replica across the five StatefulSets: the rule selects the app label they all carry.
-        assert anti == {
-            "labelSelector": {"matchLabels": selector("subnet-router")},
-            "topologyKey": "kubernetes.io/hostname",
-        }
-        role = _obj(run, "Role", f"subnet-router-{ordinal}")
-        assert role["rules"][0]["resourceNames"] == [f"subnet-router-{ordinal}"]
-    assert sorted(
-        o["metadata"]["name"]
-        for o in _kinds(run, "Secret")
-        if re.fullmatch(r"subnet-router-\d+", o["metadata"]["name"])
-    ) == [f"subnet-router-{i}" for i in range(5)]
+    assert_routers_each_own_node_role_and_state(run, 5)
 
 
 def test_one_load_balancer_with_the_fixed_ip_from_the_pool() -> None:

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 
 import pytest
 import yaml
 
 from headscale_ha.components.gateway_config import tailnet_addresses
-from headscale_ha.components.pod import selector
 from headscale_ha.policy.pack.rules import Subject, violations
 from headscale_ha.program.config import ConfigError
+from tests.support.site_objects import assert_routers_each_own_node_role_and_state
 from tests.support.site_objects import object_named as _obj
 from tests.support.site_objects import objects_of as _kinds
 from tests.support.site_objects import routers as _routers
@@ -34,23 +33,7 @@ def test_a_five_node_cluster_gets_five_routers_not_six(run_stack, project_copy) 
         lab=stack.format() + "  headscale-ha:gateway: {routers: {replicas: 5}, services: {replicas: 5}}\n"
     )
     run = run_stack("lab", project_dir=project)
-    routers = _routers(run)
-    assert len(routers) == 5
-    for ordinal, router in enumerate(routers):
-        affinity = router["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
-        (anti,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
-        # One node per replica across the five StatefulSets: the rule selects the app label they all carry.
-        assert anti == {
-            "labelSelector": {"matchLabels": selector("subnet-router")},
-            "topologyKey": "kubernetes.io/hostname",
-        }
-        role = _obj(run, "Role", f"subnet-router-{ordinal}")
-        assert role["rules"][0]["resourceNames"] == [f"subnet-router-{ordinal}"]
-    assert sorted(
-        o["metadata"]["name"]
-        for o in _kinds(run, "Secret")
-        if re.fullmatch(r"subnet-router-\d+", o["metadata"]["name"])
-    ) == [f"subnet-router-{i}" for i in range(5)]
+    assert_routers_each_own_node_role_and_state(run, 5)
     too_many = project_copy(lab=stack.format() + "  headscale-ha:gateway: {routers: {replicas: 6}}\n")
     with pytest.raises(ConfigError, match=r"gateway\.routers\.replicas: exceeds cluster\.nodes \(5\)"):
         run_stack("lab", project_dir=too_many)

@@ -4,6 +4,9 @@ stack-level counterparts under tests/program."""
 
 from __future__ import annotations
 
+import re
+
+from headscale_ha.components.pod import selector
 from tools.harness import ProgramRun
 
 
@@ -33,3 +36,24 @@ def routers(run: ProgramRun) -> list[dict]:
 def headscale_pod(run: ProgramRun, name: str = "headscale") -> dict:
     """The pod spec of Headscale's Deployment (or of the Deployment ``name``)."""
     return deployment_pod(run, name)
+
+
+def assert_routers_each_own_node_role_and_state(run: ProgramRun, count: int) -> None:
+    """``count`` router StatefulSets, spread one per node, each with a Role and a state Secret of its own."""
+    found = routers(run)
+    assert len(found) == count
+    for ordinal, router in enumerate(found):
+        affinity = router["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        (anti,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+        # One node per replica across the StatefulSets: the rule selects the app label they all carry.
+        assert anti == {
+            "labelSelector": {"matchLabels": selector("subnet-router")},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+        role = object_named(run, "Role", f"subnet-router-{ordinal}")
+        assert role["rules"][0]["resourceNames"] == [f"subnet-router-{ordinal}"]
+    assert sorted(
+        o["metadata"]["name"]
+        for o in objects_of(run, "Secret")
+        if re.fullmatch(r"subnet-router-\d+", o["metadata"]["name"])
+    ) == [f"subnet-router-{i}" for i in range(count)]
