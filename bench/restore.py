@@ -38,7 +38,7 @@ from pathlib import Path
 
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream_config import parse_go_duration
-from headscale_ha.components.settings import PROJECT, Litestream, LocalStorage
+from headscale_ha.components.settings import PROJECT, LitestreamSettings, LocalStorage
 from headscale_ha.components.workload import PodRecoveryFacts
 from headscale_ha.program.config import StackConfig, parse_stack_config
 from headscale_ha.program.recovery import (
@@ -311,7 +311,7 @@ def main() -> int:
             )
         print(f"  run {index + 1}: committed {run.committed:5d}  restored {run.restored:5d}  lost {run.lost} rows")
 
-    defaults = Litestream()
+    defaults = LitestreamSettings()
     restore_limit = quantity_value(defaults.restore_resources.limits.cpu)
     sidecar_limit = quantity_value(defaults.resources.limits.cpu)
     print(

@@ -15,7 +15,7 @@ from headscale_ha.components.litestream import METRICS_PORT, LitestreamBackup, L
 from headscale_ha.components.litestream_config import duration_seconds, parse_go_duration
 from headscale_ha.components.pod import PART_OF
 from headscale_ha.components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
-from headscale_ha.components.settings import Backup, Cluster
+from headscale_ha.components.settings import BackupSettings, ClusterSettings
 from headscale_ha.components.workload import DATA_VOLUME, sqlite_volume
 
 
@@ -34,7 +34,7 @@ def backed_up_volume(
     *,
     parent: pulumi.Resource,
     meta: dict[str, Any],
-    backup: Backup,
+    backup: BackupSettings,
     storage_class: str | None,
     require_backup: bool,
     app: str,
@@ -47,7 +47,7 @@ def backed_up_volume(
     upgrade_version: str | None = None,
     metrics: bool = False,
     record_position: bool = False,
-    cluster: Cluster,
+    cluster: ClusterSettings,
 ) -> BackedUpVolume:
     """An application's SQLite volume and its Litestream backup: the pod mounts `volume` as the volume `data`.
 

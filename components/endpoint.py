@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from headscale_ha.components.pod import labels
-from headscale_ha.components.settings import Endpoint, FailoverMode, RouteKind
+from headscale_ha.components.settings import EndpointSettings, FailoverMode, RouteKind
 
 NAME = "headscale-public"
 TLS_SECRET = f"{NAME}-tls"
@@ -36,7 +36,7 @@ class PublicEndpointArgs:
     hostname: str  # the one public name; `/` and `/admin` are served under it
     headscale: Backend  # served on `/` (no path filtered, no request timeout)
     headplane: Backend | None  # served on `/admin`; None: no admin path
-    endpoint: Endpoint  # route kind and classes, TLS issuer, failover mode and DNS TTL
+    endpoint: EndpointSettings  # route kind and classes, TLS issuer, failover mode and DNS TTL
     primary_site: str  # k8gb failover: the geo tag of the site that serves while it is healthy
     dns_record_target: str | None  # external-dns failover: the address this stack publishes for `hostname`;
     # None publishes no record (a standby never does)

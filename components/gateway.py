@@ -29,7 +29,7 @@ from headscale_ha.components.pod import (
 )
 from headscale_ha.components.settings import (
     ApiServer,
-    Cluster,
+    ClusterSettings,
     ComputeResources,
     Proxy,
     ResourceAmounts,
@@ -144,7 +144,7 @@ def endpoints(gateway_ip: str, proxies: Sequence[Proxy]) -> dict[str, str]:
     return {"dns": f"{gateway_ip}:53", **{proxy.name: f"{gateway_ip}:{proxy.port}" for proxy in proxies}}
 
 
-def spread(cluster: Cluster, app: str, replicas: int) -> dict[str, Any]:
+def spread(cluster: ClusterSettings, app: str, replicas: int) -> dict[str, Any]:
     """The cluster's scheduling rules, plus one replica per node when there are several."""
     placement = scheduling(cluster)
     if replicas > 1:
@@ -179,7 +179,7 @@ class SubnetRoutersArgs:
     tag: str  # the ACL tag the routers join with; the policy's autoApprovers approve their routes by it
     login_server: str  # the control server URL (`https://<public hostname>`)
     hostname_prefix: str  # tailnet node names are `<prefix>-subnet-router-<ordinal>`
-    cluster: Cluster  # the cluster's placement rules (worker nodes, excluded nodes, toleration of node loss)
+    cluster: ClusterSettings  # the cluster's placement rules (worker nodes, excluded nodes, toleration of node loss)
     key_source: str | None = None  # where the keys come from (e.g. `minted`); None: no key yet, so Pulumi
     # does not wait for readiness. A pod annotation carries it, so the pods roll when a source appears.
     key_secrets: tuple[pulumi.Resource, ...] = ()  # the resources that write the keys; the routers start after them
@@ -201,7 +201,7 @@ class GatewayServicesArgs:
     lb_pool: str  # CIDR of the CiliumLoadBalancerIPPool that hands out `gateway_ip`
     pool_name: str  # name of that (cluster-scoped) pool
     pool_label: str  # value of the `io.cilium/lb-pool` label by which the pool selects the Service
-    cluster: Cluster  # the cluster's placement rules
+    cluster: ClusterSettings  # the cluster's placement rules
     load_balancer_source_ranges: tuple[str, ...] = ()  # CIDRs the LoadBalancer admits; empty: any source
 
 

@@ -19,7 +19,7 @@ from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.headplane_config import HeadplaneConfigInput, HeadplanePaths, headplane_config_yaml
 from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
-from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Oidc
+from headscale_ha.components.settings import BackupSettings, ClusterSettings, ComputeResources, OidcSettings
 from headscale_ha.components.workload import PodRecoveryFacts, cluster_service, recovery_facts, singleton_deployment
 
 APP = "headplane"
@@ -38,17 +38,17 @@ class HeadplaneArgs:
     image: str  # Headplane image (a 0.6 release: the config keys are checked against 0.6.3)
     replicas: int  # 1 to serve, 0 to keep everything but run nothing (a standby site); never more than 1
     resources: ComputeResources  # the Headplane container's requests and limits
-    cluster: Cluster  # placement: worker nodes, excluded nodes, tolerated node loss
+    cluster: ClusterSettings  # placement: worker nodes, excluded nodes, tolerated node loss
     storage_size: str  # size of Headplane's own SQLite volume
     storage_class: str | None = None  # StorageClass of that volume; None: the cluster's default
     public_hostname: str  # public name; Headplane answers at https://<public_hostname>/admin
     headscale_url: str  # in-cluster URL of Headscale's HTTP port
-    oidc: Oidc | None = None  # OIDC login through Headscale's client; None: API-key login only
+    oidc: OidcSettings | None = None  # OIDC login through Headscale's client; None: API-key login only
     oidc_client_secret: pulumi.Input[str] | None = None  # that client's secret, kept a Pulumi secret; None: not mounted
     #: Headscale API key Headplane's OIDC logins act with, kept a Pulumi secret. Stored and mounted only with
     #: ``oidc`` (Headplane 0.6 reads it for nothing else); None: not mounted.
     api_key: pulumi.Input[str] | None = None
-    backup: Backup  # Litestream settings and the NFS target (`backup.nfs` must be set)
+    backup: BackupSettings  # Litestream settings and the NFS target (`backup.nfs` must be set)
     metrics: bool = False  # serve the Litestream sidecar's metrics (scraped with monitoring on)
     require_backup: bool = False  # the restore refuses to start empty (a standby must restore, never start empty)
     #: After a real loss of both Headplane's volume and its backup on a site that has served: today's UTC date lets

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from headscale_ha.components.settings import Oidc
+from headscale_ha.components.settings import OidcSettings
 from headscale_ha.policy.images import ImageRef
 
 #: Headplane minor whose config keys this renderer knows (from the 0.6.3 example config).
@@ -40,7 +40,7 @@ class HeadplaneConfigInput:
     image: str  # the Headplane image; its tag's minor selects the config keys (only 0.6 is known)
     public_hostname: str  # public name of Headscale (`/`) and Headplane (`/admin`); served over HTTPS
     headscale_url: str  # Headscale's in-cluster HTTP address (its Service): API calls stay inside the cluster
-    oidc: Oidc | None = None  # the OIDC client Headplane shares with Headscale; None: no OIDC login
+    oidc: OidcSettings | None = None  # the OIDC client Headplane shares with Headscale; None: no OIDC login
     paths: HeadplanePaths = field(default_factory=HeadplanePaths)  # where the data volume and secret files are
 
 

@@ -37,7 +37,14 @@ from headscale_ha.components.pod import (
     scheduling,
     selector,
 )
-from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, Prefixes
+from headscale_ha.components.settings import (
+    BackupSettings,
+    ClusterSettings,
+    ComputeResources,
+    DerpSettings,
+    OidcSettings,
+    Prefixes,
+)
 from headscale_ha.components.version_gate import HeadscaleVersionGate
 from headscale_ha.components.workload import (
     DATA_VOLUME,
@@ -200,7 +207,7 @@ class SqliteStorage:
 
     size: str  # capacity of the volume (the emptyDir's limit, or the claim's size), a Kubernetes quantity
     storage_class: str | None = None  # StorageClass of the claim; None: the cluster's default
-    backup: Backup  # the NFS target (required), Litestream and optional VolSync settings
+    backup: BackupSettings  # the NFS target (required), Litestream and optional VolSync settings
     require_backup: bool = False  # refuse to start without a backup (a standby must restore, never start empty)
     #: After a real loss of both the volume and the backup of a site that has served: today's UTC date lets the
     #: restore start empty on that date only (see LitestreamBackupArgs.allow_empty_start); None: refused (exit 24).
@@ -259,7 +266,7 @@ class HeadscaleServerArgs:
     metrics: bool = False  # serve the Litestream sidecar's metrics (scraped with monitoring on)
     replicas: int = 1  # 1 serves, 0 stops (a standby, a migration); never more: Headscale is a strict singleton
     resources: ComputeResources  # requests and limits of the server container
-    cluster: Cluster  # placement: worker nodes or not, excluded nodes, eviction delay from a failed node
+    cluster: ClusterSettings  # placement: worker nodes or not, excluded nodes, eviction delay from a failed node
     identity: IdentitySource = field(default_factory=GeneratedIdentity)  # where the Noise and DERP keys come from
     #: The epoch of the backup key derived from the Noise key (components/identity.py); every site of a tailnet
     #: must use the same one; bumping it rotates the key.
@@ -269,9 +276,11 @@ class HeadscaleServerArgs:
     prefixes: Prefixes = field(default_factory=Prefixes)  # tailnet address ranges and their allocation
     ephemeral_inactivity_timeout: str = "30m"  # offline ephemeral nodes are removed after this Go duration
     log_level: str = "info"  # trace, debug, info, warn or error
-    derp: Derp = field(default_factory=Derp)  # DERP maps, and the embedded relay (with its STUN Service) if set
+    derp: DerpSettings = field(
+        default_factory=DerpSettings
+    )  # DERP maps, and the embedded relay (with its STUN Service) if set
     stun_address: str | None = None  # public IP the STUN Service asks Cilium LB-IPAM for; None: any address
-    oidc: Oidc | None = None  # OIDC login; None: none
+    oidc: OidcSettings | None = None  # OIDC login; None: none
     #: With ``oidc``: the client secret, made a Pulumi secret and written to the Secret `headscale-oidc`;
     #: None: that Secret is someone else's to create.
     oidc_client_secret: pulumi.Input[str] | None = None

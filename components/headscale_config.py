@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from headscale_ha.components.settings import SUPPORTED_HEADSCALE_MINORS, Derp, Oidc, Prefixes
+from headscale_ha.components.settings import SUPPORTED_HEADSCALE_MINORS, DerpSettings, OidcSettings, Prefixes
 
 #: Environment variable that carries the PostgreSQL password (Headscale has no ``pass_file`` option).
 PASSWORD_ENV = "HEADSCALE_DATABASE_POSTGRES_PASS"
@@ -89,8 +89,8 @@ class HeadscaleConfigArgs:
     prefixes: Prefixes = field(default_factory=Prefixes)  # tailnet address ranges and their allocation
     ephemeral_inactivity_timeout: str = "30m"  # Go duration after which offline ephemeral nodes are removed
     log_level: str = "info"  # trace, debug, info, warn or error (logged as JSON)
-    derp: Derp = field(default_factory=Derp)  # DERP maps to load and the embedded relay, if any
-    oidc: Oidc | None = None  # OIDC login; None: none (the client secret is a file, see ``paths``)
+    derp: DerpSettings = field(default_factory=DerpSettings)  # DERP maps to load and the embedded relay, if any
+    oidc: OidcSettings | None = None  # OIDC login; None: none (the client secret is a file, see ``paths``)
     dns: DnsSettings  # MagicDNS and the resolvers pushed to clients
     database: SqliteDatabase | PostgresConnection  # where Headscale keeps its state
     paths: HeadscalePaths = field(default_factory=HeadscalePaths)  # where the pod mounts keys, secrets, socket
@@ -202,7 +202,7 @@ def _dns(dns: DnsSettings) -> dict[str, Any]:
     }
 
 
-def _oidc(oidc: Oidc, paths: HeadscalePaths) -> dict[str, Any]:
+def _oidc(oidc: OidcSettings, paths: HeadscalePaths) -> dict[str, Any]:
     """OIDC login; the client secret is read from a file, never written here."""
     block: dict[str, Any] = {
         "only_start_if_oidc_is_available": oidc.only_start_if_available,

@@ -49,7 +49,7 @@ from headscale_ha.components.position_recorder import (
     recorder_volumes,
 )
 from headscale_ha.components.position_recorder import SCRIPT_KEY as RECORDER_SCRIPT_KEY
-from headscale_ha.components.settings import Backup
+from headscale_ha.components.settings import BackupSettings
 from headscale_ha.components.upgrade import SCRIPT_KEY as UPGRADE_SCRIPT_KEY
 from headscale_ha.components.upgrade import pre_upgrade_container, pre_upgrade_script
 
@@ -146,7 +146,7 @@ class LitestreamBackupArgs:
     #: (headscale-ha passes its own name; a program protecting Vaultwarden passes "vaultwarden").
     part_of: str
     namespace: str  # namespace of the application, its ConfigMap and its ReplicationSource
-    settings: Backup  # Litestream image, sync interval, retention, resources; VolSync snapshots when set
+    settings: BackupSettings  # Litestream image, sync interval, retention, resources; VolSync snapshots when set
     db_path: str  # the SQLite database file inside data_mount
     data_volume: str  # pod volume that holds db_path
     data_mount: str  # where that volume is mounted

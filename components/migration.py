@@ -52,7 +52,7 @@ from headscale_ha.components.pod import (
     scheduling,
     static_check_skips,
 )
-from headscale_ha.components.settings import Cluster, ComputeResources
+from headscale_ha.components.settings import ClusterSettings, ComputeResources
 
 PATHS = HeadscalePaths()
 JOB = "headscale-migrate"
@@ -77,7 +77,7 @@ class SqliteToPostgresArgs:
     target: PostgresStorage  # the database to load, and the Secret with its user's password
     oidc: bool = False  # the server's config has an OIDC block: configtest needs its client-secret file mounted
     policy: PolicyFile | None = None  # the server's config is in policy file mode: configtest loads that file too
-    cluster: Cluster  # placement of the Job's pod
+    cluster: ClusterSettings  # placement of the Job's pod
     #: Restore only a replica this tailnet's backup key signed (the Secret `headscale-backup-key` of Headscale's
     #: backup, which the migrating stage keeps); False: no authentication.
     authenticate: bool = False

@@ -51,7 +51,7 @@ from headscale_ha.components.pod import (
     selector,
     static_check_skips,
 )
-from headscale_ha.components.settings import Cluster, ComputeResources, Monitoring, ResourceAmounts
+from headscale_ha.components.settings import ClusterSettings, ComputeResources, MonitoringSettings, ResourceAmounts
 from headscale_ha.components.tailnet_objects import KeyExpiry
 
 #: The exporter's Service is its scrape job's name, which the alerts select on.
@@ -78,14 +78,14 @@ class MonitoringArgs:
     """What one stack scrapes and alerts on."""
 
     namespace: str  # the control plane's namespace: every object here except the gateway's PodMonitor
-    settings: Monitoring  # labels for the Prometheus selectors, runbook URL, exporter image and interval
+    settings: MonitoringSettings  # labels for the Prometheus selectors, runbook URL, exporter image and interval
     scope: AlertScope  # what the alert rules cover (components/alerts.py)
     litestream_apps: tuple[str, ...]  # applications whose Litestream sidecar serves metrics (and whose replica to list)
     litestream_image: str  # the exporter's collector runs `litestream ltx` from this image
     backup_claim: str | None  # the NFS backup claim the exporter lists read-only; None: no replica to watch
     cnpg_cluster: str | None  # the CloudNativePG cluster to scrape (PostgreSQL stages)
     gateway_namespace: str  # where CoreDNS runs (its PodMonitor lives there)
-    cluster: Cluster  # placement of the exporter
+    cluster: ClusterSettings  # placement of the exporter
     key_expiries: Sequence[KeyExpiry] = field(default_factory=tuple)  # provider-managed keys (bootstrapApiKey set)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from headscale_ha.components.network_policy import Port, Reach, from_namespace, from_pods
-from headscale_ha.components.settings import NetworkPolicy
+from headscale_ha.components.settings import NetworkPolicySettings
 
 DNS_PORT = 53
 #: Ranges no internet host has: RFC 1918, CGNAT (the tailnet's own, and some clouds' pod ranges), link-local (the
@@ -70,12 +70,12 @@ def ip_blocks(cidrs: Iterable[str], excepted: Iterable[str] = ()) -> list[dict[s
     return blocks
 
 
-def internet(settings: NetworkPolicy, cluster_ranges: Iterable[str] = ()) -> list[dict[str, Any]]:
+def internet(settings: NetworkPolicySettings, cluster_ranges: Iterable[str] = ()) -> list[dict[str, Any]]:
     """`egressInternetCidrs` minus everything that is no internet host: NOT_INTERNET and the cluster's ranges."""
     return ip_blocks(settings.egress_internet_cidrs, (*NOT_INTERNET, *cluster_ranges))
 
 
-def dns_reach(settings: NetworkPolicy) -> Reach:
+def dns_reach(settings: NetworkPolicySettings) -> Reach:
     """UDP and TCP 53 to the cluster DNS pods (and `dnsCidrs`): TCP for answers too long for UDP.
 
     The pods are named by namespace and labels, not by the kube-dns ClusterIP, which policies never see (they
@@ -90,7 +90,7 @@ def dns_reach(settings: NetworkPolicy) -> Reach:
     )
 
 
-def api_server_reach(settings: NetworkPolicy) -> Reach:
+def api_server_reach(settings: NetworkPolicySettings) -> Reach:
     """The API server's endpoints (`apiServerCidrs`) on `apiServerPort`: the address the `kubernetes` Service's DNAT
     leads to, which is where policies match (the ClusterIP itself is never seen)."""
     if not settings.api_server_cidrs:
@@ -110,7 +110,9 @@ def url_endpoint(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def host_destinations(host: str, settings: NetworkPolicy, cluster_ranges: Iterable[str] = ()) -> list[dict[str, Any]]:
+def host_destinations(
+    host: str, settings: NetworkPolicySettings, cluster_ranges: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """The peers a connection to `host` reaches (see the module docstring); empty when the internet is empty."""
     name = host.rstrip(".").lower().strip("[]")
     try:

@@ -26,7 +26,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from headscale_ha.components.pod import labels
-from headscale_ha.components.settings import NetworkPolicy
+from headscale_ha.components.settings import NetworkPolicySettings
 
 NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server
 DEFAULT_DENY = "default-deny-ingress"
@@ -53,7 +53,7 @@ def from_cidr(cidr: str) -> dict[str, Any]:
     return {"ipBlock": {"cidr": cidr}}
 
 
-def ingress_peers(settings: NetworkPolicy) -> list[dict[str, Any]]:
+def ingress_peers(settings: NetworkPolicySettings) -> list[dict[str, Any]]:
     """Sources of public HTTP traffic (the ingress data plane); empty means "any source"."""
     namespaces = [from_namespace(namespace) for namespace in sorted(settings.ingress_namespaces)]
     return namespaces + [from_cidr(cidr) for cidr in sorted(settings.ingress_cidrs)]

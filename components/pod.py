@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from headscale_ha.components.settings import Cluster, ComputeResources
+from headscale_ha.components.settings import ClusterSettings, ComputeResources
 
 PART_OF = "headscale-ha"
 #: The non-root identity every container runs as (the distroless "nonroot" user).
@@ -57,7 +57,7 @@ def resources(spec: ComputeResources) -> dict[str, Any]:
     return spec.model_dump()
 
 
-def scheduling(cluster: Cluster) -> dict[str, Any]:
+def scheduling(cluster: ClusterSettings) -> dict[str, Any]:
     """Worker nodes only (unless the cluster has none), never an excluded node; leave a failed node after
     `tolerationSeconds`."""
     expressions: list[dict[str, Any]] = []

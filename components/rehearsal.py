@@ -37,7 +37,7 @@ from headscale_ha.components.pod import (
     scheduling,
     static_check_skips,
 )
-from headscale_ha.components.settings import Cluster, ComputeResources
+from headscale_ha.components.settings import ClusterSettings, ComputeResources
 
 REHEARSE_SCRIPT_NAME = "litestream-rehearse.sh"
 SCRIPT_KEY = "rehearse.sh"
@@ -85,7 +85,7 @@ class RestoreRehearsalArgs:
     schedule: str  # five-field cron, in the controller's time zone
     max_age_seconds: int  # the newest transaction in the replica must be younger than this
     resources: ComputeResources  # requests and limits of the rehearsal container
-    cluster: Cluster  # placement of the Job's pod
+    cluster: ClusterSettings  # placement of the Job's pod
     scratch_size: str  # Kubernetes quantity: the scratch emptyDir's limit; must hold a restored copy of the database
     deadline_seconds: int = 900  # a run that takes longer fails (a hung NFS mount must not block the next ones)
     #: The Secret with the tailnet's backup key (`<app>-backup-key`): the rehearsal verifies the replica's signed

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.pod import PART_OF, labels, selector, static_check_skips
-from headscale_ha.components.settings import LocalStorage, LocalVolume
+from headscale_ha.components.settings import LocalStorage, LocalVolumeSettings
 
 
 def data_claim(
@@ -49,7 +49,7 @@ def sqlite_volume(
     meta: dict[str, Any],
     claim_name: str,
     size: str,
-    local: LocalVolume,
+    local: LocalVolumeSettings,
     storage_class: str | None,
     parent: pulumi.Resource,
 ) -> tuple[dict[str, Any], k8s.core.v1.PersistentVolumeClaim | None]:

@@ -3,7 +3,7 @@
 Values come from Pulumi config (``Pulumi.yaml`` defaults, replaced key by key by ``Pulumi.<stack>.yaml``).
 Everything is validated before a single resource is registered, and every problem is reported at once
 as ``headscale-ha:<key>: <what is wrong>, got <value>``. The sections are the components' own settings
-(components/settings.py); only the program knows how they compose into a stack.
+(components/settings/); only the program knows how they compose into a stack.
 """
 
 from __future__ import annotations
@@ -26,25 +26,25 @@ from pydantic import BaseModel, Field, SecretStr, TypeAdapter, ValidationError
 from headscale_ha.components.config_types import ApiUrl, DnsLabel, NodePrivateKey
 from headscale_ha.components.settings import (
     PROJECT,
-    Backup,
-    Cluster,
-    Database,
+    BackupSettings,
+    ClusterSettings,
+    DatabaseSettings,
     DatabaseStage,
-    Endpoint,
+    EndpointSettings,
     FailoverMode,
     FieldProblemsError,
-    Gateway,
-    Headplane,
-    Headscale,
-    Monitoring,
-    NetworkPolicy,
-    Recovery,
+    GatewaySettings,
+    HeadplaneSettings,
+    HeadscaleSettings,
+    MonitoringSettings,
+    NetworkPolicySettings,
+    RecoverySettings,
     ReplicaSource,
     Role,
     SettingsModel,
     Site,
-    Tailnet,
     TailnetPolicySettings,
+    TailnetSettings,
     location_text,
 )
 
@@ -78,18 +78,28 @@ class StackConfig(SettingsModel):
 
     role: Role = Field(description="`active` serves the tailnet; `standby` keeps the identity, scaled to 0.")
     namespace: DnsLabel = Field(default="headscale", description="Namespace of the control plane.")
-    cluster: Cluster = Field(description="The cluster of this stack.")
-    tailnet: Tailnet = Field(description="The tailnet shared by every stack (Pulumi.yaml).")
-    headscale: Headscale = Field(description="The Headscale server.")
-    headplane: Headplane = Field(default_factory=Headplane, description="The Headplane web UI.")
-    backup: Backup = Field(default_factory=Backup, description="Litestream backups.")
-    database: Database = Field(default_factory=Database, description="Database stage and PostgreSQL cluster.")
-    gateway: Gateway = Field(default_factory=Gateway, description="Subnet routers and gateway services.")
-    endpoint: Endpoint = Field(default_factory=Endpoint, description="Public endpoint and DNS failover.")
-    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies.")
-    monitoring: Monitoring = Field(default_factory=Monitoring, description="Metrics, alerts and the state exporter.")
+    cluster: ClusterSettings = Field(description="The cluster of this stack.")
+    tailnet: TailnetSettings = Field(description="The tailnet shared by every stack (Pulumi.yaml).")
+    headscale: HeadscaleSettings = Field(description="The Headscale server.")
+    headplane: HeadplaneSettings = Field(default_factory=HeadplaneSettings, description="The Headplane web UI.")
+    backup: BackupSettings = Field(default_factory=BackupSettings, description="Litestream backups.")
+    database: DatabaseSettings = Field(
+        default_factory=DatabaseSettings, description="Database stage and PostgreSQL cluster."
+    )
+    gateway: GatewaySettings = Field(
+        default_factory=GatewaySettings, description="Subnet routers and gateway services."
+    )
+    endpoint: EndpointSettings = Field(
+        default_factory=EndpointSettings, description="Public endpoint and DNS failover."
+    )
+    network_policy: NetworkPolicySettings = Field(default_factory=NetworkPolicySettings, description="NetworkPolicies.")
+    monitoring: MonitoringSettings = Field(
+        default_factory=MonitoringSettings, description="Metrics, alerts and the state exporter."
+    )
     policy: TailnetPolicySettings = Field(default_factory=TailnetPolicySettings, description="The tailnet ACL policy.")
-    recovery: Recovery = Field(default_factory=Recovery, description="Stated inputs of the recovery model.")
+    recovery: RecoverySettings = Field(
+        default_factory=RecoverySettings, description="Stated inputs of the recovery model."
+    )
     kubeconfig: SecretStr | None = Field(
         default=None, description="Secret. Admin kubeconfig; default: the ambient kubeconfig."
     )
@@ -213,6 +223,8 @@ def _describe(error: Mapping[str, Any], loc: tuple[str | int, ...]) -> str:
         return f"unknown key{hint}"
     if kind == "missing":
         return "is required"
+    if kind == "model_type":  # pydantic names the Python class ("instance of GatewaySettings"): no key of the config
+        return "input should be an object of keys (a mapping), as in Pulumi.yaml"
     message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     return message[0].lower() + message[1:] if message else kind
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from headscale_ha.components.headscale import APP as HEADSCALE_APP
 from headscale_ha.components.pod import selector
-from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, Role, Site, Tailnet
+from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, Role, Site, TailnetSettings
 from headscale_ha.program.config import StackConfig
 
 #: Shared project config: the CLI only writes stack files, and a stack value would replace the whole object.
@@ -88,7 +88,7 @@ class Step:
 class Sites:
     """What the runbooks need to know about the tailnet: its sites, their stacks and namespaces."""
 
-    tailnet: Tailnet
+    tailnet: TailnetSettings
     namespace_of: Callable[[Site], str]
     stage: DatabaseStage
     failover: FailoverMode

@@ -23,7 +23,7 @@ from typing import Any
 
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream_config import parse_go_duration
-from headscale_ha.components.settings import Recovery, Role
+from headscale_ha.components.settings import RecoverySettings, Role
 from headscale_ha.components.workload import PodRecoveryFacts
 from headscale_ha.program.config import StackConfig
 
@@ -154,7 +154,7 @@ def _row(
     }
 
 
-def _size_mb(recovery: Recovery, app: str) -> float:
+def _size_mb(recovery: RecoverySettings, app: str) -> float:
     size = recovery.headscale_database_size if app == "headscale" else recovery.headplane_database_size
     return quantity_value(size) / 1e6
 

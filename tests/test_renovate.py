@@ -70,6 +70,14 @@ def _extracted(relative: str) -> set[tuple[str, str, str | None]]:
     }
 
 
+#: The settings package's modules, relative to the project (the image defaults live in several of them).
+SETTINGS_FILES = sorted(str(p.relative_to(PROJECT_DIR)) for p in (PROJECT_DIR / "components" / "settings").glob("*.py"))
+
+
+def _extracted_settings() -> set[tuple[str, str, str | None]]:
+    return set().union(*(_extracted(relative) for relative in SETTINGS_FILES))
+
+
 def _split(reference: str) -> tuple[str, str, str | None]:
     name, _, digest = reference.partition("@")
     repository, _, tag = name.rpartition(":")
@@ -119,13 +127,13 @@ def test_the_config_has_image_defaults_to_find() -> None:
 
 @pytest.mark.parametrize(("key", "default"), IMAGE_DEFAULTS, ids=[key for key, _ in IMAGE_DEFAULTS])
 def test_every_config_image_default_is_found(key: str, default: str) -> None:
-    assert _split(default) in _extracted("components/settings.py"), f"{key}={default} is not matched"
+    assert _split(default) in _extracted_settings(), f"{key}={default} is not matched"
 
 
 def test_the_settings_manager_finds_nothing_but_image_defaults() -> None:
     """A false match would have Renovate 'update' something that is not an image."""
     defaults = {_split(default) for _, default in IMAGE_DEFAULTS}
-    assert _extracted("components/settings.py") == defaults
+    assert _extracted_settings() == defaults
 
 
 @pytest.mark.parametrize("name", PULUMI_FILES)

@@ -1,6 +1,6 @@
 """headscale_ha/package/types.py: the settings models, as the plain TypedDicts a component package schema carries.
 
-Why generated: the components validate their settings with pydantic models (components/settings.py); the SDK's
+Why generated: the components validate their settings with pydantic models (components/settings/); the SDK's
 schema analyzer reads only plain annotations (no pydantic, no ``Annotated`` constraints, no unions) and takes each
 field's description from a docstring written under it in the source. One definition, the model, feeds both: this
 module writes a TypedDict per model (camelCase in the schema, snake_case in Python, as the analyzer maps them), its
@@ -31,15 +31,15 @@ TARGET = Path(__file__).resolve().parents[1] / "headscale_ha" / "package" / "typ
 #: The settings the exposed components take; the models they contain follow.
 ROOTS: tuple[type[settings.SettingsModel], ...] = (
     settings.Nfs,
-    settings.Backup,
-    settings.Cluster,
+    settings.BackupSettings,
+    settings.ClusterSettings,
     settings.ComputeResources,
-    settings.Oidc,
-    settings.Derp,
+    settings.OidcSettings,
+    settings.DerpSettings,
     settings.Prefixes,
-    settings.Endpoint,
+    settings.EndpointSettings,
     settings.Proxy,
-    settings.Headscale,
+    settings.HeadscaleSettings,
 )
 
 _SIMPLE = {str: "str", int: "int", bool: "bool", float: "float"}
@@ -62,6 +62,12 @@ def _strip(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
+def schema_name(model: type[BaseModel]) -> str:
+    """The TypedDict's (and so the schema type's) name: the model's, without the ``Settings`` a config section's
+    model carries in Python (``HeadscaleSettings`` is the package's ``Headscale``, as it always was)."""
+    return model.__name__.removesuffix("Settings")
+
+
 def _type_text(annotation: Any, models: list[type[BaseModel]], enums: list[type[enum.Enum]]) -> str:
     """The plain annotation text of ``annotation``, collecting the models and enums it names."""
     annotation, _ = _strip(annotation)
@@ -78,7 +84,7 @@ def _type_text(annotation: Any, models: list[type[BaseModel]], enums: list[type[
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         if annotation not in models:
             models.append(annotation)
-        return annotation.__name__
+        return schema_name(annotation)
     if annotation in _SIMPLE:
         return _SIMPLE[annotation]
     raise UnsupportedFieldError(f"type {annotation!r}")
@@ -135,7 +141,7 @@ def _quoted(text: str) -> str:
 
 def _class_lines(model: type[BaseModel], named: list[type[BaseModel]], enums: list[type[enum.Enum]]) -> list[str]:
     """The TypedDict of ``model``; ``named`` collects the models its fields name."""
-    lines = [f"class {model.__name__}(TypedDict):"]
+    lines = [f"class {schema_name(model)}(TypedDict):"]
     if model.__doc__ and model.__doc__ is not settings.SettingsModel.__doc__:
         lines += [*_docstring(model.__doc__), ""]
     for name, info in model.model_fields.items():
@@ -171,14 +177,14 @@ def render() -> str:
                 place(dependency)
             ordered.append(model)
 
-    for model in sorted(bodies, key=lambda m: m.__name__):
+    for model in sorted(bodies, key=schema_name):
         place(model)
     models = list(bodies)
     enum_names = ", ".join(sorted(e.__name__ for e in enums))
     header = [
         '"""The settings the package\'s components take, as plain TypedDicts: generated, do not edit.',
         "",
-        "Written by `make docs` (tools/package_types.py) from the pydantic models of components/settings.py, which",
+        "Written by `make docs` (tools/package_types.py) from the pydantic models of components/settings/, which",
         "validate every value the components receive; the descriptions are the models'.",
         '"""',
         "",
@@ -188,7 +194,7 @@ def render() -> str:
     ]
     if enum_names:
         header += [f"from headscale_ha.components.settings import {enum_names}", ""]
-    exported = sorted([*(m.__name__ for m in models), *(e.__name__ for e in enums)])
+    exported = sorted([*(schema_name(m) for m in models), *(e.__name__ for e in enums)])
     header += ["__all__ = [", *(f'    "{name}",' for name in exported), "]", ""]
     out = header
     for model in ordered:

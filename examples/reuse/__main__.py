@@ -15,7 +15,7 @@ from vaultwarden import Vaultwarden, VaultwardenArgs
 from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
 from headscale_ha.components.headscale import HeadscaleServer, HeadscaleServerArgs, SqliteStorage
 from headscale_ha.components.pod import PART_OF
-from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Nfs, ResourceAmounts
+from headscale_ha.components.settings import BackupSettings, ClusterSettings, ComputeResources, Nfs, ResourceAmounts
 
 config = pulumi.Config()
 namespace = config.get("namespace") or "vault"
@@ -36,7 +36,7 @@ pulumi.export("vaultwarden", {"service": vault.service_name, "backupClaim": vaul
 # its own directory of the same NFS export, keys generated (and protected) in this stack's state.
 vpn = config.get("vpnNamespace") or "vpn"
 vpn_namespace = k8s.core.v1.Namespace("vpn-namespace", metadata={"name": vpn, "labels": RESTRICTED})
-backup = Backup(nfs=Nfs(server=config.require("nfsServer"), path=config.require("nfsPath")))
+backup = BackupSettings(nfs=Nfs(server=config.require("nfsServer"), path=config.require("nfsPath")))
 assert backup.nfs is not None
 vpn_backup = BackupVolume(
     "vpn-backup",
@@ -52,7 +52,7 @@ server = HeadscaleServer(
         resources=ComputeResources(
             requests=ResourceAmounts(cpu="20m", memory="64Mi"), limits=ResourceAmounts(cpu="500m", memory="256Mi")
         ),
-        cluster=Cluster(nodes=1, workloads_on_control_plane=True),
+        cluster=ClusterSettings(nodes=1, workloads_on_control_plane=True),
         database=SqliteStorage(size="512Mi", storage_class=config.get("storageClass"), backup=backup),
         server_hostname="vpn.lab.example.com",
         base_domain="nodes.lab.example.com",

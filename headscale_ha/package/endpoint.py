@@ -15,7 +15,7 @@ from pydantic import Field
 
 from headscale_ha.components import endpoint
 from headscale_ha.components.config_types import DnsLabel, Fqdn, IPv4
-from headscale_ha.components.settings import Endpoint, FailoverMode, SettingsModel
+from headscale_ha.components.settings import EndpointSettings, FailoverMode, SettingsModel
 from headscale_ha.package import types
 from headscale_ha.package.facade import child_options, expose
 from headscale_ha.package.inputs import required, schema_path, settings_of
@@ -102,7 +102,7 @@ class PublicEndpoint(pulumi.ComponentResource):
         )
         headscale = _backend(required(args, "headscale"), "headscale")
         headplane = None if args.get("headplane") is None else _backend(args["headplane"], "headplane")
-        settings = settings_of(Endpoint, required(args, "endpoint"), "endpoint")
+        settings = settings_of(EndpointSettings, required(args, "endpoint"), "endpoint")
         if settings.failover is FailoverMode.K8GB and not plain.primary_site:
             at = schema_path("primary_site")
             raise InputPropertyError(

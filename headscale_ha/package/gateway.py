@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from headscale_ha.components import gateway
 from headscale_ha.components.config_types import Cidr, DnsLabel, Fqdn, HttpsUrl, Image, IPAddress, IPv4
 from headscale_ha.components.settings import (
-    Cluster,
+    ClusterSettings,
     FieldProblem,
     FieldProblemsError,
     Proxy,
@@ -50,7 +50,7 @@ def _problem(message: str, value: object, *path: str | int) -> InputPropertyErro
     return InputPropertyError(at, f"{at}: {message}, got {value!r}")
 
 
-def _within_nodes(replicas: int, cluster: Cluster, location: str) -> None:
+def _within_nodes(replicas: int, cluster: ClusterSettings, location: str) -> None:
     """The stack config's rule: several replicas are spread one per node, so more than the nodes never schedule."""
     if replicas > cluster.nodes:
         raise _problem(f"exceeds cluster.nodes ({cluster.nodes}); replicas are spread one per node", replicas, location)
@@ -137,7 +137,7 @@ class SubnetRouters(pulumi.ComponentResource):
         """The Python component's args from these inputs, every one checked first (the provider calls it before
         constructing, so a bad input is reported as the invalid property it is)."""
         plain = settings_of(_RouterInputs, {k: v for k, v in args.items() if k != "cluster"})
-        cluster = settings_of(Cluster, required(args, "cluster"), "cluster")
+        cluster = settings_of(ClusterSettings, required(args, "cluster"), "cluster")
         _within_nodes(plain.replicas, cluster, "replicas")
         return gateway.SubnetRoutersArgs(
             namespace=plain.namespace,
@@ -325,7 +325,7 @@ class GatewayServices(pulumi.ComponentResource):
         plain = settings_of(_ServicesInputs, {k: v for k, v in args.items() if k not in ("cluster", "proxies")})
         dns_hosts = _dns_hosts(plain.dns_hosts)
         proxies = _proxies(required(args, "proxies"))
-        cluster = settings_of(Cluster, required(args, "cluster"), "cluster")
+        cluster = settings_of(ClusterSettings, required(args, "cluster"), "cluster")
         _within_nodes(plain.replicas, cluster, "replicas")
         return gateway.GatewayServicesArgs(
             namespace=plain.namespace,

@@ -87,7 +87,7 @@ def headplane_args(args: HeadplaneArgs) -> headplane.HeadplaneArgs:
     """The Python component's args from the package's inputs, every input checked (nothing is registered yet)."""
     # Image, resources and storage size are checked as the stack's `headplane` settings (a 0.6.x image only).
     sized = settings_of(
-        models.Headplane,
+        models.HeadplaneSettings,
         {"image": args["image"], "resources": args["resources"], "storage_size": args["storage_size"]},
     )
     replicas = args["replicas"]
@@ -95,7 +95,7 @@ def headplane_args(args: HeadplaneArgs) -> headplane.HeadplaneArgs:
         raise InputPropertyError(
             "replicas", f"replicas: must be 1 (serve) or 0 (a standby: no pod), got {replicas!r}: SQLite has one writer"
         )
-    cluster = settings_of(models.Cluster, args["cluster"], "cluster")
+    cluster = settings_of(models.ClusterSettings, args["cluster"], "cluster")
     public_hostname = checked_value(Fqdn, args["public_hostname"], "public_hostname")
     headscale_url = args["headscale_url"]
     if not _HEADSCALE_URL.match(headscale_url):
@@ -103,9 +103,9 @@ def headplane_args(args: HeadplaneArgs) -> headplane.HeadplaneArgs:
             "headscaleUrl",
             f"headscaleUrl: must be an http:// or https:// URL of Headscale's HTTP port, got {headscale_url!r}",
         )
-    oidc = optional_settings(models.Oidc, args, "oidc")
+    oidc = optional_settings(models.OidcSettings, args, "oidc")
     required(args["backup"], "nfs", "backup")  # the replica's home: backed_up_volume refuses a backup without it
-    backup = settings_of(models.Backup, args["backup"], "backup")
+    backup = settings_of(models.BackupSettings, args["backup"], "backup")
     allow_empty_start = args.get("allow_empty_start")
     if allow_empty_start is not None:
         dated_override(allow_empty_start, "allow_empty_start")

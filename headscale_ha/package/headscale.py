@@ -14,7 +14,13 @@ from pulumi.errors import InputPropertyError
 from headscale_ha.components import headscale
 from headscale_ha.components.config_types import Fqdn, IPAddress
 from headscale_ha.components.headscale_config import PostgresConnection
-from headscale_ha.components.settings import Backup, Cluster, Headscale, Prefixes, base_domain_problem
+from headscale_ha.components.settings import (
+    BackupSettings,
+    ClusterSettings,
+    HeadscaleSettings,
+    Prefixes,
+    base_domain_problem,
+)
 from headscale_ha.package import types
 from headscale_ha.package.facade import child_options, expose
 from headscale_ha.package.inputs import checked_value, default_settings, one_of, required, settings_of
@@ -145,13 +151,13 @@ def _identity(args: Mapping[str, Any]) -> headscale.IdentitySource:
 
 
 def _database(
-    args: Mapping[str, Any], settings: Headscale, cluster: Cluster
+    args: Mapping[str, Any], settings: HeadscaleSettings, cluster: ClusterSettings
 ) -> tuple[headscale.SqliteStorage | headscale.PostgresStorage, int]:
     """The storage and the backup key epoch (the backup's, with SQLite)."""
     epoch = args.get("backup_key_epoch")
     if one_of(args, ("sqlite", "postgres")) == "sqlite":
         sqlite = args["sqlite"]
-        backup = settings_of(Backup, required(sqlite, "backup", "sqlite"), "sqlite", "backup")
+        backup = settings_of(BackupSettings, required(sqlite, "backup", "sqlite"), "sqlite", "backup")
         if backup.nfs is None:
             raise InputPropertyError("sqlite.backup.nfs", "sqlite.backup.nfs is required: SQLite is backed up there")
         if epoch is not None and epoch != backup.auth.key_epoch:
@@ -203,8 +209,8 @@ def _policy_file(args: Mapping[str, Any]) -> headscale.PolicyFile | None:
 
 def server_args(args: Mapping[str, Any]) -> headscale.HeadscaleServerArgs:
     """The Python component's args from the package's inputs; every input checked, the first problem raised."""
-    settings = settings_of(Headscale, args["headscale"], "headscale")
-    cluster = settings_of(Cluster, args["cluster"], "cluster")
+    settings = settings_of(HeadscaleSettings, args["headscale"], "headscale")
+    cluster = settings_of(ClusterSettings, args["cluster"], "cluster")
     host = checked_value(Fqdn, args["server_hostname"], "server_hostname")
     base_domain = checked_value(Fqdn, args["base_domain"], "base_domain")
     problem = base_domain_problem(host, base_domain, host_key="serverHostname")

@@ -15,7 +15,7 @@ from pulumi.errors import InputPropertyError
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
-from headscale_ha.components.settings import BackupAuth, FieldProblemsError, location_text
+from headscale_ha.components.settings import BackupAuthSettings, FieldProblemsError, location_text
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -110,7 +110,7 @@ def dated_override(value: Any, *path: str | int) -> str:
     """``value`` (the input at ``path``) as a dated override: a UTC date YYYY-MM-DD, as the stack config's."""
     try:
         # The overrides share one validator; BackupAuth.allowStale is one of them and every other field defaults.
-        BackupAuth(allow_stale=value)
+        BackupAuthSettings(allow_stale=value)
     except ValidationError as exc:
         at = schema_path(*path)
         message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")

@@ -110,7 +110,7 @@ class LitestreamBackupArgs(TypedDict):
 
 def litestream_args(args: LitestreamBackupArgs) -> litestream.LitestreamBackupArgs:
     """The Python component's args from the package's inputs, every input checked (nothing is registered yet)."""
-    settings = settings_of(models.Backup, args["settings"], "settings")
+    settings = settings_of(models.BackupSettings, args["settings"], "settings")
     db_path = checked_value(AbsolutePath, args["db_path"], "db_path")
     data_mount = checked_value(AbsolutePath, args["data_mount"], "data_mount").rstrip("/")
     if not db_path.startswith(f"{data_mount}/"):

@@ -1,6 +1,6 @@
 """The settings the package's components take, as plain TypedDicts: generated, do not edit.
 
-Written by `make docs` (tools/package_types.py) from the pydantic models of components/settings.py, which
+Written by `make docs` (tools/package_types.py) from the pydantic models of components/settings/, which
 validate every value the components receive; the descriptions are the models'.
 """
 

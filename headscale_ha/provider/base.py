@@ -33,7 +33,7 @@ from headscale_ha.provider.client import (
 
 API_KEY_CONFIG = "headscale-ha:bootstrapApiKey"
 API_URL_CONFIG = "headscale-ha:headscaleApiUrl"
-#: `version` is the pinned release (program/config.py, components/settings.py `Headscale`).
+#: `version` is the pinned release (program/config.py, components/settings/applications.py `HeadscaleSettings`).
 HEADSCALE_CONFIG = "headscale-ha:headscale"
 #: `publicHostname` (the default API URL, as program/args.py `api_url` derives it) and `users` (with `forceDelete`).
 TAILNET_CONFIG = "headscale-ha:tailnet"

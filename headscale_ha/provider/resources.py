@@ -144,7 +144,7 @@ class UserProvider(_HeadscaleProvider):
           registry, which is the tailnet's (Pulumi forgets, the registry keeps; a stderr line says so).
         - A user with nodes is kept unless forceDelete; forceDelete is the config's current word while the user is
           still listed in `tailnet.users` (a recreate, or `pulumi destroy`), else the state's last word (the user
-          was removed from the list after forceDelete was set, as components/settings.py documents it).
+          was removed from the list after forceDelete was set, as components/settings/tailnet.py documents it).
         - Without nodes, or forced, the user (and its nodes) is deleted.
         A config without `role` (tests, tools) counts as the active stack.
         """

@@ -11,7 +11,7 @@ import pulumi
 
 from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.rehearsal import cron_job_name
-from headscale_ha.components.settings import Backup, Cluster, Nfs, Rehearsal
+from headscale_ha.components.settings import BackupSettings, ClusterSettings, Nfs, RehearsalSettings
 from tests.support.component_run import build_component
 from tools.harness import ProgramRun
 
@@ -25,9 +25,9 @@ def _env(cron_job: dict) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container["env"]}
 
 
-def _lone_volume(rehearsal: Rehearsal, *, app: str = "vaultwarden") -> ProgramRun:
+def _lone_volume(rehearsal: RehearsalSettings, *, app: str = "vaultwarden") -> ProgramRun:
     """backed_up_volume alone, for one application in its own namespace, under a bare parent (no stack file)."""
-    backup = Backup(nfs=Nfs(server="nfs.example.org", path="/export/b"), rehearsal=rehearsal)
+    backup = BackupSettings(nfs=Nfs(server="nfs.example.org", path="/export/b"), rehearsal=rehearsal)
 
     def build() -> None:
         parent = pulumi.ComponentResource("test:index:App", "vault")
@@ -42,14 +42,14 @@ def _lone_volume(rehearsal: Rehearsal, *, app: str = "vaultwarden") -> ProgramRu
             size="1Gi",
             data_dir="/var/lib/vaultwarden",
             db_file="db.sqlite3",
-            cluster=Cluster(nodes=3),
+            cluster=ClusterSettings(nodes=3),
         )
 
     return build_component(build)
 
 
 def test_the_rehearsal_follows_the_settings_and_can_be_turned_off() -> None:
-    run = _lone_volume(Rehearsal(schedule="5 3 * * 1", max_age="36h"))
+    run = _lone_volume(RehearsalSettings(schedule="5 3 * * 1", max_age="36h"))
     job = _objects(run, "CronJob")[cron_job_name("vaultwarden")]
     assert job["spec"]["schedule"] == "5 3 * * 1"
     assert _env(job)["MAX_AGE_SECONDS"] == str(36 * 3600)
@@ -59,6 +59,6 @@ def test_the_rehearsal_follows_the_settings_and_can_be_turned_off() -> None:
     assert scratch["emptyDir"]["sizeLimit"] == "1Gi", "room for the whole database"
     (container,) = pod["containers"]
     assert container["resources"]["limits"]["cpu"] == "2", "the restore's resources, not the sidecar's"
-    off = _lone_volume(Rehearsal(enabled=False))
+    off = _lone_volume(RehearsalSettings(enabled=False))
     assert _objects(off, "CronJob") == {}
     assert not [o for o in off.kubernetes_objects() if o["metadata"]["name"].endswith("-restore-rehearsal")]

@@ -7,7 +7,7 @@ stacks' hostname, Services and endpoint settings reaching it) are in tests/progr
 from __future__ import annotations
 
 from headscale_ha.components.endpoint import Backend, PublicEndpoint, PublicEndpointArgs
-from headscale_ha.components.settings import Endpoint, RouteKind
+from headscale_ha.components.settings import EndpointSettings, RouteKind
 from tests.support.component_run import build_component
 from tools.harness import ProgramRun
 
@@ -18,14 +18,14 @@ def _objects(run: ProgramRun, kind: str) -> list[dict]:
     return [o for o in run.kubernetes_objects() if o["kind"] == kind]
 
 
-def _lone_endpoint(endpoint: Endpoint | None = None) -> ProgramRun:
+def _lone_endpoint(endpoint: EndpointSettings | None = None) -> ProgramRun:
     """PublicEndpoint alone, for the caller's hostname and Services (no stack file, no other component)."""
     args = PublicEndpointArgs(
         namespace="apps",
         hostname=HOSTNAME,
         headscale=Backend(service="headscale", port=8080),
         headplane=Backend(service="headplane", port=3000),
-        endpoint=endpoint or Endpoint(),
+        endpoint=endpoint or EndpointSettings(),
         primary_site="east",
         dns_record_target=None,
     )
@@ -33,7 +33,7 @@ def _lone_endpoint(endpoint: Endpoint | None = None) -> ProgramRun:
 
 
 def test_gateway_routes_admin_before_root_and_keeps_streams_open() -> None:
-    run = _lone_endpoint(Endpoint(route=RouteKind.GATEWAY))
+    run = _lone_endpoint(EndpointSettings(route=RouteKind.GATEWAY))
     (gateway,) = _objects(run, "Gateway")
     https = next(listener for listener in gateway["spec"]["listeners"] if listener["name"] == "https")
     assert https["hostname"] == HOSTNAME
@@ -58,7 +58,7 @@ def test_plain_http_redirects_to_https() -> None:
 
 def test_certificate_comes_from_the_configured_issuer() -> None:
     (certificate,) = _objects(
-        _lone_endpoint(Endpoint(tls_issuer="letsencrypt", tls_issuer_kind="ClusterIssuer")), "Certificate"
+        _lone_endpoint(EndpointSettings(tls_issuer="letsencrypt", tls_issuer_kind="ClusterIssuer")), "Certificate"
     )
     assert certificate["spec"]["dnsNames"] == [HOSTNAME]
     assert certificate["spec"]["secretName"] == "headscale-public-tls"
@@ -70,7 +70,7 @@ def test_certificate_comes_from_the_configured_issuer() -> None:
 
 
 def test_ingress_mode_serves_the_same_paths() -> None:
-    run = _lone_endpoint(Endpoint(route=RouteKind.INGRESS, ingress_class="nginx"))
+    run = _lone_endpoint(EndpointSettings(route=RouteKind.INGRESS, ingress_class="nginx"))
     assert _objects(run, "Gateway") == []
     (ingress,) = _objects(run, "Ingress")
     paths = ingress["spec"]["rules"][0]["http"]["paths"]

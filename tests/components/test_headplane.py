@@ -11,7 +11,14 @@ import yaml
 
 from headscale_ha.components.backup_volume import claim_name
 from headscale_ha.components.headplane import Headplane, HeadplaneArgs
-from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Nfs, Oidc, ResourceAmounts
+from headscale_ha.components.settings import (
+    BackupSettings,
+    ClusterSettings,
+    ComputeResources,
+    Nfs,
+    OidcSettings,
+    ResourceAmounts,
+)
 from tests.support.component_run import build_component
 from tools.harness import SECRET, ProgramRun
 
@@ -20,7 +27,7 @@ NFS = Nfs(server="nfs.internal.example.com", path="/export/headscale-backup")
 BACKUP_CLAIM = claim_name(NFS)
 HEADSCALE_URL = "http://headscale.headscale.svc.cluster.local:8080"
 HOSTNAME = "vpn.example.org"
-OIDC = Oidc(issuer="https://id.example.com", client_id="hs", allowed_domains=["example.com"])
+OIDC = OidcSettings(issuer="https://id.example.com", client_id="hs", allowed_domains=["example.com"])
 
 
 def _object(run: ProgramRun, kind: str, name: str) -> dict:
@@ -31,7 +38,7 @@ def _object(run: ProgramRun, kind: str, name: str) -> dict:
 def _lone_headplane(
     *,
     replicas: int = 1,
-    oidc: Oidc | None = None,
+    oidc: OidcSettings | None = None,
     oidc_client_secret: str | None = None,
     api_key: str | None = None,
 ) -> ProgramRun:
@@ -44,14 +51,14 @@ def _lone_headplane(
         resources=ComputeResources(
             requests=ResourceAmounts(cpu="50m", memory="128Mi"), limits=ResourceAmounts(cpu="500m", memory="384Mi")
         ),
-        cluster=Cluster(nodes=3),
+        cluster=ClusterSettings(nodes=3),
         storage_size="256Mi",
         public_hostname=HOSTNAME,
         headscale_url=HEADSCALE_URL,
         oidc=oidc,
         oidc_client_secret=oidc_client_secret,
         api_key=api_key,
-        backup=Backup(nfs=NFS),
+        backup=BackupSettings(nfs=NFS),
     )
     return build_component(lambda: Headplane("headplane", args))
 

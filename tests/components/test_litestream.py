@@ -28,7 +28,7 @@ from headscale_ha.components.litestream import (
 )
 from headscale_ha.components.litestream_config import restore_script
 from headscale_ha.components.position_recorder import FIELD_MANAGER, POSITION_FILE, WITNESS_KEY
-from headscale_ha.components.settings import Backup, Headscale
+from headscale_ha.components.settings import BackupSettings, HeadscaleSettings
 from tests.support.component_run import build_component
 from tests.support.seam_litestream import api_access as _api_access
 from tests.support.seam_litestream import holds as _holds
@@ -42,29 +42,29 @@ from tools.harness import ProgramRun
 
 def test_volsync_needs_persistent_storage() -> None:
     with pytest.raises(ValidationError, match="volsync snapshots a PersistentVolumeClaim"):
-        Backup.model_validate({"volsync": {"repository": "restic-config"}})
+        BackupSettings.model_validate({"volsync": {"repository": "restic-config"}})
     with pytest.raises(ValidationError, match="ephemeralStorageClass applies to disposable storage only"):
-        Backup.model_validate({"local": {"storage": "persistent", "ephemeralStorageClass": "local-path"}})
+        BackupSettings.model_validate({"local": {"storage": "persistent", "ephemeralStorageClass": "local-path"}})
 
 
 # --- the served witness: a third record, outside both volumes, that the site has served ----------------------------
 
 
 def test_allow_empty_start_is_a_documented_date() -> None:
-    field = Headscale.model_fields["allow_empty_start"]
+    field = HeadscaleSettings.model_fields["allow_empty_start"]
     assert field.alias == "allowEmptyStart"
     assert field.default is None
     assert "exit 24" in field.description
     assert "YYYY-MM-DD" in field.description
     base = {"version": "0.29.2", "image": "ghcr.io/juanfont/headscale:0.29.2"}
     # An unquoted YAML date and the text Pulumi hands over both mean the same day.
-    assert Headscale.model_validate({**base, "allowEmptyStart": datetime.date(2031, 2, 3)}).allow_empty_start == (
-        "2031-02-03"
-    )
-    assert Headscale.model_validate({**base, "allowEmptyStart": "2031-02-03"}).allow_empty_start == "2031-02-03"
+    assert HeadscaleSettings.model_validate(
+        {**base, "allowEmptyStart": datetime.date(2031, 2, 3)}
+    ).allow_empty_start == ("2031-02-03")
+    assert HeadscaleSettings.model_validate({**base, "allowEmptyStart": "2031-02-03"}).allow_empty_start == "2031-02-03"
     for bad in ("yes", "true", "2031-2-3", "2031-02-30", "03.02.2031", "2031-02-03T00:00:00"):
         with pytest.raises(ValidationError, match="YYYY-MM-DD"):
-            Headscale.model_validate({**base, "allowEmptyStart": bad})
+            HeadscaleSettings.model_validate({**base, "allowEmptyStart": bad})
 
 
 def test_every_site_derives_the_same_backup_key_and_the_epoch_rotates_it() -> None:
@@ -340,7 +340,7 @@ def test_without_position_recording_nothing_holds_a_token() -> None:
 
 def _lone_backup(*, record_position: bool, backup_key: str | None = "ab" * 32) -> ProgramRun:
     """LitestreamBackup alone, for an application of the caller's (no stack file, no other component)."""
-    settings = Backup.model_validate({"nfs": {"server": "nfs.example.org", "path": "/export/b"}})
+    settings = BackupSettings.model_validate({"nfs": {"server": "nfs.example.org", "path": "/export/b"}})
     args = LitestreamBackupArgs(
         app="vault",
         part_of="vaultwarden",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from headscale_ha.components.litestream_config import parse_go_duration, render_litestream_config, restore_script
-from headscale_ha.components.settings import Litestream
+from headscale_ha.components.settings import LitestreamSettings
 from tests.support.litestream_lab import (
     App,
     insert_rows,
@@ -212,7 +212,7 @@ def test_binary_and_stack_config_refuse_the_same_durations(
     text = text.replace("sync-interval: 1s", f"sync-interval: {sync_interval}")
     binary_ok = _litestream("databases", "-config", str(_write(tmp_path, text))).returncode == 0
     try:
-        Litestream(sync_interval=sync_interval, retention=retention)
+        LitestreamSettings(sync_interval=sync_interval, retention=retention)
         plan_ok = True
     except ValueError:
         plan_ok = False

@@ -14,7 +14,7 @@ import pytest
 from headscale_ha.components.headscale import PostgresStorage
 from headscale_ha.components.headscale_config import PostgresConnection
 from headscale_ha.components.migration import SqliteToPostgres, SqliteToPostgresArgs, database_env
-from headscale_ha.components.settings import Cluster, ComputeResources, ResourceAmounts
+from headscale_ha.components.settings import ClusterSettings, ComputeResources, ResourceAmounts
 from headscale_ha.policy.pack.rules import Subject, violations
 from tests.support.component_run import build_component
 from tests.support.manifest_validator import validate
@@ -50,7 +50,7 @@ ARGS = SqliteToPostgresArgs(
         password_secret="headscale-db-owner",
         ca_secret="headscale-db-ca",
     ),
-    cluster=Cluster(nodes=3),
+    cluster=ClusterSettings(nodes=3),
     authenticate=True,
 )
 

@@ -22,7 +22,7 @@ from headscale_ha.components.network_policy import (
     from_pods,
 )
 from headscale_ha.components.pod import labels
-from headscale_ha.components.settings import NetworkPolicy
+from headscale_ha.components.settings import NetworkPolicySettings
 from headscale_ha.program.config import ConfigError, StackConfig
 from headscale_ha.program.network import network_args
 from tests.support.config_samples import STORE_KEYS, STORE_SECRETS, parse, section
@@ -86,7 +86,9 @@ def test_ip_blocks_except_only_what_lies_inside_and_always_the_metadata_service(
 
 
 def test_a_host_name_becomes_an_address_the_namespace_of_its_service_a_listed_range_or_the_internet() -> None:
-    settings = NetworkPolicy(egressHosts={"idp.lan.example.com": ["192.168.7.0/24"]}, egressInternetCidrs=["0.0.0.0/0"])
+    settings = NetworkPolicySettings(
+        egressHosts={"idp.lan.example.com": ["192.168.7.0/24"]}, egressInternetCidrs=["0.0.0.0/0"]
+    )
     assert host_destinations("10.10.0.10", settings) == [{"ipBlock": {"cidr": "10.10.0.10/32"}}]
     assert host_destinations("fd00::1", settings) == [{"ipBlock": {"cidr": "fd00::1/128"}}]
     assert host_destinations("clustermesh-apiserver.kube-system.svc.cluster.local", settings) == [
@@ -100,7 +102,7 @@ def test_a_host_name_becomes_an_address_the_namespace_of_its_service_a_listed_ra
     (internet,) = host_destinations("controlplane.tailscale.com", settings, ["203.0.113.0/24"])
     assert "203.0.113.0/24" in internet["ipBlock"]["except"]
     assert "10.0.0.0/8" in internet["ipBlock"]["except"]
-    assert host_destinations("example.org", NetworkPolicy(egressInternetCidrs=[])) == []
+    assert host_destinations("example.org", NetworkPolicySettings(egressInternetCidrs=[])) == []
     with pytest.raises(ValueError, match="never an egress destination"):
         host_destinations("169.254.169.254", settings)
     assert url_endpoint("https://id.example.com/realms/x") == ("id.example.com", 443)

@@ -34,7 +34,7 @@ from headscale_ha.components.rehearsal import (
     RestoreRehearsalArgs,
     rehearse_script,
 )
-from headscale_ha.components.settings import Cluster, ComputeResources, ResourceAmounts
+from headscale_ha.components.settings import ClusterSettings, ComputeResources, ResourceAmounts
 from tests.support.litestream_lab import (
     REHEARSE_SCRIPT,
     App,
@@ -543,7 +543,7 @@ def _args(**changes: Any) -> RestoreRehearsalArgs:
         "schedule": "17 4 * * *",
         "max_age_seconds": 86400,
         "resources": RESOURCES,
-        "cluster": Cluster(nodes=3),
+        "cluster": ClusterSettings(nodes=3),
         "scratch_size": "1Gi",
     }
     return RestoreRehearsalArgs(**(values | changes))

@@ -9,7 +9,7 @@ import pulumi
 import pytest
 
 from headscale_ha.components import endpoint
-from headscale_ha.components.settings import Endpoint, FailoverMode, RouteKind
+from headscale_ha.components.settings import EndpointSettings, FailoverMode, RouteKind
 from headscale_ha.package.endpoint import PublicEndpoint
 from tests.support.component_run import build_component, refused
 from tests.support.component_tree import subtree
@@ -65,7 +65,7 @@ def _python_args(inputs: dict[str, Any]) -> endpoint.PublicEndpointArgs:
         hostname=inputs["hostname"],
         headscale=endpoint.Backend(**inputs["headscale"]),
         headplane=None if headplane is None else endpoint.Backend(**headplane),
-        endpoint=Endpoint(**inputs["endpoint"]),
+        endpoint=EndpointSettings(**inputs["endpoint"]),
         primary_site=inputs["primary_site"],
         dns_record_target=inputs.get("dns_record_target"),
     )

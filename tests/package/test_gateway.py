@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from headscale_ha.components import gateway
-from headscale_ha.components.settings import Cluster, Proxy, RouterMode
+from headscale_ha.components.settings import ClusterSettings, Proxy, RouterMode
 from headscale_ha.package.gateway import GatewayServices, SubnetRouters
 from tests.support.component_run import build_component, refused
 from tests.support.component_tree import subtree
@@ -91,7 +91,7 @@ def _router_args(inputs: dict[str, Any], key_secrets: tuple[pulumi.Resource, ...
         tag=inputs["tag"],
         login_server=inputs["login_server"],
         hostname_prefix=inputs["hostname_prefix"],
-        cluster=Cluster(**inputs["cluster"]),
+        cluster=ClusterSettings(**inputs["cluster"]),
         key_source=inputs.get("key_source"),
         key_secrets=key_secrets,
     )
@@ -111,7 +111,7 @@ def _services_args(inputs: dict[str, Any]) -> gateway.GatewayServicesArgs:
         lb_pool=inputs["lb_pool"],
         pool_name=inputs["pool_name"],
         pool_label=inputs["pool_label"],
-        cluster=Cluster(**inputs["cluster"]),
+        cluster=ClusterSettings(**inputs["cluster"]),
         load_balancer_source_ranges=tuple(inputs.get("load_balancer_source_ranges", ())),
     )
 

@@ -11,15 +11,15 @@ import pytest
 
 from headscale_ha.components import headplane
 from headscale_ha.components.settings import (
-    Backup,
-    Cluster,
+    BackupSettings,
+    ClusterSettings,
     ComputeResources,
     LocalStorage,
-    LocalVolume,
+    LocalVolumeSettings,
     Nfs,
-    Oidc,
+    OidcSettings,
     ResourceAmounts,
-    VolSync,
+    VolSyncSettings,
 )
 from headscale_ha.package.headplane import Headplane
 from tests.support.component_run import build_component, refused
@@ -56,11 +56,11 @@ def _python_args(**changes: Any) -> headplane.HeadplaneArgs:
         "resources": ComputeResources(
             requests=ResourceAmounts(cpu="50m", memory="128Mi"), limits=ResourceAmounts(cpu="500m", memory="384Mi")
         ),
-        "cluster": Cluster(nodes=3),
+        "cluster": ClusterSettings(nodes=3),
         "storage_size": "256Mi",
         "public_hostname": HOSTNAME,
         "headscale_url": HEADSCALE_URL,
-        "backup": Backup(nfs=Nfs(**NFS)),
+        "backup": BackupSettings(nfs=Nfs(**NFS)),
     }
     return headplane.HeadplaneArgs(**(fields | changes))
 
@@ -88,14 +88,14 @@ CASES: list[tuple[str, Callable[[], dict[str, Any]], Callable[[], headplane.Head
             }
         ),
         lambda: _python_args(
-            oidc=Oidc(issuer="https://id.example.com", client_id="hs", allowed_domains=["example.com"]),
+            oidc=OidcSettings(issuer="https://id.example.com", client_id="hs", allowed_domains=["example.com"]),
             oidc_client_secret=CLIENT_SECRET,
             api_key=API_KEY,
             storage_class="longhorn",
-            backup=Backup(
+            backup=BackupSettings(
                 nfs=Nfs(**NFS),
-                local=LocalVolume(storage=LocalStorage.PERSISTENT),
-                volsync=VolSync(repository="restic-headplane"),
+                local=LocalVolumeSettings(storage=LocalStorage.PERSISTENT),
+                volsync=VolSyncSettings(repository="restic-headplane"),
             ),
             metrics=True,
             backup_key=BACKUP_KEY,
@@ -116,7 +116,7 @@ CASES: list[tuple[str, Callable[[], dict[str, Any]], Callable[[], headplane.Head
             replicas=0,
             require_backup=True,
             allow_empty_start="2025-06-01",
-            backup=Backup.model_validate({"nfs": NFS, "rehearsal": {"enabled": False}}),
+            backup=BackupSettings.model_validate({"nfs": NFS, "rehearsal": {"enabled": False}}),
         ),
     ),
 ]

@@ -11,7 +11,14 @@ import pytest
 
 from headscale_ha.components import headscale
 from headscale_ha.components.headscale_config import PostgresConnection
-from headscale_ha.components.settings import Backup, Cluster, ComputeResources, Derp, Oidc, ResourceAmounts
+from headscale_ha.components.settings import (
+    BackupSettings,
+    ClusterSettings,
+    ComputeResources,
+    DerpSettings,
+    OidcSettings,
+    ResourceAmounts,
+)
 from headscale_ha.package.headscale import HeadscaleServer
 from tests.support.component_run import build_component, refused
 from tests.support.component_tree import subtree
@@ -46,7 +53,7 @@ def _python(**extra: Any) -> headscale.HeadscaleServerArgs:
         "image": HEADSCALE["image"],
         "version": "0.28.0",
         "resources": RESOURCES,
-        "cluster": Cluster(nodes=1, workloads_on_control_plane=True),
+        "cluster": ClusterSettings(nodes=1, workloads_on_control_plane=True),
         "server_hostname": "vpn.example.org",
         "base_domain": "nodes.example.org",
         **extra,
@@ -70,7 +77,7 @@ def _same_tree(
 
 
 def test_sqlite_with_generated_keys_is_the_python_servers_tree():
-    backup = Backup(nfs=NFS)
+    backup = BackupSettings(nfs=NFS)
     names = _same_tree(
         lambda: _base(sqlite={"backup": {"nfs": NFS}, "require_backup": True}),
         lambda: _python(
@@ -106,9 +113,9 @@ def test_postgres_imported_keys_oidc_and_the_embedded_relay_is_the_python_server
                 password_key="pass",
             ),
             identity=headscale.ImportedIdentity(noise_private_key=pulumi.Output.secret(NOISE), derp_private_key=DERP),
-            derp=Derp(embedded=True, urls=[]),
+            derp=DerpSettings(embedded=True, urls=[]),
             stun_address="203.0.113.7",
-            oidc=Oidc(issuer="https://login.example.org", client_id="vpn", allowed_domains=["example.org"]),
+            oidc=OidcSettings(issuer="https://login.example.org", client_id="vpn", allowed_domains=["example.org"]),
             oidc_client_secret=pulumi.Output.secret("not-rendered"),
             split_dns={"lab.example.org": ("10.0.0.53",)},
             backup_key_epoch=3,

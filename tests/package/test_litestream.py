@@ -12,7 +12,7 @@ import pytest
 from pulumi.errors import InputPropertyError
 
 from headscale_ha.components import litestream
-from headscale_ha.components.settings import Backup
+from headscale_ha.components.settings import BackupSettings
 from headscale_ha.package.backup_volume import BackupVolume
 from headscale_ha.package.litestream import LitestreamBackup
 from tests.support.component_run import build_component, refused
@@ -39,7 +39,7 @@ def _python_args(**changes: Any) -> litestream.LitestreamBackupArgs:
         "app": "vaultwarden",
         "part_of": "vaultwarden",
         "namespace": "vault",
-        "settings": Backup(),
+        "settings": BackupSettings(),
         "db_path": "/data/db.sqlite3",
         "data_volume": "data",
         "data_mount": "/data",
@@ -71,12 +71,14 @@ CASES: list[tuple[str, Callable[[], dict[str, Any]], Callable[[], litestream.Lit
     (
         "a standby with VolSync snapshots of its claim",
         lambda: BASE | {"settings": VOLSYNC, "pvc_name": "vaultwarden-data", "require_backup": True},
-        lambda: _python_args(settings=Backup.model_validate(VOLSYNC), pvc_name="vaultwarden-data", require_backup=True),
+        lambda: _python_args(
+            settings=BackupSettings.model_validate(VOLSYNC), pvc_name="vaultwarden-data", require_backup=True
+        ),
     ),
     (
         "signed, but the recorder turned off in the settings",
         lambda: BASE | SIGNED | {"settings": {"auth": {"record_position": False}}},
-        lambda: _python_args(**SIGNED, settings=Backup.model_validate({"auth": {"record_position": False}})),
+        lambda: _python_args(**SIGNED, settings=BackupSettings.model_validate({"auth": {"record_position": False}})),
     ),
 ]
 IDS = [case[0] for case in CASES]
@@ -262,7 +264,8 @@ def test_without_a_claim_the_backup_mounts_the_claim_a_backup_volume_makes_for_t
     (claim,) = [r.inputs for r in volume.resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
     python = build_component(
         lambda: litestream.LitestreamBackup(
-            "b", _python_args(settings=Backup.model_validate({"nfs": nfs}), backup_claim=claim["metadata"]["name"])
+            "b",
+            _python_args(settings=BackupSettings.model_validate({"nfs": nfs}), backup_claim=claim["metadata"]["name"]),
         )
     )
     ours = [

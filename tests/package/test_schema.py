@@ -57,7 +57,8 @@ def test_the_schema_exposes_every_component_with_its_required_inputs() -> None:
 
 
 def _model_of(typed: type) -> type[BaseModel] | None:
-    return getattr(settings, typed.__name__, None)
+    """The model a schema type mirrors: `Headscale` is `HeadscaleSettings` (a config section), `Nfs` is `Nfs`."""
+    return getattr(settings, f"{typed.__name__}Settings", None) or getattr(settings, typed.__name__, None)
 
 
 @pytest.mark.parametrize("name", [n for n in types.__all__ if isinstance(getattr(types, n), type)])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from headscale_ha.components.settings import DatabaseStage, Oidc
+from headscale_ha.components.settings import DatabaseStage, OidcSettings
 from headscale_ha.program.availability import (
     SOURCE,
     _cell,
@@ -215,8 +215,8 @@ def test_the_endpoint_row_follows_the_failover_mode(run_stack, project_copy) -> 
     assert "k8gb moves the public name" in _scenario(k8gb, "The whole cluster")["whatStops"]
 
 
-def _oidc(only_start_if_available: bool) -> Oidc:
-    return Oidc(
+def _oidc(only_start_if_available: bool) -> OidcSettings:
+    return OidcSettings(
         issuer="https://id.example.com",
         client_id="headscale",
         allowed_domains=["example.com"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headscale_ha.components.settings import PROJECT, DatabaseStage, Oidc, PolicyMode, Role
+from headscale_ha.components.settings import PROJECT, DatabaseStage, OidcSettings, PolicyMode, Role
 from tests.support.config_samples import (
     DERP,
     NOISE,
@@ -643,7 +643,7 @@ def test_oidc_without_an_allow_list_is_refused_unless_any_account_is_allowed_on_
     assert f"{PROJECT}:headscale.oidc: allowedDomains, allowedUsers and allowedGroups are all empty" in found[0]
     assert "allowAnyAccount: true" in found[0]
     for allow in ({"allowedDomains": ["example.com"]}, {"allowedUsers": ["a@example.com"]}, {"allowedGroups": ["ops"]}):
-        assert not Oidc.model_validate({**open_oidc, **allow}).allow_any_account
+        assert not OidcSettings.model_validate({**open_oidc, **allow}).allow_any_account
     anyone = {**section("hydra", "headscale"), "oidc": {**open_oidc, "allowAnyAccount": True}}
     config = parse(
         secret_keys=("oidcClientSecret", "headplaneApiKey"),

@@ -12,7 +12,7 @@ import pulumi
 import pytest
 from pydantic import ValidationError
 
-from headscale_ha.components.settings import PROJECT, Tailnet
+from headscale_ha.components.settings import PROJECT, TailnetSettings
 from headscale_ha.program.config import ConfigError, engine_config, parse_stack_config, read_config_files
 from tests.support.config_samples import only_problem, problems, raw_config, section
 from tests.support.stacks import ACTIVE_STACK, IDENTITY_STACK
@@ -212,13 +212,28 @@ def test_a_standby_in_the_migrating_stage_is_told_the_stages_it_may_use() -> Non
     )
 
 
+@pytest.mark.parametrize(("key", "value"), [("gateway", "5"), ("headscale", '"x"'), ("backup", "[]")])
+def test_a_section_that_is_no_object_is_told_so_without_a_python_class_name(key: str, value: str) -> None:
+    """pydantic's own text names the model class ("instance of GatewaySettings"), which no config key is."""
+    assert only_problem(**{key: value}) == (
+        f"{PROJECT}:{key}: input should be an object of keys (a mapping), as in Pulumi.yaml, got {json.loads(value)!r}"
+    )
+
+
+def test_a_nested_section_that_is_no_object_is_told_so_at_its_path() -> None:
+    headscale = {**section("hydra", "headscale"), "derp": 7}
+    assert only_problem(headscale=headscale) == (
+        f"{PROJECT}:headscale.derp: input should be an object of keys (a mapping), as in Pulumi.yaml, got 7"
+    )
+
+
 def test_settings_built_by_hand_name_the_field_too() -> None:
     """Another program validating a component's settings reads the same field, value and choices."""
     tailnet = {**section("hydra", "tailnet"), "activeSite": "andromeda"}
     with pytest.raises(
         ValidationError, match=r"activeSite: is not one of the sites \(hydra, cosmos\), got 'andromeda'"
     ):
-        Tailnet.model_validate(tailnet)
+        TailnetSettings.model_validate(tailnet)
 
 
 # ----------------------------------------------------------------------------------- a standby without its active

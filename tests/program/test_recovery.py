@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from headscale_ha.components.config_types import quantity_value
-from headscale_ha.components.settings import Litestream
+from headscale_ha.components.settings import LitestreamSettings
 from headscale_ha.policy.images import ImageRef
 from headscale_ha.program.recovery import (
     FORCE_DETACH_SECONDS,
@@ -144,7 +144,7 @@ def test_headscale_on_postgres_is_not_modelled_as_a_restore(run_stack, lab_proje
 
 def test_the_measurement_matches_the_litestream_the_program_renders() -> None:
     figures = load_restore_figures()
-    assert figures.litestream == ImageRef.parse(Litestream().image).tag, (
+    assert figures.litestream == ImageRef.parse(LitestreamSettings().image).tag, (
         "bench/measured/restore.json was measured with another Litestream than the image the pods run: "
         "re-run `python -m bench.restore --record`"
     )

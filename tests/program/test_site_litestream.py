@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from headscale_ha.components.backup_volume import claim_name
-from headscale_ha.components.settings import Backup, Nfs
+from headscale_ha.components.settings import BackupSettings, Nfs
 from headscale_ha.program.config import StackConfig, parse_stack_config
 from headscale_ha.program.externals import optional_references
 from tests.support.manifest_validator import validate
@@ -194,4 +194,4 @@ def test_the_auth_overrides_reach_the_restore_only_as_dates(run_stack, project_c
     assert env["MAX_REPLICA_AGE_SECONDS"] == str(6 * 3600)
     assert "ALLOW_STALE_RESTORE" not in env
     with pytest.raises(ValidationError, match="is not a date"):
-        Backup.model_validate({"auth": {"allowStale": "tomorrow"}})
+        BackupSettings.model_validate({"auth": {"allowStale": "tomorrow"}})

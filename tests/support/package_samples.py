@@ -16,10 +16,10 @@ import pulumi
 
 from headscale_ha.components import backup_volume, endpoint, gateway, headplane, headscale, litestream
 from headscale_ha.components.settings import (
-    Backup,
-    Cluster,
+    BackupSettings,
+    ClusterSettings,
     ComputeResources,
-    Endpoint,
+    EndpointSettings,
     FailoverMode,
     Nfs,
     Proxy,
@@ -48,7 +48,7 @@ class Sample:
 
 
 def _headscale_server(name: str) -> headscale.HeadscaleServer:
-    backup = Backup(nfs=Nfs(**NFS))
+    backup = BackupSettings(nfs=Nfs(**NFS))
     return headscale.HeadscaleServer(
         name,
         headscale.HeadscaleServerArgs(
@@ -56,7 +56,7 @@ def _headscale_server(name: str) -> headscale.HeadscaleServer:
             image="ghcr.io/juanfont/headscale:0.29.2",
             version="0.29.2",
             resources=COMPUTE,
-            cluster=Cluster(**CLUSTER),
+            cluster=ClusterSettings(**CLUSTER),
             database=headscale.SqliteStorage(size="1Gi", backup=backup),
             backup_key_epoch=backup.auth.key_epoch,
             server_hostname="vpn.example.org",
@@ -89,7 +89,7 @@ SAMPLES: tuple[Sample, ...] = (
                 app="vaultwarden",
                 part_of="vaultwarden",
                 namespace="vault",
-                settings=Backup(nfs=Nfs(**NFS)),
+                settings=BackupSettings(nfs=Nfs(**NFS)),
                 db_path="/data/db.sqlite3",
                 data_volume="data",
                 data_mount="/data",
@@ -148,11 +148,11 @@ SAMPLES: tuple[Sample, ...] = (
                 image="ghcr.io/tale/headplane:0.6.3",
                 replicas=1,
                 resources=COMPUTE,
-                cluster=Cluster(**CLUSTER),
+                cluster=ClusterSettings(**CLUSTER),
                 storage_size="256Mi",
                 public_hostname="vpn.example.org",
                 headscale_url=HEADSCALE_URL,
-                backup=Backup(nfs=Nfs(**NFS)),
+                backup=BackupSettings(nfs=Nfs(**NFS)),
             ),
         ),
     ),
@@ -182,7 +182,7 @@ SAMPLES: tuple[Sample, ...] = (
                 tag="tag:subnet-router-hydra",
                 login_server="https://vpn.example.org",
                 hostname_prefix="hydra",
-                cluster=Cluster(**CLUSTER),
+                cluster=ClusterSettings(**CLUSTER),
             ),
         ),
     ),
@@ -218,7 +218,7 @@ SAMPLES: tuple[Sample, ...] = (
                 lb_pool="10.10.50.0/24",
                 pool_name="tailnet-hydra",
                 pool_label="tailnet",
-                cluster=Cluster(**CLUSTER),
+                cluster=ClusterSettings(**CLUSTER),
             ),
         ),
     ),
@@ -241,7 +241,7 @@ SAMPLES: tuple[Sample, ...] = (
                 hostname="vpn.example.org",
                 headscale=endpoint.Backend(service="headscale", port=8080),
                 headplane=endpoint.Backend(service="headplane", port=3000),
-                endpoint=Endpoint(failover=FailoverMode.K8GB),
+                endpoint=EndpointSettings(failover=FailoverMode.K8GB),
                 primary_site="hydra",
                 dns_record_target=None,
             ),

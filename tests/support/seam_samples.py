@@ -25,11 +25,11 @@ from headscale_ha.components.headscale import (
 from headscale_ha.components.identity import identity_fingerprint
 from headscale_ha.components.monitoring import MonitoringArgs
 from headscale_ha.components.settings import (
-    Backup,
-    Cluster,
+    BackupSettings,
+    ClusterSettings,
     ComputeResources,
-    Derp,
-    Monitoring,
+    DerpSettings,
+    MonitoringSettings,
     Nfs,
     Proxy,
     ResourceAmounts,
@@ -45,7 +45,7 @@ IDENTITY_STACK = "organization/headscale-ha-identity/tailnet"
 RUNBOOK = "https://git.example.com/platform/headscale-ha/blob/main/docs/operations.md"
 
 
-def cluster(**overrides: Any) -> Cluster:
+def cluster(**overrides: Any) -> ClusterSettings:
     """hydra's cluster: three nodes, one excluded, the control plane not for workloads."""
     fields: dict[str, Any] = {
         "name": "hydra",
@@ -55,16 +55,16 @@ def cluster(**overrides: Any) -> Cluster:
         "toleration_seconds": 60,
         "api_server": {"host": "10.10.0.10", "port": 6443},
     }
-    return Cluster.model_validate({**fields, **overrides})
+    return ClusterSettings.model_validate({**fields, **overrides})
 
 
 #: One node that also runs the control plane (cosmos's cluster).
 SINGLE_NODE = {"name": "cosmos", "nodes": 1, "exclude_nodes": [], "workloads_on_control_plane": True}
 
 
-def backup(**overrides: Any) -> Backup:
+def backup(**overrides: Any) -> BackupSettings:
     """The shared config's backup: NFS, the default Litestream, disposable local storage, signed backups."""
-    return Backup.model_validate({"nfs": NFS.model_dump(), **overrides})
+    return BackupSettings.model_validate({"nfs": NFS.model_dump(), **overrides})
 
 
 def sqlite(*, require_backup: bool = False, **overrides: Any) -> SqliteStorage:
@@ -88,7 +88,7 @@ def headscale_server_sample(**overrides: Any) -> HeadscaleServerArgs:
         "identity": IdentityFromStack(stack_name=IDENTITY_STACK),
         "database": sqlite(),
         "server_hostname": "headscale.example.com",
-        "derp": Derp(urls=["https://controlplane.tailscale.com/derpmap/default"]),
+        "derp": DerpSettings(urls=["https://controlplane.tailscale.com/derpmap/default"]),
         "stun_address": "198.51.100.10",
         "base_domain": "ts.example.com",
         "nameservers": ("1.1.1.1", "1.0.0.1"),
@@ -155,7 +155,7 @@ def monitoring_sample(*, settings: dict[str, Any] | None = None, **overrides: An
     apps = ("headscale", "headplane")
     fields: dict[str, Any] = {
         "namespace": "headscale",
-        "settings": Monitoring.model_validate({"runbookUrl": RUNBOOK, **(settings or {})}),
+        "settings": MonitoringSettings.model_validate({"runbookUrl": RUNBOOK, **(settings or {})}),
         "scope": AlertScope(
             namespace="headscale",
             apps=apps,
