@@ -11,7 +11,12 @@ import pulumi_kubernetes as k8s
 
 from headscale_ha.components.backup_volume import claim_name as backup_claim_name
 from headscale_ha.components.config_types import quantity_value
-from headscale_ha.components.litestream import METRICS_PORT, LitestreamBackup, LitestreamBackupArgs, backup_key_secret
+from headscale_ha.components.litestream import (
+    LITESTREAM_METRICS_PORT,
+    LitestreamBackup,
+    LitestreamBackupArgs,
+    backup_key_secret,
+)
 from headscale_ha.components.litestream_config import duration_seconds, parse_go_duration
 from headscale_ha.components.pod import PART_OF
 from headscale_ha.components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
@@ -89,7 +94,7 @@ def backed_up_volume(
             allow_empty_start=allow_empty_start,
             upgrade_version=upgrade_version,
             upgrade_scratch_size=str(int(3 * quantity_value(size))),
-            metrics_port=METRICS_PORT if metrics else None,
+            metrics_port=LITESTREAM_METRICS_PORT if metrics else None,
             record_position=record_position,
         ),
         opts=pulumi.ResourceOptions(parent=parent),

@@ -16,8 +16,9 @@ import pulumi_kubernetes as k8s
 from headscale_ha.components.pod import labels
 from headscale_ha.components.settings import EndpointSettings, FailoverMode, RouteKind
 
-NAME = "headscale-public"
-TLS_SECRET = f"{NAME}-tls"
+#: The name of every object of the public endpoint (Gateway, HTTPRoute or Ingress, Certificate, DNS record).
+PUBLIC_NAME = "headscale-public"
+TLS_SECRET = f"{PUBLIC_NAME}-tls"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +74,7 @@ class PublicEndpoint(pulumi.ComponentResource):
             f"{name}-certificate",
             api_version="cert-manager.io/v1",
             kind="Certificate",
-            metadata={**meta, "name": NAME},
+            metadata={**meta, "name": PUBLIC_NAME},
             spec={
                 "secretName": TLS_SECRET,
                 "dnsNames": [host],
@@ -88,23 +89,23 @@ class PublicEndpoint(pulumi.ComponentResource):
         )
         if args.endpoint.route is RouteKind.GATEWAY:
             self.routes = self._gateway(name, args, meta, child)
-            served_by = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "name": NAME}
+            served_by = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "name": PUBLIC_NAME}
         else:
             self.routes = [self._ingress(name, args, meta, child)]
-            served_by = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": NAME}
+            served_by = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": PUBLIC_NAME}
         self.dns = self._failover(name, args, meta, served_by, child)
         self.hostname = host
         self.url = f"https://{host}"
         self.tls_secret = TLS_SECRET
         self.route_kind = args.endpoint.route.value
-        self.route_name = NAME
+        self.route_name = PUBLIC_NAME
         self.register_outputs(
             {
                 "hostname": host,
                 "url": self.url,
                 "tlsSecret": TLS_SECRET,
                 "routeKind": self.route_kind,
-                "route": NAME,
+                "route": PUBLIC_NAME,
             }
         )
 
@@ -124,7 +125,7 @@ class PublicEndpoint(pulumi.ComponentResource):
                 f"{name}-gslb",
                 api_version="k8gb.io/v1beta1",
                 kind="Gslb",
-                metadata={**meta, "name": NAME},
+                metadata={**meta, "name": PUBLIC_NAME},
                 spec={
                     "resourceRef": served_by,
                     "strategy": {
@@ -141,7 +142,7 @@ class PublicEndpoint(pulumi.ComponentResource):
                 f"{name}-dns",
                 api_version="externaldns.k8s.io/v1alpha1",
                 kind="DNSEndpoint",
-                metadata={**meta, "name": NAME},
+                metadata={**meta, "name": PUBLIC_NAME},
                 spec={
                     "endpoints": [{"dnsName": host, "recordType": "A", "recordTTL": endpoint.ttl, "targets": [address]}]
                 },
@@ -158,7 +159,7 @@ class PublicEndpoint(pulumi.ComponentResource):
             f"{name}-gateway",
             api_version="gateway.networking.k8s.io/v1",
             kind="Gateway",
-            metadata={**meta, "name": NAME},
+            metadata={**meta, "name": PUBLIC_NAME},
             spec={
                 "gatewayClassName": args.endpoint.gateway_class,
                 "listeners": [
@@ -195,9 +196,9 @@ class PublicEndpoint(pulumi.ComponentResource):
             f"{name}-route",
             api_version="gateway.networking.k8s.io/v1",
             kind="HTTPRoute",
-            metadata={**meta, "name": NAME},
+            metadata={**meta, "name": PUBLIC_NAME},
             spec={
-                "parentRefs": [{"name": NAME, "sectionName": "https"}],
+                "parentRefs": [{"name": PUBLIC_NAME, "sectionName": "https"}],
                 "hostnames": [host],
                 "rules": rules,
             },
@@ -207,9 +208,9 @@ class PublicEndpoint(pulumi.ComponentResource):
             f"{name}-redirect",
             api_version="gateway.networking.k8s.io/v1",
             kind="HTTPRoute",
-            metadata={**meta, "name": f"{NAME}-redirect"},
+            metadata={**meta, "name": f"{PUBLIC_NAME}-redirect"},
             spec={
-                "parentRefs": [{"name": NAME, "sectionName": "http"}],
+                "parentRefs": [{"name": PUBLIC_NAME, "sectionName": "http"}],
                 "hostnames": [host],
                 "rules": [
                     {
@@ -245,7 +246,7 @@ class PublicEndpoint(pulumi.ComponentResource):
         ]
         return k8s.networking.v1.Ingress(
             f"{name}-ingress",
-            metadata={**meta, "name": NAME, "annotations": annotations},
+            metadata={**meta, "name": PUBLIC_NAME, "annotations": annotations},
             spec={
                 "ingressClassName": args.endpoint.ingress_class,
                 "tls": [{"hosts": [host], "secretName": TLS_SECRET}],

@@ -25,7 +25,7 @@ from headscale_ha.components.workload import PodRecoveryFacts, cluster_service, 
 APP = "headplane"
 PORT = 3000
 PATHS = HeadplanePaths()
-SECRET_NAME = "headplane-secrets"
+HEADPLANE_SECRET = "headplane-secrets"
 CONFIG_MAP_NAME = "headplane-config"
 CONFIG_FILE = "/etc/headplane/config.yaml"
 
@@ -101,7 +101,7 @@ class Headplane(pulumi.ComponentResource):
         if args.oidc is not None and args.oidc_client_secret is not None:
             items["oidc-client-secret"] = pulumi.Output.secret(args.oidc_client_secret)
         self.secrets = k8s.core.v1.Secret(
-            f"{name}-secrets", metadata={**meta, "name": SECRET_NAME}, type="Opaque", string_data=items, opts=child
+            f"{name}-secrets", metadata={**meta, "name": HEADPLANE_SECRET}, type="Opaque", string_data=items, opts=child
         )
         config_text = headplane_config_yaml(
             HeadplaneConfigInput(
@@ -159,7 +159,7 @@ class Headplane(pulumi.ComponentResource):
         self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self)
         self.url = f"https://{args.public_hostname}/admin"
         self.service_name, self.service_port = APP, PORT
-        self.secret_name = SECRET_NAME
+        self.secret_name = HEADPLANE_SECRET
         self.config_map_name = CONFIG_MAP_NAME
         self.data_claim_name = self.volume.metadata.apply(lambda metadata: metadata.name) if self.volume else None
         self.register_outputs(
@@ -180,7 +180,7 @@ class Headplane(pulumi.ComponentResource):
             {
                 "name": "secrets",
                 "secret": {
-                    "secretName": SECRET_NAME,
+                    "secretName": HEADPLANE_SECRET,
                     "defaultMode": 0o440,
                     "items": [{"key": key, "path": path.rsplit("/", 1)[1]} for key, path in secret_files.items()],
                 },

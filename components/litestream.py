@@ -40,6 +40,7 @@ from headscale_ha.components.litestream_config import (
 from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, selector
 from headscale_ha.components.position_recorder import (
     POSITION_FILE,
+    RECORDER_SCRIPT_KEY,
     WITNESS_KEY,
     position_mount,
     recorder_account,
@@ -48,10 +49,8 @@ from headscale_ha.components.position_recorder import (
     recorder_script,
     recorder_volumes,
 )
-from headscale_ha.components.position_recorder import SCRIPT_KEY as RECORDER_SCRIPT_KEY
 from headscale_ha.components.settings import BackupSettings
-from headscale_ha.components.upgrade import SCRIPT_KEY as UPGRADE_SCRIPT_KEY
-from headscale_ha.components.upgrade import pre_upgrade_container, pre_upgrade_script
+from headscale_ha.components.upgrade import UPGRADE_SCRIPT_KEY, pre_upgrade_container, pre_upgrade_script
 
 BACKUP_MOUNT = "/backup"
 CONFIG_MOUNT = "/etc/litestream"
@@ -62,7 +61,7 @@ CONFIG_VOLUME = "litestream-config"
 TMP_VOLUME = "litestream-tmp"
 SERVED_VOLUME = "served-witness"
 #: The sidecar's metrics port, its name in the pod and on the `<app>-litestream` Service, and that Service's component.
-METRICS_PORT = 9091
+LITESTREAM_METRICS_PORT = 9091
 METRICS_PORT_NAME = "ls-metrics"
 METRICS_COMPONENT = "backup-metrics"
 UPGRADE_SCRATCH_VOLUME = "upgrade-scratch"

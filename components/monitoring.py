@@ -26,6 +26,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import headscale as headscale_module
 from headscale_ha.components.alerts import (
     EXPORTER_HTTPD_CONF,
     EXPORTER_JOB,
@@ -38,8 +40,6 @@ from headscale_ha.components.alerts import (
     state_exporter_script,
 )
 from headscale_ha.components.dashboard import DASHBOARD, dashboard_config_map, dashboard_model
-from headscale_ha.components.gateway import SERVICES as GATEWAY_APP
-from headscale_ha.components.headscale import APP as HEADSCALE_APP
 from headscale_ha.components.litestream import METRICS_COMPONENT, METRICS_PORT_NAME
 from headscale_ha.components.pod import (
     checksum,
@@ -127,7 +127,7 @@ class StackMonitoring(pulumi.ComponentResource):
             HEADSCALE_JOB,
             ns,
             {
-                "selector": {"matchLabels": selector(HEADSCALE_APP)},
+                "selector": {"matchLabels": selector(headscale_module.APP)},
                 "namespaceSelector": {"matchNames": [ns]},
                 "endpoints": [{"port": "metrics", "path": "/metrics", "interval": INTERVAL}],
             },
@@ -176,10 +176,10 @@ class StackMonitoring(pulumi.ComponentResource):
         self._monitor(
             "podmonitor-gateway",
             "PodMonitor",
-            GATEWAY_APP,
+            gateway_module.SERVICES,
             args.gateway_namespace,
             {
-                "selector": {"matchLabels": selector(GATEWAY_APP)},
+                "selector": {"matchLabels": selector(gateway_module.SERVICES)},
                 "namespaceSelector": {"matchNames": [args.gateway_namespace]},
                 "podMetricsEndpoints": [{"port": "metrics", "interval": INTERVAL}],
             },

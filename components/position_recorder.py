@@ -28,7 +28,7 @@ from headscale_ha.components.settings import ComputeResources
 RECORDER_CONTAINER = "position-recorder"
 SCRIPT_NAME = "position-recorder.sh"
 #: The key of the script in the backup's config ConfigMap.
-SCRIPT_KEY = "position-recorder.sh"
+RECORDER_SCRIPT_KEY = "position-recorder.sh"
 #: The served witness's key the recorder writes, and the file the restore reads it from in the witness volume.
 WITNESS_KEY = "position"
 #: The pod-local hand-over from the signer (writes) to the recorder (reads): a small memory emptyDir.

@@ -16,11 +16,11 @@ import pulumi_random as random
 from headscale_ha.components.pod import labels, resources
 from headscale_ha.components.settings import ComputeResources, ObjectStore
 
-CLUSTER = "headscale-db"
+DATABASE_CLUSTER = "headscale-db"
 DATABASE = "headscale"
 OWNER = "headscale"
-STORE = f"{CLUSTER}-store"
-CREDENTIALS = f"{CLUSTER}-s3"
+STORE = f"{DATABASE_CLUSTER}-store"
+CREDENTIALS = f"{DATABASE_CLUSTER}-s3"
 BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
 #: The active site's cluster as a standby's replica cluster knows it: through the shared WAL archive.
 ACTIVE_SOURCE = "active-db"
@@ -34,7 +34,7 @@ ACTIVE_CA_SECRET = f"{ACTIVE_SOURCE}-ca"
 #: cluster, and after a promotion it would not hold the password the role was replicated with. CNPG sets the role's
 #: password from this Secret (bootstrap and managed role) on whichever cluster is primary, so each site's Headscale
 #: reads a password its own database accepts.
-OWNER_SECRET = f"{CLUSTER}-owner"
+OWNER_SECRET = f"{DATABASE_CLUSTER}-owner"
 
 
 def app_secret() -> str:
@@ -45,13 +45,13 @@ def app_secret() -> str:
 def ca_secret() -> str:
     """The Secret CloudNativePG generates with the CA of the cluster's server certificate (`ca.crt`, and the CA's
     `ca.key`, which no client mounts): what clients verify the server against."""
-    return f"{CLUSTER}-ca"
+    return f"{DATABASE_CLUSTER}-ca"
 
 
 def read_write_host(namespace: str) -> str:
     """The read-write Service's name as clients use it, and as the server certificate names it (see
     `serverAltDNSNames`: CloudNativePG releases before the cluster-domain names only list `<svc>.<ns>.svc`)."""
-    return f"{CLUSTER}-rw.{namespace}.svc.cluster.local"
+    return f"{DATABASE_CLUSTER}-rw.{namespace}.svc.cluster.local"
 
 
 #: The Cluster is awaited until its Ready condition (bootstrapping instances takes minutes: 20 at most).
@@ -110,11 +110,11 @@ class PostgresDatabase(pulumi.ComponentResource):
     def __init__(self, name: str, args: PostgresDatabaseArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:postgres:PostgresDatabase", name, None, opts)
         namespace, store = args.namespace, args.object_store
-        self.cluster_name, self.database_name, self.owner_name = CLUSTER, DATABASE, OWNER
+        self.cluster_name, self.database_name, self.owner_name = DATABASE_CLUSTER, DATABASE, OWNER
         self.owner_secret_name, self.object_store_name, self.credentials_secret_name = OWNER_SECRET, STORE, CREDENTIALS
         self.host = read_write_host(namespace)
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": namespace, "labels": labels(CLUSTER, "database")}
+        meta = {"namespace": namespace, "labels": labels(DATABASE_CLUSTER, "database")}
         password = random.RandomPassword(f"{name}-owner-password", length=32, special=False, opts=child)
         owner = k8s.core.v1.Secret(
             f"{name}-owner",
@@ -182,7 +182,10 @@ class PostgresDatabase(pulumi.ComponentResource):
             # (one writer per archive). Promotion = role active: `replica.enabled` false, then the plugin archives.
             source: dict[str, object] = {
                 "name": ACTIVE_SOURCE,
-                "plugin": {"name": BARMAN_PLUGIN, "parameters": {"barmanObjectName": STORE, "serverName": CLUSTER}},
+                "plugin": {
+                    "name": BARMAN_PLUGIN,
+                    "parameters": {"barmanObjectName": STORE, "serverName": DATABASE_CLUSTER},
+                },
             }
             if replica_of.streaming_host is not None:
                 # Streaming first, the archive as fallback; the active's replication certificates are copied here
@@ -217,7 +220,7 @@ class PostgresDatabase(pulumi.ComponentResource):
             kind="Cluster",
             # pulumi-kubernetes awaits no custom resource unless told what ready means: what depends on the Cluster
             # (the migration Job, Headscale on PostgreSQL) starts only once CloudNativePG reports it Ready.
-            metadata={**meta, "name": CLUSTER, "annotations": READY_AWAIT},
+            metadata={**meta, "name": DATABASE_CLUSTER, "annotations": READY_AWAIT},
             spec=spec,
             # Bootstrap only matters when the cluster is created; a promoted replica keeps its data.
             opts=pulumi.ResourceOptions(
@@ -231,10 +234,10 @@ class PostgresDatabase(pulumi.ComponentResource):
             f"{name}-scheduled-backup",
             api_version="postgresql.cnpg.io/v1",
             kind="ScheduledBackup",
-            metadata={**meta, "name": f"{CLUSTER}-daily"},
+            metadata={**meta, "name": f"{DATABASE_CLUSTER}-daily"},
             spec={
                 "schedule": args.backup_schedule,
-                "cluster": {"name": CLUSTER},
+                "cluster": {"name": DATABASE_CLUSTER},
                 "method": "plugin",
                 "pluginConfiguration": {"name": BARMAN_PLUGIN},
                 "backupOwnerReference": "self",

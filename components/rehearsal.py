@@ -40,10 +40,10 @@ from headscale_ha.components.pod import (
 from headscale_ha.components.settings import ClusterSettings, ComputeResources
 
 REHEARSE_SCRIPT_NAME = "litestream-rehearse.sh"
-SCRIPT_KEY = "rehearse.sh"
+REHEARSAL_SCRIPT_KEY = "rehearse.sh"
 SCRIPT_VOLUME = "rehearsal-script"
 SCRIPT_MOUNT = "/etc/litestream-rehearsal"
-SCRIPT_FILE = f"{SCRIPT_MOUNT}/{SCRIPT_KEY}"
+SCRIPT_FILE = f"{SCRIPT_MOUNT}/{REHEARSAL_SCRIPT_KEY}"
 SCRATCH_VOLUME = "scratch"
 SCRATCH_MOUNT = "/scratch"
 TMP_VOLUME = "tmp"
@@ -143,7 +143,7 @@ class RestoreRehearsal(pulumi.ComponentResource):
         # receive the application's traffic while a rehearsal runs.
         object_labels = labels(object_name, COMPONENT)
         script = rehearse_script()
-        scripts = {SCRIPT_KEY: script}
+        scripts = {REHEARSAL_SCRIPT_KEY: script}
         if args.backup_key_secret is not None:
             scripts[MANIFEST_SCRIPT_KEY] = manifest_script()
         self.config_map = k8s.core.v1.ConfigMap(

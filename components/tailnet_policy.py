@@ -27,7 +27,7 @@ from headscale_ha.components.settings import PolicyMode
 from headscale_ha.policy.render import RenderedPolicy
 from headscale_ha.provider.resources import HeadscalePolicy, PolicyProvider
 
-CONFIG_MAP = "headscale-policy-rendered"
+POLICY_CONFIG_MAP = "headscale-policy-rendered"
 HASH_ANNOTATION = "headscale-ha/policy-sha256"
 POLICY_KEY = "policy.json"
 #: Printed by every plan and `pulumi up` of a stack that chose database mode without a writer.
@@ -84,7 +84,7 @@ class TailnetPolicy(pulumi.ComponentResource):
             raise ValueError("policy mode apply needs API access (args.live)")
         self.resource_name = name
         self.rendered = args.policy
-        self.config_map_name = CONFIG_MAP
+        self.config_map_name = POLICY_CONFIG_MAP
         self.enforced_from_start = enforced_from_start(args.mode)
         # Where the project is stricter than Headscale it warns instead of refusing (policy.model.lint_policy).
         for lint in self.rendered.lints:
@@ -95,7 +95,7 @@ class TailnetPolicy(pulumi.ComponentResource):
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-rendered",
             metadata={
-                "name": CONFIG_MAP,
+                "name": POLICY_CONFIG_MAP,
                 "namespace": args.namespace,
                 "labels": labels("headscale", "policy"),
                 "annotations": {HASH_ANNOTATION: self.rendered.sha256, "headscale-ha/policy-mode": args.mode},
@@ -107,7 +107,7 @@ class TailnetPolicy(pulumi.ComponentResource):
             pulumi.log.warn(ALLOW_ALL_WARNING, resource=self)
         self.register_outputs(
             {
-                "configMap": CONFIG_MAP,
+                "configMap": POLICY_CONFIG_MAP,
                 "sha256": self.rendered.sha256,
                 "mode": args.mode.value,
                 "enforcedFromStart": self.enforced_from_start,

@@ -22,12 +22,12 @@ __all__ = [
     "CONTAINER_NAME",
     "EXIT_CODES",
     "MARKER_NAME",
-    "SCRIPT_KEY",
     "SCRIPT_NAME",
     "SNAPSHOT_DIR",
     "SNAPSHOT_FILE",
     "SNAPSHOT_SHA256_FILE",
     "SOURCE_SHA256_FILE",
+    "UPGRADE_SCRIPT_KEY",
     "parse_version",
     "pre_upgrade_container",
     "pre_upgrade_script",
@@ -37,7 +37,7 @@ __all__ = [
 #: The script as packaged next to this module (components/scripts/).
 SCRIPT_NAME = "litestream-pre-upgrade.sh"
 #: Its key in the Litestream ConfigMap (mounted at /etc/litestream, so the container runs /etc/litestream/<key>).
-SCRIPT_KEY = "pre-upgrade.sh"
+UPGRADE_SCRIPT_KEY = "pre-upgrade.sh"
 CONTAINER_NAME = "pre-upgrade"
 #: In the backup directory: the version (X.Y.Z) that last started on the database.
 MARKER_NAME = "headscale-version"

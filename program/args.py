@@ -20,8 +20,7 @@ from headscale_ha.components import headscale as headscale_module
 from headscale_ha.components import migration as migration_module
 from headscale_ha.components.alerts import AlertScope, replication_lag_bound
 from headscale_ha.components.backup_volume import BackupVolumeArgs, claim_name
-from headscale_ha.components.endpoint import NAME as CERTIFICATE
-from headscale_ha.components.endpoint import Backend, PublicEndpointArgs
+from headscale_ha.components.endpoint import PUBLIC_NAME, Backend, PublicEndpointArgs
 from headscale_ha.components.gateway import (
     GatewayServicesArgs,
     SubnetRoutersArgs,
@@ -40,7 +39,7 @@ from headscale_ha.components.headscale import (
     SqliteStorage,
 )
 from headscale_ha.components.headscale_config import STUN_PORT, PostgresConnection
-from headscale_ha.components.litestream import METRICS_PORT as LITESTREAM_METRICS_PORT
+from headscale_ha.components.litestream import LITESTREAM_METRICS_PORT
 from headscale_ha.components.litestream_config import parse_go_duration
 from headscale_ha.components.migration import SqliteToPostgresArgs
 from headscale_ha.components.monitoring import EXPORTER, EXPORTER_PORT, SCRAPE_INTERVAL_SECONDS, MonitoringArgs
@@ -56,9 +55,9 @@ from headscale_ha.components.network_policy import (
     ingress_peers,
 )
 from headscale_ha.components.pod import PART_OF, selector
-from headscale_ha.components.postgres import CLUSTER as DATABASE_CLUSTER
 from headscale_ha.components.postgres import (
     DATABASE,
+    DATABASE_CLUSTER,
     OWNER,
     PostgresDatabaseArgs,
     ReplicaOf,
@@ -68,8 +67,7 @@ from headscale_ha.components.postgres import (
 from headscale_ha.components.postgres import ca_secret as postgres_ca_secret
 from headscale_ha.components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
 from headscale_ha.components.tailnet_objects import KeyExpiry, TailnetObjectsArgs
-from headscale_ha.components.tailnet_policy import CONFIG_MAP as POLICY_CONFIG_MAP
-from headscale_ha.components.tailnet_policy import POLICY_KEY, LiveApi, TailnetPolicyArgs
+from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, POLICY_KEY, LiveApi, TailnetPolicyArgs
 from headscale_ha.policy.model import PolicyError
 from headscale_ha.policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
 from headscale_ha.program.config import ConfigError, StackConfig
@@ -638,7 +636,7 @@ def monitoring_args(config: StackConfig, *, key_expiries: Sequence[KeyExpiry] = 
             routers_namespace=routers_namespace(config),
             routers_statefulsets=tuple(gateway_module.router_name(n) for n in range(config.gateway.routers.replicas)),
             cnpg_cluster=DATABASE_CLUSTER if with_database else None,
-            certificate=CERTIFICATE,
+            certificate=PUBLIC_NAME,
             rehearsal=config.backup.rehearsal.enabled and bool(apps),
             runbook_url=settings.runbook_url or "",
             replication_lag_seconds=max(

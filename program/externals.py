@@ -12,7 +12,7 @@ from headscale_ha.components import headplane, headscale
 from headscale_ha.components.gateway import AUTHKEY_FILE, router_key_secret, router_name
 from headscale_ha.components.litestream import SERVED_KEY, served_config_map
 from headscale_ha.components.position_recorder import WITNESS_KEY
-from headscale_ha.components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, CLUSTER
+from headscale_ha.components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, DATABASE_CLUSTER
 from headscale_ha.components.settings import DatabaseStage, ReplicaSource, Role
 from headscale_ha.program.args import routers_namespace
 from headscale_ha.program.config import StackConfig
@@ -63,8 +63,8 @@ def external_objects(config: StackConfig) -> list[External]:
     )
     if streaming_replica:
         for name, source, keys in (
-            (ACTIVE_REPLICATION_SECRET, f"{CLUSTER}-replication", {"tls.crt", "tls.key"}),
-            (ACTIVE_CA_SECRET, f"{CLUSTER}-ca", {"ca.crt"}),
+            (ACTIVE_REPLICATION_SECRET, f"{DATABASE_CLUSTER}-replication", {"tls.crt", "tls.key"}),
+            (ACTIVE_CA_SECRET, f"{DATABASE_CLUSTER}-ca", {"ca.crt"}),
         ):
             found.append(
                 External(

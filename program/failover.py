@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from headscale_ha.components.headscale import APP as HEADSCALE_APP
+from headscale_ha.components import headscale as headscale_module
 from headscale_ha.components.pod import selector
 from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, Role, Site, TailnetSettings
 from headscale_ha.program.config import StackConfig
@@ -145,7 +145,7 @@ def set_active_site(site: Site) -> Command:
 
 
 def headscale_pods(sites: Sites, site: Site) -> Command:
-    pods = ",".join(f"{key}={value}" for key, value in selector(HEADSCALE_APP).items())
+    pods = ",".join(f"{key}={value}" for key, value in selector(headscale_module.APP).items())
     return Command(
         argv=_kubectl(sites, site, "get", "pods", "-l", pods, "-o", "name"),
         expect=f"prints nothing: no Headscale pod left on {site.name} (repeat until it does)",

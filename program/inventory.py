@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from headscale_ha.components.backup_volume import claim_name
-from headscale_ha.components.headplane import SECRET_NAME as HEADPLANE_SECRET
+from headscale_ha.components.headplane import HEADPLANE_SECRET
 from headscale_ha.components.headscale import IDENTITY_SECRET
 from headscale_ha.components.settings import DatabaseStage, LocalStorage
 from headscale_ha.program.config import StackConfig

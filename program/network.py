@@ -40,7 +40,7 @@ from headscale_ha.components.network_egress import (
 )
 from headscale_ha.components.network_policy import Confined, NetworkPoliciesArgs, Port, Reach, from_namespace, from_pods
 from headscale_ha.components.pod import selector
-from headscale_ha.components.postgres import CLUSTER as DATABASE_CLUSTER
+from headscale_ha.components.postgres import DATABASE_CLUSTER
 from headscale_ha.components.settings import PROJECT, DatabaseStage, ReplicaSource, Role
 from headscale_ha.program.args import (
     CNPG_POSTGRES_PORT,

@@ -22,7 +22,7 @@ from headscale_ha.components.postgres import PostgresDatabase
 from headscale_ha.components.release import VERSION
 from headscale_ha.components.settings import DatabaseStage, Role
 from headscale_ha.components.tailnet_objects import TailnetObjects
-from headscale_ha.components.tailnet_policy import CONFIG_MAP, TailnetPolicy, live_policy
+from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, TailnetPolicy, live_policy
 from headscale_ha.program.args import (
     backup_volume_args,
     gateway_endpoints,
@@ -289,7 +289,7 @@ class TailnetSite(pulumi.ComponentResource):
             "policy": {
                 "mode": config.policy.mode.value,
                 "sha256": self.policy.rendered.sha256,
-                "configMap": f"{config.namespace}/{CONFIG_MAP}",
+                "configMap": f"{config.namespace}/{POLICY_CONFIG_MAP}",
                 # False: a Headscale starting without a stored policy allows everything (see policy.mode).
                 "enforcedFromStart": self.policy.enforced_from_start,
                 # Findings in a policy Headscale accepts (the plan prints them), and the policy's tests that only

@@ -249,7 +249,13 @@ HAND_WRITTEN = """
         PostgresStorage,
     )
     from headscale_ha.components.headscale_config import PostgresConnection
-    from headscale_ha.components.settings import Cluster, ComputeResources, Derp, Oidc, ResourceAmounts
+    from headscale_ha.components.settings import (
+        ClusterSettings,
+        ComputeResources,
+        DerpSettings,
+        OidcSettings,
+        ResourceAmounts,
+    )
 
     server = HeadscaleServer(
         "hs",
@@ -260,7 +266,7 @@ HAND_WRITTEN = """
             resources=ComputeResources(
                 requests=ResourceAmounts(cpu="10m", memory="64Mi"), limits=ResourceAmounts(cpu="1", memory="256Mi")
             ),
-            cluster=Cluster(nodes=1, workloads_on_control_plane=True),
+            cluster=ClusterSettings(nodes=1, workloads_on_control_plane=True),
             identity=ImportedIdentity(
                 noise_private_key=pulumi.Output.secret("privkey:" + "ab" * 32),
                 derp_private_key="privkey:" + "cd" * 32,
@@ -271,9 +277,9 @@ HAND_WRITTEN = """
                 password_key="pass",
             ),
             server_hostname="vpn.example.org",
-            derp=Derp(embedded=True, urls=[]),
+            derp=DerpSettings(embedded=True, urls=[]),
             stun_address="203.0.113.7",
-            oidc=Oidc(issuer="https://login.example.org", client_id="vpn", allowed_domains=["example.org"]),
+            oidc=OidcSettings(issuer="https://login.example.org", client_id="vpn", allowed_domains=["example.org"]),
             oidc_client_secret=pulumi.Output.secret("not-rendered"),
             base_domain="nodes.example.org",
             split_dns={"lab.example.org": ("10.0.0.53",)},

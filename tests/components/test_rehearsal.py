@@ -28,8 +28,8 @@ import yaml
 
 from headscale_ha.components.pod import checksum, selector
 from headscale_ha.components.rehearsal import (
+    REHEARSAL_SCRIPT_KEY,
     SCRIPT_CHECKSUM_ANNOTATION,
-    SCRIPT_KEY,
     SCRIPT_MOUNT,
     RestoreRehearsalArgs,
     rehearse_script,
@@ -556,7 +556,7 @@ PROGRAM = """
 
     from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
     from headscale_ha.components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
-    from headscale_ha.components.settings import Cluster, ComputeResources, Nfs, ResourceAmounts
+    from headscale_ha.components.settings import ClusterSettings, ComputeResources, Nfs, ResourceAmounts
 
     namespace = k8s.core.v1.Namespace(
         "ns",
@@ -583,7 +583,7 @@ PROGRAM = """
                     requests=ResourceAmounts(cpu="10m", memory="32Mi"),
                     limits=ResourceAmounts(cpu="500m", memory="256Mi"),
                 ),
-                cluster=Cluster(nodes=3, exclude_nodes=["gpu-1"]),
+                cluster=ClusterSettings(nodes=3, exclude_nodes=["gpu-1"]),
                 scratch_size="2Gi",
             ),
         )
@@ -683,8 +683,8 @@ def test_the_cronjob_rehearses_read_only_once_at_a_time_and_keeps_failures(rende
         for o in rendered.kubernetes_objects()
         if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config_map["name"]
     ]
-    assert rendered_map["data"] == {SCRIPT_KEY: rehearse_script()}
-    assert container["command"] == ["/bin/sh", f"{script['mountPath']}/{SCRIPT_KEY}"]
+    assert rendered_map["data"] == {REHEARSAL_SCRIPT_KEY: rehearse_script()}
+    assert container["command"] == ["/bin/sh", f"{script['mountPath']}/{REHEARSAL_SCRIPT_KEY}"]
     # Scratch and /tmp: emptyDirs (the root filesystem is read-only), scratch bounded by scratch_size.
     scratch = mounts[env["SCRATCH_DIR"]]
     assert volumes[scratch["name"]]["emptyDir"] == {"sizeLimit": "2Gi"}

@@ -17,8 +17,8 @@ import pytest
 from headscale_ha.components.settings import PolicyMode
 from headscale_ha.components.tailnet_policy import (
     ALLOW_ALL_WARNING,
-    CONFIG_MAP,
     HASH_ANNOTATION,
+    POLICY_CONFIG_MAP,
     LiveApi,
     TailnetPolicy,
     TailnetPolicyArgs,
@@ -68,7 +68,9 @@ def _lone_policy(mode: PolicyMode, *, live: bool = False) -> tuple[ProgramRun, l
 
 
 def _config_map(run: ProgramRun) -> dict:
-    (found,) = [o for o in run.kubernetes_objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == CONFIG_MAP]
+    (found,) = [
+        o for o in run.kubernetes_objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == POLICY_CONFIG_MAP
+    ]
     return found
 
 
@@ -82,7 +84,7 @@ def test_the_config_map_publishes_the_text_and_its_hash() -> None:
     assert config_map["metadata"]["annotations"][HASH_ANNOTATION] == digest
     assert config_map["metadata"]["annotations"]["headscale-ha/policy-mode"] == "file"
     assert policy.rendered.sha256 == digest
-    assert policy.config_map_name == CONFIG_MAP
+    assert policy.config_map_name == POLICY_CONFIG_MAP
     assert policy.enforced_from_start is True
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from headscale_ha.components.litestream import METRICS_PORT
+from headscale_ha.components.litestream import LITESTREAM_METRICS_PORT
 from headscale_ha.components.monitoring import EXPORTER, EXPORTER_PATH
 from tests.support.netpol import Pod, admitted, namespaces_of, network_policies_of, pods_of
 from tests.support.site_netpol import PROMETHEUS
@@ -59,13 +59,15 @@ def test_litestream_serves_metrics_on_the_port_its_service_targets(run_stack) ->
     run = run_stack("hydra")
     for app in ("headscale", "headplane"):
         config = yaml.safe_load(_named(run, "ConfigMap", f"{app}-litestream")["data"]["litestream.yml"])
-        assert config["addr"] == f":{METRICS_PORT}"
+        assert config["addr"] == f":{LITESTREAM_METRICS_PORT}"
         pod = _named(run, "Deployment", app)["spec"]["template"]
         sidecar = next(c for c in pod["spec"]["initContainers"] if c["name"] == "litestream")
-        assert {"name": "ls-metrics", "containerPort": METRICS_PORT, "protocol": "TCP"} in sidecar["ports"]
+        assert {"name": "ls-metrics", "containerPort": LITESTREAM_METRICS_PORT, "protocol": "TCP"} in sidecar["ports"]
         service = _named(run, "Service", f"{app}-litestream")
         assert service["spec"]["clusterIP"] == "None"
-        assert service["spec"]["ports"][0]["targetPort"] == METRICS_PORT, "numeric: endpoints need no port lookup"
+        assert service["spec"]["ports"][0]["targetPort"] == LITESTREAM_METRICS_PORT, (
+            "numeric: endpoints need no port lookup"
+        )
         assert selector_matches({"matchLabels": service["spec"]["selector"]}, pod["metadata"]["labels"])
 
 
@@ -100,8 +102,8 @@ def test_only_monitoring_reaches_the_metrics_ports(run_stack) -> None:
         return next(p for p in pods.values() if p.labels.get("app.kubernetes.io/name") == app)
 
     for app, port in (
-        ("headscale", METRICS_PORT),
-        ("headplane", METRICS_PORT),
+        ("headscale", LITESTREAM_METRICS_PORT),
+        ("headplane", LITESTREAM_METRICS_PORT),
         (EXPORTER, 8080),
         ("tailnet-gateway", 9153),
     ):

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from headscale_ha.components.headscale import PATHS
-from headscale_ha.components.tailnet_policy import ALLOW_ALL_WARNING, CONFIG_MAP, HASH_ANNOTATION
+from headscale_ha.components.tailnet_policy import ALLOW_ALL_WARNING, HASH_ANNOTATION, POLICY_CONFIG_MAP
 from headscale_ha.program.config import ConfigError
 from tools.harness import PROJECT_DIR, ProgramRun
 from tools.plan import plan_stack
@@ -25,7 +25,9 @@ API_KEY = "  headscale-ha:bootstrapApiKey:\n    secure: v1:AAAA\n"
 
 
 def _config_map(run) -> dict:
-    (found,) = [o for o in run.kubernetes_objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == CONFIG_MAP]
+    (found,) = [
+        o for o in run.kubernetes_objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == POLICY_CONFIG_MAP
+    ]
     return found
 
 
@@ -38,7 +40,7 @@ def test_published_policy_hash_matches_text_and_output(run_stack) -> None:
     assert run.outputs["policy"] == {
         "mode": "file",
         "sha256": digest,
-        "configMap": f"headscale/{CONFIG_MAP}",
+        "configMap": f"headscale/{POLICY_CONFIG_MAP}",
         "enforcedFromStart": True,
         "lints": [],  # the shipped base policy is lint-free
         "testsCheckedAtApply": [],
@@ -91,7 +93,7 @@ def _headscale_config(run: ProgramRun) -> dict:
 
 def _policy_volume(run: ProgramRun) -> dict | None:
     pod = _object(run, "Deployment", "headscale")["spec"]["template"]["spec"]
-    return next((v for v in pod["volumes"] if v.get("configMap", {}).get("name") == CONFIG_MAP), None)
+    return next((v for v in pod["volumes"] if v.get("configMap", {}).get("name") == POLICY_CONFIG_MAP), None)
 
 
 def _plan(project: Path, stack: str) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from headscale_ha.components.endpoint import NAME as ROUTE
+from headscale_ha.components.endpoint import PUBLIC_NAME
 from tests.support.engine.apiserver import Cluster
 from tests.support.engine.engine import Engine
 from tests.support.engine.lifecycle import _headscale_serves
@@ -677,7 +677,7 @@ def _headscale_site(name: str, server: str, *, image: str, replicas: int) -> Clu
             "spec": {"replicas": replicas, "template": {"spec": {"containers": containers}}},
         }
     )
-    route = {"name": ROUTE, "namespace": "headscale"}
+    route = {"name": PUBLIC_NAME, "namespace": "headscale"}
     cluster.create({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": route})
     return cluster
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from headscale_ha.components.endpoint import NAME as ROUTE
+from headscale_ha.components.endpoint import PUBLIC_NAME
 from headscale_ha.program.config import SECRET_KEYS
 from tests.support.engine.apiserver import Cluster
 from tests.support.engine.dynamic import DynamicHost
@@ -41,7 +41,7 @@ def _headscale_serves(world: World) -> tuple[str, str] | None:
         if site in world.lost:
             continue
         deployment = cluster.find("Deployment", "headscale", "headscale")
-        route = cluster.find("HTTPRoute", ROUTE, "headscale")
+        route = cluster.find("HTTPRoute", PUBLIC_NAME, "headscale")
         if deployment is None or route is None or "headscale" in cluster.unready:
             continue
         if (deployment.get("spec") or {}).get("replicas", 1) == 0:
