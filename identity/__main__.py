@@ -18,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 # The fingerprint and the key format are the site program's (one definition each), from the installed package.
 from headscale_ha.components.config_types import NodePrivateKey
 from headscale_ha.components.identity import identity_fingerprint
+from headscale_ha.program.engine_config import engine_config
 
 KEYS = ("noisePrivateKey", "derpPrivateKey")
 _NODE_KEY = TypeAdapter(NodePrivateKey)
@@ -36,29 +37,25 @@ class IdentityConfigError(pulumi.RunError):
 
 def imported_keys(project: str) -> dict[str, str] | None:
     """The keys imported as secret config, validated; None when neither is set (generate them)."""
+    config, secret_keys = engine_config()
     values: dict[str, str] = {}
     problems: list[str] = []
     for key in KEYS:
         full = f"{project}:{key}"
-        raw = pulumi.runtime.get_config(full)
+        raw = config.get(full)
         if raw is None:
             continue
-        secret = pulumi.runtime.is_config_secret(full) or full in pulumi.runtime.config.get_config_secret_keys_env()
-        if not secret:
+        if full not in secret_keys:
             problems.append(f"{full}: must be a secret (pulumi config set --secret {key} ...), got [secret]")
             continue
         try:
-            values[key] = _NODE_KEY.validate_python(str(raw))
+            values[key] = _NODE_KEY.validate_python(raw)
         except ValidationError as exc:
             reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
             problems.append(f"{full}: {reason}, got [secret]")
-    unknown = sorted(
-        k
-        for k in {**pulumi.runtime.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
-        if k.startswith(f"{project}:") and k.split(":", 1)[1] not in KEYS
-    )
+    unknown = sorted(k for k in config if k.startswith(f"{project}:") and k.split(":", 1)[1] not in KEYS)
     problems += [f"{k}: unknown key (this stack takes only {' and '.join(KEYS)})" for k in unknown]
-    given = [key for key in KEYS if pulumi.runtime.get_config(f"{project}:{key}") is not None]
+    given = [key for key in KEYS if f"{project}:{key}" in config]
     if len(given) == 1:
         missing = next(key for key in KEYS if key not in given)
         problems.append(f"{project}:{missing}: is required with {given[0]}: import both keys or neither, got nothing")

@@ -12,15 +12,10 @@ import copy
 import difflib
 import functools
 import json
-import os
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
 
 import pulumi
-import yaml
 from pydantic import BaseModel, Field, SecretStr, TypeAdapter, ValidationError
 
 from headscale_ha.components.config_types import ApiUrl, DnsLabel, NodePrivateKey
@@ -29,9 +24,7 @@ from headscale_ha.components.settings import (
     BackupSettings,
     ClusterSettings,
     DatabaseSettings,
-    DatabaseStage,
     EndpointSettings,
-    FailoverMode,
     FieldProblemsError,
     GatewaySettings,
     HeadplaneSettings,
@@ -39,7 +32,6 @@ from headscale_ha.components.settings import (
     MonitoringSettings,
     NetworkPolicySettings,
     RecoverySettings,
-    ReplicaSource,
     Role,
     SettingsModel,
     Site,
@@ -47,8 +39,10 @@ from headscale_ha.components.settings import (
     TailnetSettings,
     location_text,
 )
-
-_GONE = object()
+from headscale_ha.program.config_files import ConfigFiles, namespace_problems, read_config_files, replaced_objects
+from headscale_ha.program.config_problems import GONE, SECRET_KEYS, looks_secret, problem
+from headscale_ha.program.config_rules import cross_key_problems
+from headscale_ha.program.engine_config import engine_config, project_directory
 
 #: Keys this program no longer reads, and what replaced them (a leftover is refused with this hint).
 RETIRED_KEYS = {
@@ -58,19 +52,6 @@ RETIRED_KEYS = {
 
 
 # --------------------------------------------------------------------------------------------- the stack
-
-#: Keys whose values are secrets: they must be set with `pulumi config set --secret`.
-SECRET_KEYS = (
-    "kubeconfig",
-    "noisePrivateKey",
-    "derpPrivateKey",
-    "oidcClientSecret",
-    "routerAuthKeys",
-    "headplaneApiKey",
-    "bootstrapApiKey",
-    "objectStoreAccessKeyId",
-    "objectStoreSecretAccessKey",
-)
 
 
 class StackConfig(SettingsModel):
@@ -164,29 +145,6 @@ class ConfigError(pulumi.RunError):
         )
 
 
-def _shown(value: object, *, brief: bool = False) -> str:
-    """The value as a message shows it: in full, unless ``brief`` (a value nothing reads: an unknown key's)."""
-    if value is _GONE:
-        return "nothing"
-    text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, dict | list) else repr(value)
-    return text if not brief or len(text) <= 120 else text[:117] + "..."
-
-
-def _problem(key: str, what: str, value: object, *, secret: bool = False, brief: bool = False) -> str:
-    """``headscale-ha:<key>: <what>, got <value>``; the value of a secret key (or one marked ``secret``) is hidden."""
-    secret = secret or key.split(".")[0].split("[")[0] in SECRET_KEYS
-    return f"{PROJECT}:{key}: {what}, got {'[secret]' if secret and value is not _GONE else _shown(value, brief=brief)}"
-
-
-#: A name that may hold a secret although it is no key of SECRET_KEYS (a misspelt or misplaced one).
-_SECRET_WORDS = re.compile(r"secret|password|passwd|token|private|apikey|authkey|accesskey", re.IGNORECASE)
-
-
-def _looks_secret(name: str) -> bool:
-    """True for a key name that may hold a secret: one of SECRET_KEYS misspelt, or a secret-sounding word."""
-    return bool(_SECRET_WORDS.search(name) or difflib.get_close_matches(name, SECRET_KEYS, n=1, cutoff=0.8))
-
-
 def _model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:
     """The model class that holds the field at ``path`` (for 'did you mean' hints)."""
     model: Any = StackConfig
@@ -238,17 +196,17 @@ def _validation_problems(key: str, exc: ValidationError, *, secret: bool = False
         found = error.get("ctx", {}).get("error")
         if isinstance(found, FieldProblemsError):
             problems += [
-                _problem(location_text((key, *loc, *p.location)), p.message, p.value, secret=secret)
+                problem(location_text((key, *loc, *p.location)), p.message, p.value, secret=secret)
                 for p in found.problems
             ]
             continue
         unknown = error["type"] == "extra_forbidden"
         problems.append(
-            _problem(
+            problem(
                 location_text((key, *loc)),
                 _describe(error, (key, *loc)),
-                error.get("input", _GONE) if error["type"] != "missing" else _GONE,
-                secret=secret or (unknown and _looks_secret(str(loc[-1]))),
+                error.get("input", GONE) if error["type"] != "missing" else GONE,
+                secret=secret or (unknown and looks_secret(str(loc[-1]))),
                 brief=unknown,
             )
         )
@@ -262,215 +220,6 @@ def _needs_json(annotation: Any) -> bool:
     if get_origin(annotation) is list or model_in(annotation) is not None:
         return True
     return any(_needs_json(arg) for arg in get_args(annotation))
-
-
-def _cross_checks(sections: Mapping[str, Any]) -> list[str]:
-    """Rules that span keys; each runs when the keys it reads validated on their own."""
-    problems: list[str] = []
-
-    def have(*keys: str) -> bool:
-        return all(sections.get(k) is not None for k in keys)
-
-    if have("cluster", "tailnet"):
-        names = [site.name for site in sections["tailnet"].sites]
-        if sections["cluster"].name not in names:
-            problems.append(
-                _problem(
-                    "cluster.name", f"is not a site in tailnet.sites ({', '.join(names)})", sections["cluster"].name
-                )
-            )
-    if have("cluster", "gateway"):
-        nodes = sections["cluster"].nodes
-        for part in ("routers", "services"):
-            replicas = getattr(sections["gateway"], part).replicas
-            if replicas > nodes:
-                problems.append(
-                    _problem(
-                        f"gateway.{part}.replicas",
-                        f"exceeds cluster.nodes ({nodes}); replicas are spread one per node",
-                        replicas,
-                    )
-                )
-    if have("routerAuthKeys", "gateway"):
-        given, replicas = len(sections["routerAuthKeys"]), sections["gateway"].routers.replicas
-        if given != replicas:
-            problems.append(
-                f"{PROJECT}:routerAuthKeys: needs one single-use key per router replica, in ordinal order "
-                f"(gateway.routers.replicas = {replicas}), got {given} key(s)"
-            )
-    if (
-        have("cluster", "gateway")
-        and sections["gateway"].services.proxies is None
-        and sections["cluster"].api_server is None
-    ):
-        problems.append(
-            _problem(
-                "cluster.apiServer",
-                "is required for the default gateway proxies (kube-api, talos); "
-                "set it or list gateway.services.proxies",
-                _GONE,
-            )
-        )
-    if have("cluster", "database"):
-        instances = sections["database"].postgres.instances
-        if instances > sections["cluster"].nodes:
-            problems.append(
-                _problem(
-                    "database.postgres.instances",
-                    f"exceeds cluster.nodes ({sections['cluster'].nodes}); instances are spread one per node",
-                    instances,
-                )
-            )
-    if have("role", "cluster", "tailnet"):
-        active_site = sections["tailnet"].active_site
-        is_active_site = sections["cluster"].name == active_site
-        if (sections["role"] is Role.ACTIVE) != is_active_site:
-            expected = Role.ACTIVE if is_active_site else Role.STANDBY
-            problems.append(
-                _problem(
-                    "role",
-                    f"disagrees with tailnet.activeSite ({active_site}): site {sections['cluster'].name} "
-                    f"(cluster.name) must be '{expected.value}', as exactly one site is active; to promote, change "
-                    "activeSite and the role of both stacks together",
-                    sections["role"].value,
-                )
-            )
-    noise_set, derp_set = sections.get("noisePrivateKey") is not None, sections.get("derpPrivateKey") is not None
-    if noise_set != derp_set:
-        problems.append(
-            _problem(
-                "derpPrivateKey" if noise_set else "noisePrivateKey",
-                f"is required with {'noisePrivateKey' if noise_set else 'derpPrivateKey'}: import both keys, or "
-                "neither and take them from tailnet.identityStack",
-                _GONE,
-            )
-        )
-    if have("tailnet") and sections["tailnet"].identity_stack is None and not (noise_set or derp_set):
-        problems.append(
-            _problem(
-                "tailnet.identityStack",
-                "is required (the identity stack of identity/, e.g. organization/headscale-ha-identity/tailnet), "
-                "or import noisePrivateKey and derpPrivateKey on this stack: a site stack never generates the "
-                "tailnet's keys",
-                _GONE,
-            )
-        )
-    if have("endpoint", "tailnet") and sections["endpoint"].failover is FailoverMode.EXTERNAL_DNS:
-        for index, site in enumerate(sections["tailnet"].sites):
-            if site.public_address is None:
-                problems.append(
-                    _problem(
-                        f"tailnet.sites[{index}].publicAddress",
-                        f"is required with endpoint.failover externalDns: the public record points at the active "
-                        f"site's publicAddress, and site {site.name} may become the active one",
-                        _GONE,
-                    )
-                )
-    standby = have("role") and sections["role"] is Role.STANDBY
-    if have("database"):
-        postgres_settings = sections["database"].postgres
-        if postgres_settings.replica_source is ReplicaSource.STREAMING and postgres_settings.streaming_host is None:
-            problems.append(
-                _problem(
-                    "database.postgres.streamingHost",
-                    "is required when database.postgres.replicaSource is streaming: the address of the active "
-                    "cluster's PostgreSQL as this standby reaches it (or replicaSource: archive)",
-                    _GONE,
-                )
-            )
-    if standby and have("database") and sections["database"].stage is DatabaseStage.MIGRATING:
-        problems.append(
-            _problem(
-                "database.stage",
-                "a standby never migrates (role is standby): use sqlite or postgres; migrate the active stack, then "
-                "move the standby to postgres",
-                "migrating",
-            )
-        )
-    if have("monitoring") and sections["monitoring"].enabled and sections["monitoring"].runbook_url is None:
-        problems.append(
-            _problem(
-                "monitoring.runbookUrl",
-                "is required with monitoring.enabled: the URL of this project's docs/operations.md on your Git host, "
-                "which every alert links to (<url>#runbook-<alert>)",
-                _GONE,
-            )
-        )
-    if have("database", "backup"):
-        stage = sections["database"].stage
-        if stage in (DatabaseStage.SQLITE, DatabaseStage.MIGRATING) and sections["backup"].nfs is None:
-            problems.append(
-                _problem(
-                    "backup.nfs",
-                    f"is required in the {stage} stage: Litestream is the only backup of the SQLite database",
-                    _GONE,
-                )
-            )
-        elif sections["backup"].nfs is None and have("headplane") and sections["headplane"].enabled:
-            problems.append(
-                _problem(
-                    "backup.nfs",
-                    "is required while headplane.enabled: Litestream is the only backup of Headplane's own SQLite "
-                    "database (set it, or headplane.enabled: false)",
-                    _GONE,
-                )
-            )
-        needs_store = stage in (DatabaseStage.MIGRATING, DatabaseStage.POSTGRES)
-        for credential in ("objectStoreAccessKeyId", "objectStoreSecretAccessKey") if needs_store else ():
-            if not sections.get(credential):
-                problems.append(
-                    _problem(
-                        credential,
-                        f"is required in the {stage} stage (database.stage): S3 credentials of the WAL archive "
-                        f"(database.postgres.objectStore); pulumi config set --secret {credential} ...",
-                        _GONE,
-                    )
-                )
-        if stage is DatabaseStage.MIGRATING and sections["database"].migration.image is None:
-            problems.append(
-                _problem(
-                    "database.migration.image",
-                    "is required in the migrating stage: build images/migrate/Dockerfile, push it, pin it here",
-                    _GONE,
-                )
-            )
-        if needs_store and sections["database"].postgres.object_store is None:
-            problems.append(
-                _problem(
-                    "database.postgres.objectStore",
-                    f"is required in the {stage} stage: WAL archiving is the backup of the PostgreSQL cluster",
-                    _GONE,
-                )
-            )
-    if have("headscale") and sections["headscale"].oidc is not None and sections.get("oidcClientSecret") is None:
-        problems.append(
-            _problem(
-                "oidcClientSecret",
-                "is required when headscale.oidc is set (pulumi config set --secret oidcClientSecret ...)",
-                _GONE,
-            )
-        )
-    if (
-        have("headscale", "headplane")
-        and sections["headscale"].oidc is not None
-        and sections["headplane"].enabled
-        and sections.get("headplaneApiKey") is None
-        and sections.get("bootstrapApiKey") is None
-    ):
-        problems.append(
-            _problem(
-                "headplaneApiKey",
-                "is required when headscale.oidc is set and Headplane is enabled (Headplane's OIDC login "
-                "acts with a Headscale API key), unless bootstrapApiKey lets the stack mint one",
-                _GONE,
-            )
-        )
-    noise, derp = sections.get("noisePrivateKey"), sections.get("derpPrivateKey")
-    if noise is not None and noise == derp:
-        problems.append(
-            _problem("derpPrivateKey", "must differ from noisePrivateKey (Headscale refuses equal keys)", derp)
-        )
-    return problems
 
 
 def _without_bad_leaves(key: str, value: Any, exc: ValidationError) -> Any | None:
@@ -500,134 +249,6 @@ def _adapter(key: str) -> TypeAdapter[Any]:
     return TypeAdapter(Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation)
 
 
-# --------------------------------------------------------------------------------------------- where values came from
-
-#: Namespaces besides this project's that a stack may set: the engine's own and those of the provider packages the
-#: program uses (requirements.txt: pulumi-kubernetes, pulumi-random). A key of any other namespace close to this
-#: project's name is refused as a typo: nothing would read it, and its key would silently take its default.
-KNOWN_NAMESPACES = ("pulumi", "kubernetes", "random")
-
-
-@dataclass(frozen=True)
-class ConfigFiles:
-    """The config blocks of the project's ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml``, as the program reads them.
-
-    The CLI merges the two before the program sees a value, so only the files can tell where a value came from.
-    Used for hints only, never as a source of values, and only where the value the program was given is the one
-    the file holds. Keys are fully qualified (``headscale-ha:headscale``).
-    """
-
-    stack_file: str
-    project_values: Mapping[str, Any]
-    stack_values: Mapping[str, Any]
-
-    def file_of(self, key: str) -> str | None:
-        """The file that sets ``key`` (the stack file's value wins, as in the CLI), or None."""
-        if key in self.stack_values:
-            return self.stack_file
-        return "Pulumi.yaml" if key in self.project_values else None
-
-
-def read_config_files(directory: Path, *, stack: str) -> ConfigFiles | None:
-    """The config of ``directory``'s Pulumi.yaml (this project's) and stack file, or None when either is missing or
-    unreadable (the CLI reports those; the hints that would name a file are then left out)."""
-    try:
-        project_doc = yaml.safe_load((directory / "Pulumi.yaml").read_text())
-        if not isinstance(project_doc, dict) or project_doc.get("name") != PROJECT:
-            return None
-        stack_dir = directory / str(project_doc.get("stackConfigDir") or ".")
-        names = (f"Pulumi.{stack}.yaml", f"Pulumi.{stack}.yml")
-        stack_path = next((stack_dir / name for name in names if (stack_dir / name).is_file()), None)
-        stack_doc = yaml.safe_load(stack_path.read_text()) if stack_path is not None else None
-    except (OSError, yaml.YAMLError):
-        return None
-    if stack_path is None or not isinstance(stack_doc, dict | None):
-        return None
-    project_config, stack_config = project_doc.get("config") or {}, (stack_doc or {}).get("config") or {}
-    if not isinstance(project_config, dict) or not isinstance(stack_config, dict):
-        return None
-    project_values = {}
-    for key, declaration in project_config.items():
-        if isinstance(declaration, dict):  # project config declares a value (or a default) under `value:`
-            if "value" not in declaration and "default" not in declaration:
-                continue
-            declaration = declaration.get("value", declaration.get("default"))
-        project_values[str(key) if ":" in str(key) else f"{PROJECT}:{key}"] = declaration
-    return ConfigFiles(
-        stack_file=stack_path.name,
-        project_values=project_values,
-        stack_values={str(key): value for key, value in stack_config.items()},
-    )
-
-
-def _namespace_problems(keys: Iterable[str], files: ConfigFiles | None) -> list[str]:
-    """Keys of a namespace that is not this project's but is close to its name: a typo nothing reads."""
-    known = [field.alias or name for name, field in StackConfig.model_fields.items()]
-    problems = []
-    for key in sorted(keys):
-        namespace, colon, name = key.partition(":")
-        if not colon or namespace in (PROJECT, *KNOWN_NAMESPACES):
-            continue
-        if not difflib.get_close_matches(namespace.lower(), [PROJECT], n=1):
-            continue
-        suggestion = name if name in known else next(iter(difflib.get_close_matches(name, known, n=1)), name)
-        where = files.file_of(key) if files is not None else None
-        # Never the value: a key in any namespace may hold a secret.
-        problems.append(
-            f"{key}: unknown namespace {namespace!r}{f' in {where}' if where else ''}, so nothing reads this key; "
-            f"did you mean '{PROJECT}:{suggestion}'?"
-        )
-    return problems
-
-
-#: A problem as ``_problem`` writes it for a value that is not there: the key path it names.
-_MISSING = re.compile(rf"^{re.escape(PROJECT)}:(?P<path>[^:\s]+): .*, got nothing$", re.DOTALL)
-_PATH_PART = re.compile(r"[^.\[\]]+|\[(\d+)\]")
-
-
-def _path_in(value: Any, path: str) -> bool:
-    """Whether ``path`` (``sites[1].publicAddress``) is set in ``value``."""
-    for match in _PATH_PART.finditer(path):
-        if match.group(1) is not None:
-            index = int(match.group(1))
-            if not isinstance(value, list) or index >= len(value):
-                return False
-            value = value[index]
-        elif isinstance(value, dict) and match.group(0) in value:
-            value = value[match.group(0)]
-        else:
-            return False
-    return value is not None
-
-
-def _replaced_objects(problems: Iterable[str], given: Mapping[str, Any], files: ConfigFiles | None) -> list[str]:
-    """For each object the stack file sets over Pulumi.yaml's, when a key the config now lacks is in Pulumi.yaml's
-    object: the stack file replaced the whole object (the CLI does not merge objects), so say which keys to copy."""
-    if files is None:
-        return []
-    dropped: dict[str, list[str]] = {}
-    for problem in problems:
-        match = _MISSING.match(problem)
-        top, _, rest = match["path"].partition(".") if match else ("", "", "")
-        if "[" in top:
-            top, rest = top.split("[", 1)[0], top[top.index("[") :] + (f".{rest}" if rest else "")
-        key = f"{PROJECT}:{top}"
-        project_value = files.project_values.get(key)
-        if (
-            rest
-            and key in files.stack_values
-            and isinstance(project_value, dict)
-            and given.get(top, _GONE) == files.stack_values[key]  # the program was given the stack file's object
-            and _path_in(project_value, rest)
-        ):
-            dropped.setdefault(top, []).append(rest)
-    return [
-        f"{PROJECT}:{top}: the object in {files.stack_file} replaces Pulumi.yaml's whole object (objects are not "
-        f"merged): copy the keys you keep ({', '.join(sorted(set(paths)))})"
-        for top, paths in dropped.items()
-    ]
-
-
 # --------------------------------------------------------------------------------------------- parsing
 
 
@@ -648,39 +269,39 @@ def parse_stack_config(
     """
     fields = {field.alias or name: field for name, field in StackConfig.model_fields.items()}
     secret_keys = set(secret_keys)
-    problems: list[str] = _namespace_problems(other_keys, files)
+    problems: list[str] = namespace_problems(other_keys, files, known=list(fields))
     sections: dict[str, Any] = {}
     fallback: dict[str, Any] = {}
     given: dict[str, Any] = {}
     for key in sorted(raw):
         if key in RETIRED_KEYS:
-            problems.append(_problem(key, RETIRED_KEYS[key], raw[key], secret=key in secret_keys, brief=True))
+            problems.append(problem(key, RETIRED_KEYS[key], raw[key], secret=key in secret_keys, brief=True))
         elif key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             # A misspelt secret is still a secret: set as one, named like one, or close to one of SECRET_KEYS.
-            hidden = key in secret_keys or _looks_secret(key) or bool(close and close[0] in SECRET_KEYS)
-            problems.append(_problem(key, f"unknown key{hint}", raw[key], secret=hidden, brief=True))
+            hidden = key in secret_keys or looks_secret(key) or bool(close and close[0] in SECRET_KEYS)
+            problems.append(problem(key, f"unknown key{hint}", raw[key], secret=hidden, brief=True))
     for key, field in fields.items():
-        value: Any = raw.get(key, _GONE)
-        if value is not _GONE and key in SECRET_KEYS and key not in secret_keys:
+        value: Any = raw.get(key, GONE)
+        if value is not GONE and key in SECRET_KEYS and key not in secret_keys:
             problems.append(
-                _problem(
+                problem(
                     key,
                     f"must be a secret (pulumi config set --secret {key} ...), a plain value would be stored in clear",
                     value,
                 )
             )
             continue
-        if value is not _GONE and _needs_json(field.annotation) and isinstance(value, str):
+        if value is not GONE and _needs_json(field.annotation) and isinstance(value, str):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
-                problems.append(_problem(key, "must be an object or a list", value, secret=key in secret_keys))
+                problems.append(problem(key, "must be an object or a list", value, secret=key in secret_keys))
                 continue
-        if value is _GONE:
+        if value is GONE:
             if field.is_required():
-                problems.append(_problem(key, "is required", _GONE))
+                problems.append(problem(key, "is required", GONE))
                 continue
             sections[key] = field.get_default(call_default_factory=True)
             continue
@@ -693,30 +314,14 @@ def parse_stack_config(
             problems += _validation_problems(key, exc, secret=key in secret_keys)
             # Without its bad leaves the section may still be good enough for the cross-key rules.
             fallback[key] = _without_bad_leaves(key, value, exc)
-    problems += _cross_checks({**{k: v for k, v in fallback.items() if v is not None}, **sections})
-    problems += _replaced_objects(problems, given, files)
+    problems += cross_key_problems({**{k: v for k, v in fallback.items() if v is not None}, **sections})
+    problems += replaced_objects(problems, given, files)
     if problems:
         raise ConfigError(problems)
     return StackConfig.model_validate({key: sections[key] for key in fields if key in sections})
 
 
 # --------------------------------------------------------------------------------------------- loading
-
-
-def engine_config() -> tuple[dict[str, str], set[str]]:
-    """Every config key the engine gave the program, of every namespace (fully qualified, CLI wire form), and the
-    secret ones. The one place that reads the SDK's config store: the CLI's language host hands the whole stack
-    config over as PULUMI_CONFIG (and PULUMI_CONFIG_SECRET_KEYS); mocks and tests set it with set_all_config."""
-    available = {**pulumi.runtime.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
-    values = {key: str(pulumi.runtime.get_config(key)) for key in available}
-    secret = {key for key in values if pulumi.runtime.is_config_secret(key)}
-    secret |= set(pulumi.runtime.config.get_config_secret_keys_env())
-    return values, secret
-
-
-def project_directory() -> Path:
-    """Where Pulumi.yaml is: the root directory the CLI names, else the working directory (where it starts us)."""
-    return Path(pulumi.get_root_directory() or os.getcwd())
 
 
 def load_stack_config() -> StackConfig:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from headscale_ha.components.release import VERSION
-from headscale_ha.program.config import SECRET_KEYS, StackConfig
+from headscale_ha.program.config import StackConfig
+from headscale_ha.program.config_problems import SECRET_KEYS
 from tests.support.engine.lifecycle import IDENTITY, Lab
 from tools.harness import PROJECT_DIR
 

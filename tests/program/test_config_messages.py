@@ -13,7 +13,9 @@ import pytest
 from pydantic import ValidationError
 
 from headscale_ha.components.settings import PROJECT, TailnetSettings
-from headscale_ha.program.config import ConfigError, engine_config, parse_stack_config, read_config_files
+from headscale_ha.program.config import ConfigError, parse_stack_config
+from headscale_ha.program.config_files import read_config_files
+from headscale_ha.program.engine_config import engine_config
 from tests.support.config_samples import only_problem, problems, raw_config, section
 from tests.support.stacks import ACTIVE_STACK, IDENTITY_STACK
 from tools.harness import PROJECT_DIR, UnknownStackError

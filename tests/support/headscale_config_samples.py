@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from headscale_ha.program.config import SECRET_KEYS, StackConfig
+from headscale_ha.program.config import StackConfig
+from headscale_ha.program.config_problems import SECRET_KEYS
 from tests.support.config_samples import DERP, NOISE, parse
 
 OIDC = {

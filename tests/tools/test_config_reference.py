@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from headscale_ha.program.config import SECRET_KEYS, StackConfig
+from headscale_ha.program.config import StackConfig
+from headscale_ha.program.config_problems import SECRET_KEYS
 from tools import config_reference
 from tools.harness import PROJECT_DIR
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from headscale_ha.components.endpoint import PUBLIC_NAME
-from headscale_ha.program.config import SECRET_KEYS
+from headscale_ha.program.config_problems import SECRET_KEYS
 from tests.support.engine.apiserver import Cluster
 from tests.support.engine.dynamic import DynamicHost
 from tests.support.engine.engine import Engine

@@ -1,0 +1,227 @@
+"""The rules that span keys of the stack config, one function each.
+
+Each rule reads the sections it needs from ``sections`` (the config's top-level keys, validated on their own, by
+config name) and returns its problems; a rule whose sections are not all there (missing, or invalid on their own
+and reported already) returns nothing. ``RULES`` runs them in order; ``cross_key_problems`` is the entry point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, ReplicaSource, Role
+from headscale_ha.program.config_problems import GONE, problem
+from headscale_ha.program.database_stage import DatabaseStageError, database_stage
+
+Sections = Mapping[str, Any]
+Rule = Callable[[Sections], list[str]]
+
+
+def _have(sections: Sections, *keys: str) -> bool:
+    return all(sections.get(key) is not None for key in keys)
+
+
+def site_is_listed(sections: Sections) -> list[str]:
+    """The cluster is one of the tailnet's sites."""
+    if not _have(sections, "cluster", "tailnet"):
+        return []
+    names = [site.name for site in sections["tailnet"].sites]
+    name = sections["cluster"].name
+    if name in names:
+        return []
+    return [problem("cluster.name", f"is not a site in tailnet.sites ({', '.join(names)})", name)]
+
+
+def replicas_fit_the_nodes(sections: Sections) -> list[str]:
+    """Replicas spread one per node (required anti-affinity): never more than the cluster's nodes."""
+    problems = []
+    if _have(sections, "cluster", "gateway"):
+        nodes = sections["cluster"].nodes
+        for part in ("routers", "services"):
+            replicas = getattr(sections["gateway"], part).replicas
+            if replicas > nodes:
+                what = f"exceeds cluster.nodes ({nodes}); replicas are spread one per node"
+                problems.append(problem(f"gateway.{part}.replicas", what, replicas))
+    if _have(sections, "cluster", "database"):
+        instances, nodes = sections["database"].postgres.instances, sections["cluster"].nodes
+        if instances > nodes:
+            what = f"exceeds cluster.nodes ({nodes}); instances are spread one per node"
+            problems.append(problem("database.postgres.instances", what, instances))
+    return problems
+
+
+def one_router_key_per_replica(sections: Sections) -> list[str]:
+    if not _have(sections, "routerAuthKeys", "gateway"):
+        return []
+    given, replicas = len(sections["routerAuthKeys"]), sections["gateway"].routers.replicas
+    if given == replicas:
+        return []
+    return [
+        f"{PROJECT}:routerAuthKeys: needs one single-use key per router replica, in ordinal order "
+        f"(gateway.routers.replicas = {replicas}), got {given} key(s)"
+    ]
+
+
+def default_proxies_need_the_api_server(sections: Sections) -> list[str]:
+    if not _have(sections, "cluster", "gateway"):
+        return []
+    if sections["gateway"].services.proxies is not None or sections["cluster"].api_server is not None:
+        return []
+    what = "is required for the default gateway proxies (kube-api, talos); set it or list gateway.services.proxies"
+    return [problem("cluster.apiServer", what, GONE)]
+
+
+def role_matches_the_active_site(sections: Sections) -> list[str]:
+    """Exactly one site is active: the one tailnet.activeSite names."""
+    if not _have(sections, "role", "cluster", "tailnet"):
+        return []
+    active_site, name, role = sections["tailnet"].active_site, sections["cluster"].name, sections["role"]
+    is_active_site = name == active_site
+    if (role is Role.ACTIVE) == is_active_site:
+        return []
+    expected = Role.ACTIVE if is_active_site else Role.STANDBY
+    what = (
+        f"disagrees with tailnet.activeSite ({active_site}): site {name} (cluster.name) must be '{expected.value}', "
+        "as exactly one site is active; to promote, change activeSite and the role of both stacks together"
+    )
+    return [problem("role", what, role.value)]
+
+
+def identity_is_imported_or_referenced(sections: Sections) -> list[str]:
+    """Both keys imported, or neither and the identity stack named; imported keys differ."""
+    noise, derp = sections.get("noisePrivateKey"), sections.get("derpPrivateKey")
+    problems = []
+    if (noise is not None) != (derp is not None):
+        given, missing = (
+            ("noisePrivateKey", "derpPrivateKey") if noise is not None else ("derpPrivateKey", "noisePrivateKey")
+        )
+        what = f"is required with {given}: import both keys, or neither and take them from tailnet.identityStack"
+        problems.append(problem(missing, what, GONE))
+    if _have(sections, "tailnet") and sections["tailnet"].identity_stack is None and noise is None and derp is None:
+        what = (
+            "is required (the identity stack of identity/, e.g. organization/headscale-ha-identity/tailnet), or "
+            "import noisePrivateKey and derpPrivateKey on this stack: a site stack never generates the tailnet's keys"
+        )
+        problems.append(problem("tailnet.identityStack", what, GONE))
+    if noise is not None and noise == derp:
+        problems.append(
+            problem("derpPrivateKey", "must differ from noisePrivateKey (Headscale refuses equal keys)", derp)
+        )
+    return problems
+
+
+def external_dns_needs_every_public_address(sections: Sections) -> list[str]:
+    if not _have(sections, "endpoint", "tailnet") or sections["endpoint"].failover is not FailoverMode.EXTERNAL_DNS:
+        return []
+    return [
+        problem(
+            f"tailnet.sites[{index}].publicAddress",
+            "is required with endpoint.failover externalDns: the public record points at the active site's "
+            f"publicAddress, and site {site.name} may become the active one",
+            GONE,
+        )
+        for index, site in enumerate(sections["tailnet"].sites)
+        if site.public_address is None
+    ]
+
+
+def streaming_needs_its_host(sections: Sections) -> list[str]:
+    if not _have(sections, "database"):
+        return []
+    postgres = sections["database"].postgres
+    if postgres.replica_source is not ReplicaSource.STREAMING or postgres.streaming_host is not None:
+        return []
+    what = (
+        "is required when database.postgres.replicaSource is streaming: the address of the active cluster's "
+        "PostgreSQL as this standby reaches it (or replicaSource: archive)"
+    )
+    return [problem("database.postgres.streamingHost", what, GONE)]
+
+
+def a_standby_never_migrates(sections: Sections) -> list[str]:
+    if not _have(sections, "role", "database") or sections["role"] is not Role.STANDBY:
+        return []
+    if sections["database"].stage is not DatabaseStage.MIGRATING:
+        return []
+    what = (
+        "a standby never migrates (role is standby): use sqlite or postgres; migrate the active stack, then move "
+        "the standby to postgres"
+    )
+    return [problem("database.stage", what, "migrating")]
+
+
+def monitoring_links_its_runbooks(sections: Sections) -> list[str]:
+    monitoring = sections.get("monitoring")
+    if monitoring is None or not monitoring.enabled or monitoring.runbook_url is not None:
+        return []
+    what = (
+        "is required with monitoring.enabled: the URL of this project's docs/operations.md on your Git host, which "
+        "every alert links to (<url>#runbook-<alert>)"
+    )
+    return [problem("monitoring.runbookUrl", what, GONE)]
+
+
+def the_stage_has_what_it_needs(sections: Sections) -> list[str]:
+    """The database stage's own needs (program/database_stage.py), and Headplane's backup on PostgreSQL."""
+    if not _have(sections, "database", "backup"):
+        return []
+    problems: list[str] = []
+    try:
+        database_stage(
+            sections["database"],
+            sections["backup"],
+            access_key_id=sections.get("objectStoreAccessKeyId"),
+            secret_access_key=sections.get("objectStoreSecretAccessKey"),
+        )
+    except DatabaseStageError as error:
+        problems += error.problems
+    headplane = sections.get("headplane")
+    on_postgres = sections["database"].stage is DatabaseStage.POSTGRES
+    if on_postgres and sections["backup"].nfs is None and headplane is not None and headplane.enabled:
+        what = (
+            "is required while headplane.enabled: Litestream is the only backup of Headplane's own SQLite database "
+            "(set it, or headplane.enabled: false)"
+        )
+        problems.append(problem("backup.nfs", what, GONE))
+    return problems
+
+
+def oidc_has_its_secrets(sections: Sections) -> list[str]:
+    if not _have(sections, "headscale") or sections["headscale"].oidc is None:
+        return []
+    problems = []
+    if sections.get("oidcClientSecret") is None:
+        what = "is required when headscale.oidc is set (pulumi config set --secret oidcClientSecret ...)"
+        problems.append(problem("oidcClientSecret", what, GONE))
+    headplane = sections.get("headplane")
+    no_key = sections.get("headplaneApiKey") is None and sections.get("bootstrapApiKey") is None
+    if headplane is not None and headplane.enabled and no_key:
+        what = (
+            "is required when headscale.oidc is set and Headplane is enabled (Headplane's OIDC login acts with a "
+            "Headscale API key), unless bootstrapApiKey lets the stack mint one"
+        )
+        problems.append(problem("headplaneApiKey", what, GONE))
+    return problems
+
+
+#: Every rule across keys, in the order they run (ConfigError sorts the problems it reports).
+RULES: tuple[Rule, ...] = (
+    site_is_listed,
+    replicas_fit_the_nodes,
+    one_router_key_per_replica,
+    default_proxies_need_the_api_server,
+    role_matches_the_active_site,
+    identity_is_imported_or_referenced,
+    external_dns_needs_every_public_address,
+    streaming_needs_its_host,
+    a_standby_never_migrates,
+    monitoring_links_its_runbooks,
+    the_stage_has_what_it_needs,
+    oidc_has_its_secrets,
+)
+
+
+def cross_key_problems(sections: Sections) -> list[str]:
+    """Every rule's problems; each rule runs when the keys it reads validated on their own."""
+    return [found for rule in RULES for found in rule(sections)]
