@@ -86,7 +86,7 @@ class TailnetPolicy(pulumi.ComponentResource):
         self.rendered = args.policy
         self.config_map_name = POLICY_CONFIG_MAP
         self.enforced_from_start = enforced_from_start(args.mode)
-        # Where the project is stricter than Headscale it warns instead of refusing (policy.model.lint_policy).
+        # Where the project is stricter than Headscale it warns instead of refusing (policy.check.lint_policy).
         for lint in self.rendered.lints:
             pulumi.log.warn(f"policy lint: {lint}", resource=self)
         for outcome in self.rendered.test_outcomes:

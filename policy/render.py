@@ -18,26 +18,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from headscale_ha.policy.model import (
-    TAILNET_RANGES,
-    PolicyError,
-    PolicyLint,
-    PolicyProblem,
-    PolicyTestOutcome,
-    check_policy,
-    format_path,
-    grants_to_acls,
-    headscale_minor,
-    load_hujson,
-    normalise_keys,
-    parse_network,
-    policy_document,
-)
+from headscale_ha.policy.check import check_policy
+from headscale_ha.policy.evaluate import PolicyTestOutcome
+from headscale_ha.policy.grant_conversion import grants_to_acls
+from headscale_ha.policy.hujson import load_hujson
+from headscale_ha.policy.normalise import normalise_keys
+from headscale_ha.policy.problems import PolicyError, PolicyLint, PolicyProblem, format_path
+from headscale_ha.policy.schema import policy_document
+from headscale_ha.policy.values import TAILNET_RANGES, IpNetwork, parse_network
+from headscale_ha.policy.versions import headscale_minor
 
 __all__ = ["RenderedPolicy", "SiteRoutes", "gateway_host", "render_policy", "router_tag"]
 
 _SITE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def router_tag(site: str) -> str:
@@ -54,7 +47,7 @@ def _site_path(name: str, *parts: str | int) -> str:
     return f"sites[{json.dumps(name)}]" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
-def _route_key(network: _Network) -> tuple[int, int, int]:
+def _route_key(network: IpNetwork) -> tuple[int, int, int]:
     return (network.version, int(network.network_address), network.prefixlen)
 
 
@@ -76,7 +69,7 @@ class SiteRoutes:
             problems.append(PolicyProblem(_site_path(name, "routes"), "routes is a sequence of CIDRs, not one string"))
         else:
             object.__setattr__(self, "routes", tuple(self.routes))
-        networks: list[_Network] = []
+        networks: list[IpNetwork] = []
         if not self.routes or isinstance(self.routes, str):
             problems.append(PolicyProblem(_site_path(name, "routes"), "a site advertises at least one route"))
         else:
@@ -102,12 +95,12 @@ class SiteRoutes:
         if problems:
             raise PolicyError(problems)
 
-    def networks(self) -> list[_Network]:
+    def networks(self) -> list[IpNetwork]:
         """The routes, deduplicated and in canonical order."""
         return sorted({parse_network(route) for route in self.routes}, key=_route_key)
 
 
-def _site_route(text: str) -> _Network:
+def _site_route(text: str) -> IpNetwork:
     if not isinstance(text, str) or "/" not in text:
         raise ValueError(f"{text!r} is not a CIDR")
     network = parse_network(text)
@@ -240,40 +233,10 @@ def _merge(base: dict[str, Any], sites: list[SiteRoutes], owner: str) -> dict[st
         raise PolicyError(problems)
     for site in sites:
         tag = router_tag(site.name)
-        if tag not in tag_owners:
-            tag_owners[tag] = [owner]
-        elif not (isinstance(tag_owners[tag], list) and set(tag_owners[tag]) == {owner}):
-            problems.append(
-                PolicyProblem(
-                    format_path(["tagOwners", tag]),
-                    f"the render owns this tag and sets its owners to [{owner!r}]; the base defines "
-                    f"{tag_owners[tag]!r}: remove it from the base or render with that router_tag_owner",
-                )
-            )
-        host, gateway = gateway_host(site.name), str(parse_network(site.gateway_ip))
-        if host not in hosts or _network_or_none(hosts[host]) == parse_network(gateway):
-            hosts[host] = gateway
-        else:
-            problems.append(
-                PolicyProblem(
-                    format_path(["hosts", host]),
-                    f"the render owns this host and sets it to {gateway!r} (site {site.name!r}); the base defines "
-                    f"{hosts[host]!r}",
-                )
-            )
+        _own_router_tag(tag_owners, tag, owner, problems)
+        _set_gateway_host(hosts, site, problems)
         networks = site.networks()
-        for network in networks:
-            key = next((k for k in routes if _network_or_none(k) == network), None)
-            if key is None:
-                routes[str(network)] = [tag]
-            elif not (isinstance(routes[key], list) and set(routes[key]) == {tag}):
-                problems.append(
-                    PolicyProblem(
-                        format_path(["autoApprovers", "routes", key]),
-                        f"a route of site {site.name!r}: the render approves it with [{tag!r}] only; the base "
-                        f"defines {routes[key]!r}",
-                    )
-                )
+        _approve_routes(routes, networks, site.name, tag, problems)
         rule = {"action": "accept", "src": [owner], "dst": [f"{network}:*" for network in networks]}
         if access and rule not in acls:
             acls.append(rule)
@@ -282,7 +245,54 @@ def _merge(base: dict[str, Any], sites: list[SiteRoutes], owner: str) -> dict[st
     return document
 
 
-def _network_or_none(text: Any) -> _Network | None:
+def _own_router_tag(tag_owners: dict[str, Any], tag: str, owner: str, problems: list[PolicyProblem]) -> None:
+    """The site's router tag, owned by ``owner`` only; the base may define it only that way."""
+    if tag not in tag_owners:
+        tag_owners[tag] = [owner]
+    elif not (isinstance(tag_owners[tag], list) and set(tag_owners[tag]) == {owner}):
+        problems.append(
+            PolicyProblem(
+                format_path(["tagOwners", tag]),
+                f"the render owns this tag and sets its owners to [{owner!r}]; the base defines "
+                f"{tag_owners[tag]!r}: remove it from the base or render with that router_tag_owner",
+            )
+        )
+
+
+def _set_gateway_host(hosts: dict[str, Any], site: SiteRoutes, problems: list[PolicyProblem]) -> None:
+    """The ``gateway-<site>`` host at the site's gateway IP; the base may define it only as the same network."""
+    host, gateway = gateway_host(site.name), str(parse_network(site.gateway_ip))
+    if host not in hosts or _network_or_none(hosts[host]) == parse_network(gateway):
+        hosts[host] = gateway
+    else:
+        problems.append(
+            PolicyProblem(
+                format_path(["hosts", host]),
+                f"the render owns this host and sets it to {gateway!r} (site {site.name!r}); the base defines "
+                f"{hosts[host]!r}",
+            )
+        )
+
+
+def _approve_routes(
+    routes: dict[str, Any], networks: list[IpNetwork], site: str, tag: str, problems: list[PolicyProblem]
+) -> None:
+    """Each route of the site approved for its router tag only; a base entry for the same network must agree."""
+    for network in networks:
+        key = next((k for k in routes if _network_or_none(k) == network), None)
+        if key is None:
+            routes[str(network)] = [tag]
+        elif not (isinstance(routes[key], list) and set(routes[key]) == {tag}):
+            problems.append(
+                PolicyProblem(
+                    format_path(["autoApprovers", "routes", key]),
+                    f"a route of site {site!r}: the render approves it with [{tag!r}] only; the base "
+                    f"defines {routes[key]!r}",
+                )
+            )
+
+
+def _network_or_none(text: Any) -> IpNetwork | None:
     try:
         return ipaddress.ip_network(text, strict=False) if isinstance(text, str) else None
     except ValueError:

@@ -68,7 +68,7 @@ from headscale_ha.components.postgres import ca_secret as postgres_ca_secret
 from headscale_ha.components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
 from headscale_ha.components.tailnet_objects import KeyExpiry, TailnetObjectsArgs
 from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, POLICY_KEY, LiveApi, TailnetPolicyArgs
-from headscale_ha.policy.model import PolicyError
+from headscale_ha.policy.problems import PolicyError
 from headscale_ha.policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
 from headscale_ha.program.config import ConfigError, StackConfig
 from headscale_ha.program.failover import kubectl

@@ -12,20 +12,10 @@ from typing import Any
 
 import pytest
 
-from headscale_ha.policy.model import (
-    DELIBERATE_DIFFERENCES,
-    PolicyError,
-    check_policy,
-    lint_policy,
-    load_hujson,
-    parse_alias,
-    parse_destination,
-    parse_ports,
-    parse_prefix,
-    policy_document,
-    protocol_numbers,
-    validate_policy,
-)
+from headscale_ha.policy.check import DELIBERATE_DIFFERENCES, check_policy, lint_policy, validate_policy
+from headscale_ha.policy.hujson import load_hujson
+from headscale_ha.policy.problems import PolicyError
+from headscale_ha.policy.schema import policy_document
 
 VERSIONS = ("0.28", "0.29")
 BASE: dict[str, Any] = {
@@ -364,64 +354,6 @@ def test_json5_extras_are_refused(text: str) -> None:
 def test_hujson_comments_and_trailing_commas() -> None:
     text = '// c\n{"acls": [ /* x */ {"action": "accept", "src": ["*",], "dst": ["*:*"],},], "s": "a // b, ]"}'
     assert load_hujson(text) == {"acls": [{"action": "accept", "src": ["*"], "dst": ["*:*"]}], "s": "a // b, ]"}
-
-
-# --- the readers, one value at a time ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "network", "bare"),
-    [("10.0.0.1", "10.0.0.1/32", True), ("10.0.0.1/8", "10.0.0.0/8", False), ("FD00::1", "fd00::1/128", True)],
-)
-def test_parse_prefix(text: str, network: str, bare: bool) -> None:
-    assert (str(parse_prefix(text)[0]), parse_prefix(text)[1]) == (network, bare)
-
-
-@pytest.mark.parametrize("text", ["10.0.0.0/+8", "10.0.0.0/", "10.0.0.1/33", "010.0.0.1", "10.0.0.0/8 ", "fe80::1%0"])
-def test_parse_prefix_refuses(text: str) -> None:
-    with pytest.raises(ValueError, match=r"not a valid|zones"):
-        parse_prefix(text)
-
-
-@pytest.mark.parametrize(
-    ("text", "kind"),
-    [
-        ("*", "'*'"),
-        ("a@", "user"),
-        ("group:x@y", "user"),
-        ("tag:x", "tag"),
-        ("web", "host"),
-        ("", "host"),
-        ("10.0.0.1", "IP/CIDR"),
-        ("autogroup:x", "autogroup"),
-    ],
-)
-def test_parse_alias_follows_headscales_order(text: str, kind: str) -> None:
-    assert parse_alias(text, version="0.29").kind.value == kind
-
-
-@pytest.mark.parametrize(
-    ("text", "ranges"),
-    [
-        ("*", ((0, 65535),)),
-        ("22", ((22, 22),)),
-        ("+22", ((22, 22),)),
-        ("0-10", ((0, 10),)),
-        ("80--90", ((80, 90),)),
-        ("022", ((22, 22),)),
-    ],
-)
-def test_parse_ports_like_go(text: str, ranges: tuple[tuple[int, int], ...]) -> None:
-    assert parse_ports(text) == ranges
-
-
-def test_destinations_and_protocols() -> None:
-    alias, ports = parse_destination("[fd7a:115c:a1e0::1]:80-90", version="0.29")
-    assert (alias.text, ports) == ("fd7a:115c:a1e0::1", ((80, 90),))
-    assert protocol_numbers("icmp", version="0.28") == {1, 58}
-    assert protocol_numbers("ICMP", version="0.29") == {1}
-    assert protocol_numbers("", version="0.29") is None
-    assert protocol_numbers("+6", version="0.29") == {6}
 
 
 def test_lint_policy_takes_text_and_names_path_finding_and_hazard() -> None:

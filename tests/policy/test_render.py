@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from headscale_ha.policy.model import PolicyError, parse_policy
+from headscale_ha.policy.check import parse_policy
+from headscale_ha.policy.problems import PolicyError
 from headscale_ha.policy.render import RenderedPolicy, SiteRoutes, render_policy
 
 BASE_TEXT = (Path(__file__).resolve().parents[2] / "policy" / "base.hujson").read_text()

@@ -30,7 +30,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from headscale_ha.policy.model import PolicyError, load_hujson, policy_document, validate_policy
+from headscale_ha.policy.check import validate_policy
+from headscale_ha.policy.hujson import load_hujson
+from headscale_ha.policy.problems import PolicyError
+from headscale_ha.policy.schema import policy_document
 from tests.support.swagger_contract import GRPC_HTTP_STATUS, SwaggerContract, find_swagger, normalize_version
 
 SUPPORTED_VERSIONS = ("0.28.0", "0.29.2")

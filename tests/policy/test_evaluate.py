@@ -18,14 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from headscale_ha.policy.model import (
-    Policy,
-    PolicyError,
-    check_policy,
-    evaluate_policy_tests,
-    validate_policy,
-)
+from headscale_ha.policy.check import check_policy, validate_policy
+from headscale_ha.policy.evaluate import evaluate_policy_tests
+from headscale_ha.policy.problems import PolicyError
 from headscale_ha.policy.render import SiteRoutes, render_policy
+from headscale_ha.policy.schema import Policy
 
 GROUPS = {"group:ops": ["bob@", "carol@"], "group:adm": ["alice@"]}
 TAGS = {"tag:srv": ["group:adm"], "tag:mon": ["group:adm"]}
