@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tools.wiring import POD_TEMPLATE_PATHS
+from tools.wiring.vocabulary import POD_TEMPLATE_PATHS
 
 Finding = tuple[str, str]  # (path in the object, message)
 

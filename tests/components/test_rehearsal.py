@@ -56,7 +56,8 @@ from tests.support.manifest_validator import validate
 from tests.support.script_checks import SHELLS, SHELLS_ONLY, Shell, shell_for
 from tools.harness import ProgramRun, run_program
 from tools.plan import write_rendered
-from tools.wiring import check_wiring, selector_matches
+from tools.wiring import check_wiring
+from tools.wiring.selectors import selector_matches
 
 LITESTREAM = litestream_bin()
 APP = "headscale"

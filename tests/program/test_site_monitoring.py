@@ -14,7 +14,7 @@ from tests.support.site_netpol import PROMETHEUS
 from tests.support.site_objects import object_named as _named
 from tests.support.site_objects import objects_of as _of
 from tools.harness import ProgramRun
-from tools.wiring import selector_matches
+from tools.wiring.selectors import selector_matches
 
 STRANGER = Pod(namespace="elsewhere", labels={"app": "random"}, ip="10.244.7.7")
 

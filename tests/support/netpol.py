@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.wiring import CNPG_ROLES, VOLSYNC_MOVER_LABELS, cnpg_instance_labels
+from tools.wiring.vocabulary import CNPG_ROLES, VOLSYNC_MOVER_LABELS, cnpg_instance_labels
 
 NAME_LABEL = "kubernetes.io/metadata.name"
 PROTOCOLS = ("TCP", "UDP", "SCTP")
