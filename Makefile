@@ -75,7 +75,7 @@ lint: $(DEV_STAMP)
 test: lint $(CHECKOV_STAMP)
 	$(PY) -m pytest
 
-# Offline preview: what changes from BASE (a git ref) to the working tree, per stack (tools/diff.py). make reports
+# Offline preview: what changes from BASE (a git ref) to the working tree, per stack (tools/diff/). make reports
 # any non-zero status as 2; CI gates on `.venv/bin/python -m tools.diff` (0 none, 1 changes, 3 DATA LOSS, 2 error).
 diff: $(RUNTIME_STAMP)
 	$(PY) -m tools.diff --base $(BASE) $(if $(STACK),--stack $(STACK))

@@ -1,4 +1,4 @@
-"""The one rule table: `make diff` (tools/diff.py) and the engine model's pulumi-kubernetes (tests/support/engine)
+"""The one rule table: `make diff` (tools/diff/) and the engine model's pulumi-kubernetes (tests/support/engine)
 give the same verdict for every row, because both read tools/kubernetes_rules.py."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import pytest
 
 from tests.support.engine.apiserver import ApiError, Cluster
 from tests.support.engine.kubernetes import KubernetesProvider
-from tools import diff
-from tools.fields import pattern
+from tools.diff.changes import StackContext, compare
+from tools.diff.report import Change
+from tools.diff.resources import Pair, Resource
+from tools.fields import diff_values, pattern
 from tools.kubernetes_rules import IMMUTABLE_FIELDS, REFUSE, REPLACE, ImmutableField, ProviderFlags, refusal
 
 
@@ -49,19 +51,19 @@ def _pair(rule: ImmutableField) -> tuple[dict[str, Any], dict[str, Any]]:
     return old, new
 
 
-def _diff_py(old: dict[str, Any], new: dict[str, Any], flags: ProviderFlags) -> diff.Change | None:
+def _diff_py(old: dict[str, Any], new: dict[str, Any], flags: ProviderFlags) -> Change | None:
     config = {
         "kubernetes:enableConfigMapMutable": str(flags.config_map_mutable).lower(),
         "kubernetes:enableSecretMutable": str(flags.secret_mutable).lower(),
     }
     entries = [
-        diff.Resource.from_dump(
+        Resource.from_dump(
             {"urn": "urn:pulumi:s::p::kubernetes:x::r", "type": "kubernetes:x", "name": "r", "inputs": o}
         )
         for o in (old, new)
     ]
-    ctx = diff._Context(base={}, head={}, head_config=config, stateful_namespaces={})
-    return diff.compare(diff.Pair(entries[0], entries[1], "urn"), ctx)
+    ctx = StackContext(base={}, head={}, head_config=config, stateful_namespaces={})
+    return compare(Pair(entries[0], entries[1], "urn"), ctx)
 
 
 REPLACE_ROWS = [r for r in IMMUTABLE_FIELDS if r.effect == REPLACE and r.condition not in ("set",)]
@@ -102,7 +104,7 @@ def test_every_refuse_row_is_an_update_the_api_server_refuses(rule: ImmutableFie
     cluster.create(old)
     with pytest.raises(ApiError, match="field is immutable"):
         cluster.patch(new)
-    change = next(c for c in diff.diff_values(old, new) if c.path[0] != "metadata")
+    change = next(c for c in diff_values(old, new) if c.path[0] != "metadata")
     assert refusal(change, old, new, ProviderFlags()) is not None
 
 

@@ -1,4 +1,4 @@
-"""tools.diff_effects: a policy change read as rules, and what an update does to a workload's pods."""
+"""tools.diff.effects: a policy change read as rules, and what an update does to a workload's pods."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tools.diff_effects import WorkloadEffect, policy_changes, policy_document, rollout_outage, workload_effect
+from tools.diff.effects import WorkloadEffect, policy_changes, policy_document, rollout_outage, workload_effect
 
 BASE_POLICY: dict[str, Any] = {
     "groups": {"group:admins": ["alice@"], "group:ops": ["bob@", "carol@"]},

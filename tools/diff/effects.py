@@ -3,7 +3,7 @@ it restarts, stops or starts, with the outage the stack's `recovery` output give
 
 A reviewer reads a policy change as rules (``acls[+] group:ops -> tag:bastion:8443 (tcp)``), not as a line diff of
 rendered JSON, and needs to know that an innocent-looking annotation (``checksum/policy``) restarts Headscale. Both
-are derived here from the two planned inputs of a resource, without the rest of tools/diff.py.
+are derived here from the two planned inputs of a resource, without the rest of tools/diff/.
 """
 
 from __future__ import annotations
