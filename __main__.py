@@ -4,8 +4,8 @@ import pulumi
 
 from headscale_ha.program.config import load_stack_config
 from headscale_ha.program.site import TailnetSite
+from headscale_ha.program.site_args import site_args
 
-config = load_stack_config()
-site = TailnetSite(pulumi.get_stack(), config)
+site = TailnetSite(pulumi.get_stack(), site_args(load_stack_config()))
 for key, value in site.outputs.items():
     pulumi.export(key, value)

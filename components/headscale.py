@@ -57,6 +57,13 @@ from headscale_ha.components.workload import (
 APP = "headscale"
 HTTP_PORT = 8080
 METRICS_PORT = 9090
+
+
+def in_cluster_url(namespace: str) -> str:
+    """The in-cluster URL of Headscale's HTTP API in ``namespace`` (what Headplane and in-cluster tools use)."""
+    return f"http://{APP}.{namespace}.svc.cluster.local:{HTTP_PORT}"
+
+
 PATHS = HeadscalePaths()
 IDENTITY_SECRET = "headscale-identity"
 #: The embedded DERP relay's STUN listener (UDP): reached by clients from the internet, so it has its own Service.

@@ -1,5 +1,5 @@
-"""The NetworkPolicies of a stack: the ingress allows of program/args.py, plus default-deny egress and what each
-workload may reach, derived from the same config the workloads are rendered from (docs/security.md).
+"""The NetworkPolicies of a stack: the ingress allows of program/network_ingress.py, plus default-deny egress and
+what each workload may reach, derived from the same config the workloads are rendered from (docs/security.md).
 
 Who reaches what, and why nothing else:
 
@@ -42,15 +42,14 @@ from headscale_ha.components.network_policy import Confined, NetworkPoliciesArgs
 from headscale_ha.components.pod import selector
 from headscale_ha.components.postgres import DATABASE_CLUSTER
 from headscale_ha.components.settings import PROJECT, DatabaseStage, ReplicaSource, Role
-from headscale_ha.program.args import (
+from headscale_ha.program.args import gateway_proxies, routers_namespace
+from headscale_ha.program.config import ConfigError, StackConfig
+from headscale_ha.program.network_ingress import (
     CNPG_POSTGRES_PORT,
     CNPG_STATUS_PORT,
     database_proxies,
-    gateway_proxies,
-    network_policies_args,
-    routers_namespace,
+    ingress_policies,
 )
-from headscale_ha.program.config import ConfigError, StackConfig
 
 #: The labels VolSync puts on its mover pods (`utils.SetOwnedByVolSync` on the Job's template).
 VOLSYNC_MOVER = {"app.kubernetes.io/created-by": "volsync"}
@@ -61,9 +60,9 @@ INSTANCES = {"cnpg.io/cluster": DATABASE_CLUSTER}
 
 
 def network_args(config: StackConfig) -> NetworkPoliciesArgs:
-    """Every owned namespace's policies: default-deny ingress and its allows (program/args.py), then, with
+    """Every owned namespace's policies: default-deny ingress and its allows (program/network_ingress.py), then, with
     `networkPolicy.egress`, default-deny egress and each workload's reach."""
-    ingress = network_policies_args(config)
+    ingress = ingress_policies(config)
     if not config.network_policy.egress:
         return ingress
     confined = confined_workloads(config)

@@ -28,7 +28,7 @@ from typing import Any
 
 import pulumi
 
-from headscale_ha.components.headscale import IdentityFromStack, ImportedIdentity
+from headscale_ha.components.headscale import IdentityFromStack, IdentitySource, ImportedIdentity
 from headscale_ha.components.identity import identity_fingerprint
 from headscale_ha.components.settings import PROJECT, DatabaseStage
 from headscale_ha.program.args import identity_source
@@ -156,14 +156,36 @@ def follow_active(
     return StandbyGate(opens=follows.apply(lambda _: reference), follows=follows)
 
 
-def own_fingerprint(name: str, config: StackConfig, opts: pulumi.ResourceOptions) -> pulumi.Input[str]:
+@dataclass(frozen=True, kw_only=True)
+class StandbyGateArgs:
+    """What a standby checks of its active, from its own config: the active's stack, and this stack's own values."""
+
+    active_stack: str  # the active site's fully qualified stack
+    headscale_version: str
+    database_stage: str
+    identity: IdentitySource  # where this site's Noise key comes from (its fingerprint is compared)
+    backup_key_epoch: int
+
+
+def standby_gate_args(config: StackConfig) -> StandbyGateArgs:
+    """The gate of a standby stack, from its config alone: its own release and stage, and its identity."""
+    tailnet = config.tailnet
+    return StandbyGateArgs(
+        active_stack=tailnet.stack_of(tailnet.site(tailnet.active_site)),
+        headscale_version=config.headscale.version,
+        database_stage=config.database.stage.value,
+        identity=identity_source(config),
+        backup_key_epoch=config.backup.auth.key_epoch,
+    )
+
+
+def own_fingerprint(name: str, identity: IdentitySource, opts: pulumi.ResourceOptions) -> pulumi.Input[str]:
     """The fingerprint of the Noise key this site will serve with, known without any resource of the stack.
 
     From the same source HeadscaleServer takes its keys from (``identity_source``): the identity stack's plain
     ``fingerprint`` output, read here a second time under a name of its own (HeadscaleServer's read is created
     after the provider, too late for the gate); or the key imported on this stack, hashed as the server does.
     """
-    identity = identity_source(config)
     if isinstance(identity, IdentityFromStack):
         read = pulumi.StackReference(f"{name}-standby-check-identity", stack_name=identity.stack_name, opts=opts)
         return read.require_output("fingerprint")
@@ -173,13 +195,12 @@ def own_fingerprint(name: str, config: StackConfig, opts: pulumi.ResourceOptions
     raise TypeError(f"a site's identity is imported keys or the identity stack, not {type(identity).__name__}")
 
 
-def standby_gate(name: str, config: StackConfig, opts: pulumi.ResourceOptions) -> StandbyGate:
-    """The gate of a standby stack, from its config alone: its own release and stage, and its identity."""
+def standby_gate(name: str, args: StandbyGateArgs, opts: pulumi.ResourceOptions) -> StandbyGate:
+    """The gate of a standby: its own values against its active stack's outputs."""
     own: dict[str, pulumi.Input[Any]] = {
-        HEADSCALE_VERSION: config.headscale.version,
-        DATABASE_STAGE: config.database.stage.value,
-        IDENTITY_FINGERPRINT: own_fingerprint(name, config, opts),
-        BACKUP_KEY_EPOCH: config.backup.auth.key_epoch,
+        HEADSCALE_VERSION: args.headscale_version,
+        DATABASE_STAGE: args.database_stage,
+        IDENTITY_FINGERPRINT: own_fingerprint(name, args.identity, opts),
+        BACKUP_KEY_EPOCH: args.backup_key_epoch,
     }
-    active_stack = config.tailnet.stack_of(config.tailnet.site(config.tailnet.active_site))
-    return follow_active(name, active_stack=active_stack, own=own, opts=opts)
+    return follow_active(name, active_stack=args.active_stack, own=own, opts=opts)

@@ -27,7 +27,8 @@ from headscale_ha.components.headscale import (
     stun_annotations,
 )
 from headscale_ha.components.settings import DatabaseStage
-from headscale_ha.program.args import headscale_replicas, headscale_server_args, identity_source
+from headscale_ha.program.args import headscale_replicas, identity_source
+from headscale_ha.program.site_args import site_args
 from tests.support.config_samples import DERP, NOISE, parse
 from tests.support.manifest_validator import validate
 from tests.support.seam_samples import (
@@ -218,7 +219,7 @@ def test_the_site_decides_replicas_identity_and_storage() -> None:
     for stack in ("hydra", "cosmos"):
         imported = identity_source(parse(stack, secret_keys=tuple(keys), **keys))
         assert imported == ImportedIdentity(noise_private_key=NOISE, derp_private_key=DERP), "imported keys win"
-    active, standby = headscale_server_args(hydra), headscale_server_args(cosmos)
+    active, standby = site_args(hydra).headscale, site_args(cosmos).headscale
     assert isinstance(active.database, SqliteStorage)
     assert isinstance(standby.database, SqliteStorage)
     assert (active.database.require_backup, standby.database.require_backup) == (False, True)

@@ -21,7 +21,7 @@ from headscale_ha.components.headscale_config import (
     render_headscale_config,
 )
 from headscale_ha.components.settings import DatabaseStage
-from headscale_ha.program.args import headscale_server_args
+from headscale_ha.program import args
 from headscale_ha.program.config import ConfigError, StackConfig
 from tests.support.config_samples import NOISE, section
 from tests.support.headscale_config_samples import (
@@ -52,7 +52,8 @@ def config_args(
 ) -> HeadscaleConfigArgs:
     """The renderer's inputs the program derives for a stack (through the server's Args), with this test's paths
     and, in the postgres stage, its connection."""
-    derived = headscale_config_args(headscale_server_args(config))
+    server = args.headscale_server_args(config, args.stage_of(config), args.render_stack_policy(config))
+    derived = headscale_config_args(server)
     database: SqliteDatabase | PostgresConnection = SqliteDatabase(path=f"{paths.data_dir}/db.sqlite")
     if config.database.stage is DatabaseStage.POSTGRES:
         database = postgres

@@ -22,7 +22,7 @@ from headscale_ha.components.network_policy import (
     Protected,
 )
 from headscale_ha.components.pod import labels
-from headscale_ha.program.args import network_policies_args
+from headscale_ha.program.network_ingress import ingress_policies
 from tests.support.component_run import build_component
 from tests.support.config_samples import STORE_KEYS, STORE_SECRETS, parse
 from tests.support.netpol import (
@@ -64,7 +64,7 @@ def test_default_deny_comes_first_and_names_are_unique() -> None:
 def _world(config_overrides: dict[str, Any], *, stack: str = "hydra") -> tuple[World, dict[str, Pod]]:
     """Policies of a config rendered from its Args, and the pods the program would run (by their labels)."""
     config = parse(stack, secret_keys=STORE_SECRETS, **STORE_KEYS, **config_overrides)
-    objects = rendered(network_policies_args(config))
+    objects = rendered(ingress_policies(config))
     namespaces = {item["metadata"]["namespace"]: {} for item in objects}
     pods = {
         "headscale": Pod(namespace=config.namespace, labels=labels("headscale", "control-plane")),

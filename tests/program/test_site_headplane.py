@@ -10,11 +10,10 @@ import yaml
 
 from headscale_ha.components.settings import Role
 from headscale_ha.program.args import headplane_args, tailnet_objects_args
+from headscale_ha.program.site_args import site_args
 from tests.support.headscale_config_samples import OIDC, stack_config
 from tests.support.option_sets import option_set_run
 from tools.harness import SECRET, ProgramRun
-
-HEADSCALE_URL = "http://headscale.headscale.svc.cluster.local:8080"
 
 
 def _object(run: ProgramRun, kind: str, name: str) -> dict:
@@ -52,19 +51,28 @@ def test_disabled_headplane_leaves_nothing_behind(run_stack, lab_project) -> Non
 def test_a_standby_keeps_headplane_at_zero_and_must_restore_its_database() -> None:
     active = stack_config()
     standby = active.model_copy(update={"role": Role.STANDBY})
-    args = headplane_args(active, headscale_url=HEADSCALE_URL)
+    args = headplane_args(active)
+    assert args is not None
     assert (args.replicas, args.require_backup) == (1, False)
-    args = headplane_args(standby, headscale_url=HEADSCALE_URL)
+    args = headplane_args(standby)
+    assert args is not None
     assert (args.replicas, args.require_backup) == (0, True)
+    assert args.headscale_url == "http://headscale.headscale.svc.cluster.local:8080"
+    assert (
+        headplane_args(active.model_copy(update={"headplane": active.headplane.model_copy(update={"enabled": False})}))
+        is None
+    )
 
 
 def test_secrets_come_from_the_stack_when_the_provider_minted_no_key() -> None:
     config = stack_config(oidc=OIDC)
-    args = headplane_args(config, headscale_url=HEADSCALE_URL)
+    args = headplane_args(config)
+    assert args is not None
     assert args.api_key == config.headplane_api_key.get_secret_value()
     assert args.oidc == config.headscale.oidc
     assert args.oidc_client_secret == config.oidc_client_secret.get_secret_value()
-    without_oidc = headplane_args(stack_config(), headscale_url=HEADSCALE_URL)
+    without_oidc = headplane_args(stack_config())
+    assert without_oidc is not None
     assert without_oidc.oidc is None
     assert without_oidc.oidc_client_secret is None, "no OIDC login: its client secret is not mounted"
 
@@ -74,12 +82,12 @@ def test_the_admin_api_key_reaches_headplane_only_with_oidc(run_stack, lab_proje
     Secret, nor mounted, nor minted (users paste their own key at the login page)."""
     config = stack_config()  # headplaneApiKey is set, OIDC is not
     assert config.headplane_api_key is not None
-    assert headplane_args(config, headscale_url=HEADSCALE_URL).api_key is None
-    assert headplane_args(config, headscale_url=HEADSCALE_URL, api_key=SECRET).api_key is None
+    assert site_args(config).headplane.api_key is None
     owner = config.model_copy(update={"bootstrap_api_key": config.headplane_api_key})
-    assert tailnet_objects_args(owner).mint_headplane_api_key is False
+    assert site_args(owner).headplane.api_key is None
+    assert tailnet_objects_args(owner).mint_headplane_api_key is False, "so no minted key can reach Headplane either"
     with_oidc = stack_config(oidc=OIDC)
-    assert headplane_args(with_oidc, headscale_url=HEADSCALE_URL).api_key is not None
+    assert site_args(with_oidc).headplane.api_key is not None
     owner = with_oidc.model_copy(update={"bootstrap_api_key": with_oidc.headplane_api_key})
     assert tailnet_objects_args(owner).mint_headplane_api_key is True
 

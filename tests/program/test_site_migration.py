@@ -9,8 +9,8 @@ import pytest
 
 from headscale_ha.components.backup_volume import claim_name
 from headscale_ha.components.settings import Nfs
-from headscale_ha.program.args import sqlite_to_postgres_args
 from headscale_ha.program.config import ConfigError
+from headscale_ha.program.site_args import MigratingStageArgs, site_args
 from tests.support.config_samples import STORE, STORE_KEYS, parse
 from tests.support.stack_snippets import POSTGRES
 
@@ -48,7 +48,9 @@ def test_the_migrating_stage_needs_a_migration_image(run_stack, lab_project) -> 
 def test_the_args_point_the_job_at_this_stacks_backup_and_cnpg_cluster() -> None:
     database = {"stage": "migrating", "postgres": {"objectStore": STORE}, "migration": {"image": MIGRATION_IMAGE}}
     config = parse("hydra", secret_keys=tuple(STORE_KEYS), database=database, **STORE_KEYS)
-    args = sqlite_to_postgres_args(config)
+    database_args = site_args(config).database
+    assert isinstance(database_args, MigratingStageArgs)
+    args = database_args.migration
     assert (args.image, args.force, args.deadline_seconds) == (MIGRATION_IMAGE, False, 3600)
     assert args.backup_claim == BACKUP_CLAIM
     assert args.target.connection.host == "headscale-db-rw.headscale.svc.cluster.local"
@@ -57,5 +59,5 @@ def test_the_args_point_the_job_at_this_stacks_backup_and_cnpg_cluster() -> None
     without_image = config.database.model_copy(
         update={"migration": config.database.migration.model_copy(update={"image": None})}
     )
-    with pytest.raises(ValueError, match=r"migration\.image"):
-        sqlite_to_postgres_args(config.model_copy(update={"database": without_image}))
+    with pytest.raises(ConfigError, match=r"database\.migration\.image: is required in the migrating stage"):
+        site_args(config.model_copy(update={"database": without_image}))

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from headscale_ha.components.backup_volume import claim_name
-from headscale_ha.components.postgres import ReplicaOf
+from headscale_ha.components.postgres import PostgresDatabaseArgs, ReplicaOf
 from headscale_ha.components.settings import Nfs, ReplicaSource, Role
-from headscale_ha.program.args import postgres_database_args
-from headscale_ha.program.config import StackConfig
+from headscale_ha.program.config import ConfigError, StackConfig
+from headscale_ha.program.site_args import PostgresStageArgs, site_args
 from tests.support.headscale_config_samples import stack_config
 from tests.support.manifest_validator import validate
 from tests.support.stack_snippets import POSTGRES
@@ -159,17 +159,23 @@ def _on_postgres(role: Role, **postgres: Any) -> StackConfig:
     )
 
 
+def _cluster_args(config: StackConfig) -> PostgresDatabaseArgs:
+    database = site_args(config).database
+    assert isinstance(database, PostgresStageArgs)
+    return database.cluster
+
+
 def test_the_site_decides_the_replica_and_the_component_only_follows_it() -> None:
-    assert postgres_database_args(_on_postgres(Role.ACTIVE)).replica_of is None
-    archive = postgres_database_args(_on_postgres(Role.STANDBY, streaming_host="db.hydra.example.com"))
+    assert _cluster_args(_on_postgres(Role.ACTIVE)).replica_of is None
+    archive = _cluster_args(_on_postgres(Role.STANDBY, streaming_host="db.hydra.example.com"))
     assert archive.replica_of == ReplicaOf(streaming_host=None), "a host without `streaming` is not used"
     streaming = _on_postgres(Role.STANDBY, replica_source=ReplicaSource.STREAMING, streaming_host="db.example.com")
-    assert postgres_database_args(streaming).replica_of == ReplicaOf(streaming_host="db.example.com")
+    assert _cluster_args(streaming).replica_of == ReplicaOf(streaming_host="db.example.com")
 
 
 def test_args_hold_the_postgres_section_and_the_cluster_storage_class() -> None:
     config = _on_postgres(Role.ACTIVE, instances=3)
-    args = postgres_database_args(config)
+    args = _cluster_args(config)
     assert (args.instances, args.image, args.storage_size) == (3, config.database.postgres.image, "5Gi")
     assert args.storage_class == config.cluster.storage_class
     assert args.object_store == config.database.postgres.object_store
@@ -177,6 +183,7 @@ def test_args_hold_the_postgres_section_and_the_cluster_storage_class() -> None:
 
 
 def test_args_refuse_a_config_without_object_store_credentials() -> None:
+    """The stage's rule (program/database_stage.py) is the config's: no args of the stage without its credentials."""
     config = _on_postgres(Role.ACTIVE).model_copy(update={"object_store_access_key_id": None})
-    with pytest.raises(ValueError, match="objectStore and its credentials"):
-        postgres_database_args(config)
+    with pytest.raises(ConfigError, match=r"objectStoreAccessKeyId: is required in the postgres stage"):
+        site_args(config)
