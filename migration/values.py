@@ -78,17 +78,7 @@ def fit_problem(column: Column, value: object, sqlite_type: str, *, bigserial: b
     if sqlite_type == "null":
         return None if column.nullable else "NULL in a NOT NULL column"
     if column.pg_type == BIGINT:
-        if sqlite_type != "integer":
-            return f"{sqlite_type} value where bigint needs an integer"
-        assert isinstance(value, int)
-        if bigserial:
-            return None if BIGINT_MIN <= value <= BIGINT_MAX else "integer outside bigint"
-        if PGLOADER_INT_MIN <= value <= PGLOADER_INT_MAX:
-            return None
-        return (
-            "integer outside -2^62 .. 2^62-1, the range pgloader carries in this column (its integer-to-string"
-            " cast takes SBCL fixnums only; it fails the whole batch)"
-        )
+        return _bigint_problem(value, sqlite_type, bigserial=bigserial)
     if column.pg_type == BOOLEAN:
         if sqlite_type != "integer" or value not in (0, 1):
             return f"{sqlite_type} value where boolean needs 0 or 1"
@@ -98,6 +88,26 @@ def fit_problem(column: Column, value: object, sqlite_type: str, *, bigserial: b
     if sqlite_type != "text":
         return f"{sqlite_type} value where {column.pg_type} needs text"
     assert isinstance(value, bytes)
+    return _text_problem(column, value)
+
+
+def _bigint_problem(value: object, sqlite_type: str, *, bigserial: bool) -> str | None:
+    """An integer within what pgloader carries into this bigint column (see the module's bounds)."""
+    if sqlite_type != "integer":
+        return f"{sqlite_type} value where bigint needs an integer"
+    assert isinstance(value, int)
+    if bigserial:
+        return None if BIGINT_MIN <= value <= BIGINT_MAX else "integer outside bigint"
+    if PGLOADER_INT_MIN <= value <= PGLOADER_INT_MAX:
+        return None
+    return (
+        "integer outside -2^62 .. 2^62-1, the range pgloader carries in this column (its integer-to-string"
+        " cast takes SBCL fixnums only; it fails the whole batch)"
+    )
+
+
+def _text_problem(column: Column, value: bytes) -> str | None:
+    """Text PostgreSQL can hold (no NUL, UTF-8) that also keeps the column's own rule: a timestamp, a length, JSON."""
     if b"\x00" in value:
         return "text contains a NUL byte (PostgreSQL text cannot hold it; pgloader cuts the value there)"
     try:

@@ -3,26 +3,24 @@
 Backups are produced by a running ``litestream replicate`` against a WAL-mode database written with sqlite3,
 polled (bounded) until a restore of the replica returns every row. One such backup is built per module and copied
 into each test's own directory.
+
+The served witness (a site that has served never starts empty by accident) is tested in
+test_litestream_restore_witness.py; the helpers both modules share are in tests/support/restore_script.py.
 """
 
 from __future__ import annotations
 
-import datetime
 import hashlib
-import secrets
 import shutil
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.litestream_lab import (
     MONITOR_INTERVAL_S,
-    POSIX_SHELLS,
     SCRIPT,
     App,
     ScriptResult,
@@ -33,71 +31,29 @@ from tests.support.litestream_lab import (
     kill9,
     litestream_bin,
     read_rows,
-    replica_row_count,
     replicate_once,
     replicating,
     run_restore_script,
     wait_until,
     write_then_stop,
 )
+from tests.support.restore_script import (
+    BACKUP_ROWS,
+    EXIT,
+    SHELLS,
+    Identity,
+    app_maker,
+    assert_exit,
+    build_backup_template,
+    local_state,
+    new_identity,
+    record_fingerprint,
+    run_script,
+)
 from tests.support.script_checks import SYNTAX_CHECKERS, assert_passes, exit_codes
 
 LITESTREAM = litestream_bin()
-# Real tools (tests/real_tools.py): every script run needs its shell and Litestream; a missing one skips the test,
-# naming the package. sh is always there; dash and busybox are the tools of the same name.
 needs_litestream = pytest.mark.real_tool("litestream")
-SHELLS = [
-    pytest.param(argv, id="-".join(argv), marks=pytest.mark.real_tool("litestream", *([tool] if tool else [])))
-    for argv, tool in POSIX_SHELLS
-]
-
-EXIT = {
-    "ok": 0,
-    "usage": 2,
-    "identity_unavailable": 10,
-    "identity_mismatch": 11,
-    "identity_unrecorded": 12,
-    "marker_untrusted": 13,
-    "fingerprint_form": 14,
-    "backup_dir_unavailable": 20,
-    "replica_missing": 21,
-    "replica_unreadable": 22,
-    "backup_required": 23,
-    "served_no_backup": 24,
-    "restore_failed": 30,
-    "local_state": 31,
-    "unsigned": 40,
-    "forged": 41,
-    "manifest_malformed": 42,
-    "tampered": 43,
-    "stale": 44,
-    "backup_key": 45,
-    "verify_io": 46,
-}
-BACKUP_ROWS = 75
-
-
-@dataclass(frozen=True)
-class Identity:
-    """A Noise key file as the Secret mounts it (with surrounding whitespace) and its expected fingerprint."""
-
-    path: Path
-    key: str
-    fingerprint: str
-
-
-def _identity(path: Path) -> Identity:
-    key = "privkey:" + secrets.token_hex(32)
-    path.write_text(f"  {key}\n\n")
-    return Identity(path, key, hashlib.sha256(key.encode()).hexdigest())
-
-
-def _digest(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
-
-
-def _local_state(app: App) -> dict[str, str | None]:
-    return {suffix: _digest(Path(f"{app.db_path}{suffix}")) for suffix in ("", "-wal", "-shm")}
 
 
 @pytest.fixture(params=SHELLS)
@@ -108,62 +64,18 @@ def shell(request: pytest.FixtureRequest) -> list[str]:
 @pytest.fixture(scope="module")
 def backup_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, float]]]:
     """A real backup of BACKUP_ROWS rows written in two transactions while ``litestream replicate`` ran."""
-    assert LITESTREAM is not None
-    root = tmp_path_factory.mktemp("template")
-    app = App(root).create()
-    insert_rows(app.db_path, 50)
-    with replicating(LITESTREAM, app, root / "replicate.log"):
-        assert wait_until(lambda: replica_row_count(LITESTREAM, app, root) == 50, timeout=15)
-        insert_rows(app.db_path, BACKUP_ROWS - 50)
-        assert wait_until(lambda: replica_row_count(LITESTREAM, app, root) == BACKUP_ROWS, timeout=15)
-    (root / "replicate.log").unlink()
-    return root, read_rows(app.db_path)
+    return build_backup_template(tmp_path_factory)
 
 
 @pytest.fixture
 def new_app(tmp_path: Path) -> Callable[..., App]:
     """``new_app(with_backup=True)``: this test's copy of the template (local DB and replica), config re-rendered."""
-
-    def make(*, with_backup: bool = False, with_local_db: bool = False, template: Path | None = None) -> App:
-        root = tmp_path / "app"
-        if template is not None:
-            shutil.copytree(template, root)
-        app = App(root).create()
-        if not with_backup:
-            shutil.rmtree(app.backup_dir, ignore_errors=True)
-        if not with_local_db:
-            app.remove_local_db()
-            shutil.rmtree(app.data_dir / f".{app.db_path.name}-litestream", ignore_errors=True)
-        return app
-
-    return make
+    return app_maker(tmp_path)
 
 
 @pytest.fixture
 def identity(tmp_path: Path) -> Identity:
-    return _identity(tmp_path / "noise_private.key")
-
-
-def _run(shell: list[str], app: App, **kwargs: Any) -> ScriptResult:
-    assert LITESTREAM is not None
-    return run_restore_script(shell, LITESTREAM, app, **kwargs)
-
-
-def _assert_exit(result: ScriptResult, code: str, *phrases: str, key: Identity | None = None) -> None:
-    output = result.stdout + result.stderr
-    assert result.returncode == EXIT[code], output
-    for phrase in phrases:
-        assert phrase in output, f"{phrase!r} missing from: {output}"
-    if key is not None:
-        hex_part = key.key.removeprefix("privkey:")
-        assert hex_part not in output
-        assert hex_part[:16] not in output
-        assert key.key not in output
-
-
-def _record_fingerprint(app: App, value: str) -> None:
-    app.backup_dir.mkdir(parents=True, exist_ok=True)
-    (app.backup_dir / "identity.sha256").write_text(value + "\n")
+    return new_identity(tmp_path / "noise_private.key")
 
 
 # --- static checks -------------------------------------------------------------------------------------------
@@ -184,12 +96,12 @@ def test_documented_exit_codes_match_the_script() -> None:
 
 def test_a_existing_database_is_served_untouched(shell, new_app, identity, backup_template) -> None:
     app = new_app(with_backup=True, with_local_db=True, template=backup_template[0])
-    _record_fingerprint(app, identity.fingerprint)
+    record_fingerprint(app, identity.fingerprint)
     insert_rows(app.db_path, 5)  # newer than the backup: a restore would lose these
-    before = _local_state(app)
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "ok", "serving existing database", key=identity)
-    assert _local_state(app) == before
+    before = local_state(app)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "ok", "serving existing database", key=identity)
+    assert local_state(app) == before
     assert len(read_rows(app.db_path)) == BACKUP_ROWS + 5
     assert (app.data_dir / ".backup-identity.sha256").read_text().strip() == identity.fingerprint
 
@@ -197,10 +109,10 @@ def test_a_existing_database_is_served_untouched(shell, new_app, identity, backu
 def test_a_existing_database_without_any_backup_adopts_the_identity(shell, new_app, identity) -> None:
     app = new_app()
     insert_rows(app.db_path, 3)
-    before = _local_state(app)
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "ok", "serving existing database", key=identity)
-    assert _local_state(app) == before
+    before = local_state(app)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "ok", "serving existing database", key=identity)
+    assert local_state(app) == before
     assert (app.backup_dir / "identity.sha256").read_text().strip() == identity.fingerprint
     assert (app.data_dir / ".backup-identity.sha256").read_text().strip() == identity.fingerprint
 
@@ -209,19 +121,19 @@ def test_a_existing_database_with_another_identity_in_the_backup_is_refused(
     shell, new_app, identity, backup_template
 ) -> None:
     app = new_app(with_backup=True, with_local_db=True, template=backup_template[0])
-    _record_fingerprint(app, hashlib.sha256(b"privkey:" + b"0" * 64).hexdigest())
-    before = _local_state(app)
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "identity_mismatch", "identity Secret", "disconnect every client", key=identity)
-    assert _local_state(app) == before
+    record_fingerprint(app, hashlib.sha256(b"privkey:" + b"0" * 64).hexdigest())
+    before = local_state(app)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "identity_mismatch", "identity Secret", "disconnect every client", key=identity)
+    assert local_state(app) == before
 
 
 def test_a_existing_database_with_another_identity_in_the_local_marker_is_refused(shell, new_app, identity) -> None:
     app = new_app()
     insert_rows(app.db_path, 3)
     (app.data_dir / ".backup-identity.sha256").write_text("f" * 64 + "\n")
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "identity_mismatch", str(app.data_dir / ".backup-identity.sha256"), key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "identity_mismatch", str(app.data_dir / ".backup-identity.sha256"), key=identity)
 
 
 # --- b. first start ------------------------------------------------------------------------------------------
@@ -229,8 +141,8 @@ def test_a_existing_database_with_another_identity_in_the_local_marker_is_refuse
 
 def test_b_first_start_records_the_fingerprint_and_creates_no_database(shell, new_app, identity) -> None:
     app = new_app()
-    result = _run(shell, app, identity_file=identity.path, require_backup=False)
-    _assert_exit(result, "ok", "first start", key=identity)
+    result = run_script(shell, app, identity_file=identity.path, require_backup=False)
+    assert_exit(result, "ok", "first start", key=identity)
     assert not app.db_path.exists()
     assert (app.backup_dir / "identity.sha256").read_text() == identity.fingerprint + "\n"
     assert (app.data_dir / ".backup-identity.sha256").read_text() == identity.fingerprint + "\n"
@@ -239,8 +151,8 @@ def test_b_first_start_records_the_fingerprint_and_creates_no_database(shell, ne
 
 def test_b_first_start_without_identity_writes_initialised_markers(shell, new_app) -> None:
     app = new_app()
-    result = _run(shell, app)
-    _assert_exit(result, "ok", "first start")
+    result = run_script(shell, app)
+    assert_exit(result, "ok", "first start")
     assert (app.backup_dir / ".backup-initialised").read_text().strip() == "initialised"
     assert (app.data_dir / ".backup-initialised").read_text().strip() == "initialised"
     assert not (app.backup_dir / "identity.sha256").exists()
@@ -249,8 +161,8 @@ def test_b_first_start_without_identity_writes_initialised_markers(shell, new_ap
 def test_b_first_start_moves_a_stale_wal_aside(shell, new_app, identity) -> None:
     app = new_app()
     Path(f"{app.db_path}-wal").write_bytes(b"stale wal of a database that is gone")
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "ok", "moved stale", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "ok", "moved stale", key=identity)
     assert not Path(f"{app.db_path}-wal").exists()
     assert len(list(app.data_dir.glob(f"{app.db_path.name}-wal.orphaned-*"))) == 1
 
@@ -258,8 +170,8 @@ def test_b_first_start_moves_a_stale_wal_aside(shell, new_app, identity) -> None
 def test_b_first_start_needs_the_backup_volume_root(shell, new_app, identity) -> None:
     app = new_app()
     shutil.rmtree(app.backup_dir.parent)  # the NFS mount point itself is missing
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "local_state", "NFS", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "local_state", "NFS", key=identity)
     assert not app.backup_dir.exists()
 
 
@@ -269,9 +181,9 @@ def test_b_first_start_needs_the_backup_volume_root(shell, new_app, identity) ->
 def test_c_restores_the_backup_when_the_identity_matches(shell, new_app, identity, backup_template) -> None:
     template, rows = backup_template
     app = new_app(with_backup=True, template=template)
-    _record_fingerprint(app, identity.fingerprint)
-    result = _run(shell, app, identity_file=identity.path, require_backup=True)
-    _assert_exit(result, "ok", "restored", key=identity)
+    record_fingerprint(app, identity.fingerprint)
+    result = run_script(shell, app, identity_file=identity.path, require_backup=True)
+    assert_exit(result, "ok", "restored", key=identity)
     assert app.db_path.read_bytes()[:16] == b"SQLite format 3\x00"
     assert read_rows(app.db_path) == rows
     assert (app.data_dir / ".backup-identity.sha256").read_text().strip() == identity.fingerprint
@@ -284,7 +196,7 @@ def test_c_restore_is_not_poisoned_by_a_stale_wal_from_another_database(
     """SQLite replays a leftover -wal onto whatever file it finds: the script must move it aside first."""
     template, rows = backup_template
     app = new_app(with_backup=True, template=template)
-    _record_fingerprint(app, identity.fingerprint)
+    record_fingerprint(app, identity.fingerprint)
     other = tmp_path / "other.sqlite"
     conn = connect_wal(other)
     conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -292,16 +204,16 @@ def test_c_restore_is_not_poisoned_by_a_stale_wal_from_another_database(
     conn.execute("INSERT INTO junk VALUES (1)")
     shutil.copy(f"{other}-wal", f"{app.db_path}-wal")
     conn.close()
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "ok", "restored", "moved stale", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "ok", "restored", "moved stale", key=identity)
     assert read_rows(app.db_path) == rows
 
 
 def test_c_restores_an_app_without_identity(shell, new_app, backup_template) -> None:
     template, rows = backup_template
     app = new_app(with_backup=True, template=template)
-    result = _run(shell, app)
-    _assert_exit(result, "ok", "restored")
+    result = run_script(shell, app)
+    assert_exit(result, "ok", "restored")
     assert read_rows(app.db_path) == rows
     assert (app.data_dir / ".backup-initialised").read_text().strip() == "initialised"
 
@@ -311,8 +223,8 @@ def test_c_leftovers_of_an_interrupted_restore_are_replaced(shell, new_app, back
     app = new_app(with_backup=True, template=template)
     for leftover in (f"{app.db_path}.restoring", f"{app.db_path}.restoring.tmp"):
         Path(leftover).write_bytes(b"SQLite format 3\x00 half written")
-    result = _run(shell, app)
-    _assert_exit(result, "ok", "restored")
+    result = run_script(shell, app)
+    assert_exit(result, "ok", "restored")
     assert read_rows(app.db_path) == rows
     assert not Path(f"{app.db_path}.restoring").exists()
     assert not Path(f"{app.db_path}.restoring.tmp").exists()
@@ -322,10 +234,10 @@ def test_c_zero_length_database_counts_as_missing(shell, new_app, identity, back
     """An empty file (e.g. touched by a failed app start) holds no data; serving it would start empty."""
     template, rows = backup_template
     app = new_app(with_backup=True, template=template)
-    _record_fingerprint(app, identity.fingerprint)
+    record_fingerprint(app, identity.fingerprint)
     app.db_path.touch()
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "ok", "restored", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "ok", "restored", key=identity)
     assert read_rows(app.db_path) == rows
     assert [p.stat().st_size for p in app.data_dir.glob(f"{app.db_path.name}.orphaned-*")] == [0]
 
@@ -335,9 +247,9 @@ def test_c_zero_length_database_counts_as_missing(shell, new_app, identity, back
 
 def test_d_backup_of_another_identity_is_refused(shell, new_app, identity, backup_template) -> None:
     app = new_app(with_backup=True, template=backup_template[0])
-    _record_fingerprint(app, hashlib.sha256(b"privkey:" + b"1" * 64).hexdigest())
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(
+    record_fingerprint(app, hashlib.sha256(b"privkey:" + b"1" * 64).hexdigest())
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(
         result, "identity_mismatch", "identity Secret from the stack that wrote the backup", "aside", key=identity
     )
     assert not app.db_path.exists()
@@ -346,13 +258,13 @@ def test_d_backup_of_another_identity_is_refused(shell, new_app, identity, backu
 def test_d_the_fingerprint_alone_decides_like_the_key(shell, new_app, identity, backup_template) -> None:
     """The pods get IDENTITY_FINGERPRINT (the stack's identityFingerprint), never the Noise key: same decisions."""
     app = new_app(with_backup=True, template=backup_template[0])
-    _record_fingerprint(app, identity.fingerprint)
+    record_fingerprint(app, identity.fingerprint)
     other = hashlib.sha256(b"privkey:" + b"1" * 64).hexdigest()
-    refused = _run(shell, app, extra_env={"IDENTITY_FINGERPRINT": other})
-    _assert_exit(refused, "identity_mismatch", other[:12])
+    refused = run_script(shell, app, extra_env={"IDENTITY_FINGERPRINT": other})
+    assert_exit(refused, "identity_mismatch", other[:12])
     assert not app.db_path.exists()
-    restored = _run(shell, app, extra_env={"IDENTITY_FINGERPRINT": identity.fingerprint})
-    _assert_exit(restored, "ok", "restored")
+    restored = run_script(shell, app, extra_env={"IDENTITY_FINGERPRINT": identity.fingerprint})
+    assert_exit(restored, "ok", "restored")
     assert len(read_rows(app.db_path)) == BACKUP_ROWS
     assert (app.data_dir / ".backup-identity.sha256").read_text().strip() == identity.fingerprint
 
@@ -360,9 +272,9 @@ def test_d_the_fingerprint_alone_decides_like_the_key(shell, new_app, identity, 
 @pytest.mark.parametrize("value", ["", "A" * 64, "0" * 63, "privkey:" + "0" * 64])
 def test_d_a_malformed_fingerprint_is_refused(new_app, backup_template, value) -> None:
     app = new_app(with_backup=True, template=backup_template[0])
-    result = _run(["sh"], app, extra_env={"IDENTITY_FINGERPRINT": value})
+    result = run_script(["sh"], app, extra_env={"IDENTITY_FINGERPRINT": value})
     if value:
-        _assert_exit(result, "fingerprint_form", "IDENTITY_FINGERPRINT")
+        assert_exit(result, "fingerprint_form", "IDENTITY_FINGERPRINT")
     else:
         assert result.returncode != EXIT["fingerprint_form"], "unset/empty: no identity contract"
 
@@ -370,7 +282,7 @@ def test_d_a_malformed_fingerprint_is_refused(new_app, backup_template, value) -
 @pytest.mark.parametrize("problem", ["missing", "empty", "whitespace", "directory"])
 def test_d_unusable_identity_file_is_refused(shell, new_app, identity, backup_template, problem) -> None:
     app = new_app(with_backup=True, template=backup_template[0])
-    _record_fingerprint(app, identity.fingerprint)
+    record_fingerprint(app, identity.fingerprint)
     if problem == "missing":
         identity.path.unlink()
     elif problem == "empty":
@@ -380,15 +292,15 @@ def test_d_unusable_identity_file_is_refused(shell, new_app, identity, backup_te
     else:
         identity.path.unlink()
         identity.path.mkdir()
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "identity_unavailable", "identity Secret")
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "identity_unavailable", "identity Secret")
     assert not app.db_path.exists()
 
 
 def test_d_replica_without_a_recorded_fingerprint_is_refused(shell, new_app, identity, backup_template) -> None:
     app = new_app(with_backup=True, template=backup_template[0])
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "identity_unrecorded", "identity Secret", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "identity_unrecorded", "identity Secret", key=identity)
     assert not app.db_path.exists()
 
 
@@ -398,7 +310,7 @@ def test_d_replica_without_a_recorded_fingerprint_is_refused(shell, new_app, ide
 
 
 def _assert_untouched_refusal(result: ScriptResult, app: App, identity: Identity | None, *phrases: str) -> None:
-    _assert_exit(result, "marker_untrusted", *phrases, key=identity)
+    assert_exit(result, "marker_untrusted", *phrases, key=identity)
     assert not app.db_path.exists(), "a refused start creates no database"
     assert not list(app.data_dir.glob("*.orphaned-*")), "nothing on the local volume is moved"
 
@@ -409,7 +321,7 @@ def test_planted_backup_marker_link_to_the_key_is_refused_and_not_followed(
     app = new_app(with_backup=True, template=backup_template[0])
     marker = app.backup_dir / "identity.sha256"
     marker.symlink_to(identity.path)
-    result = _run(shell, app, identity_file=identity.path)
+    result = run_script(shell, app, identity_file=identity.path)
     _assert_untouched_refusal(result, app, identity, str(marker), "symbolic link")
     assert marker.is_symlink(), "the link is left for inspection"
     assert marker.readlink() == identity.path
@@ -418,12 +330,12 @@ def test_planted_backup_marker_link_to_the_key_is_refused_and_not_followed(
 
 def test_planted_local_marker_link_is_refused(shell, new_app, identity, backup_template) -> None:
     app = new_app(with_backup=True, template=backup_template[0])
-    _record_fingerprint(app, identity.fingerprint)
+    record_fingerprint(app, identity.fingerprint)
     target = app.root / "elsewhere.sha256"
     target.write_text(identity.fingerprint + "\n")  # even a link to the right value is refused
     local = app.data_dir / ".backup-identity.sha256"
     local.symlink_to(target)
-    result = _run(shell, app, identity_file=identity.path)
+    result = run_script(shell, app, identity_file=identity.path)
     _assert_untouched_refusal(result, app, identity, str(local), "symbolic link")
 
 
@@ -432,7 +344,7 @@ def test_planted_initialised_marker_link_is_refused_without_identity(shell, new_
     target = app.root / "initialised"
     target.write_text("initialised\n")
     (app.backup_dir / ".backup-initialised").symlink_to(target)
-    result = _run(shell, app)
+    result = run_script(shell, app)
     _assert_untouched_refusal(result, app, None, ".backup-initialised", "symbolic link")
 
 
@@ -440,7 +352,7 @@ def test_dangling_marker_link_is_refused(shell, new_app, identity) -> None:
     app = new_app()
     app.backup_dir.mkdir(parents=True)
     (app.backup_dir / "identity.sha256").symlink_to(app.root / "does-not-exist")
-    result = _run(shell, app, identity_file=identity.path)
+    result = run_script(shell, app, identity_file=identity.path)
     _assert_untouched_refusal(result, app, identity, "symbolic link")
     assert not (app.data_dir / ".backup-identity.sha256").exists(), "no first start over a planted link"
 
@@ -451,7 +363,7 @@ def test_backup_dir_that_is_a_link_is_refused(shell, new_app, identity, backup_t
     app.backup_dir.rename(real)
     app.backup_dir.symlink_to(real)
     (real / "identity.sha256").write_text(identity.fingerprint + "\n")
-    result = _run(shell, app, identity_file=identity.path)
+    result = run_script(shell, app, identity_file=identity.path)
     _assert_untouched_refusal(result, app, identity, "BACKUP_DIR", "symbolic link")
 
 
@@ -465,8 +377,8 @@ def test_marker_without_a_fingerprint_is_refused_without_echoing_it(
         "short": identity.fingerprint[:40],
         "upper": identity.fingerprint.upper(),
     }[content]
-    _record_fingerprint(app, value)
-    result = _run(shell, app, identity_file=identity.path)
+    record_fingerprint(app, value)
+    result = run_script(shell, app, identity_file=identity.path)
     _assert_untouched_refusal(result, app, identity, "does not hold a marker value", "64 lowercase hex")
     assert value[:12] not in result.stderr, "the content of a malformed marker is never shown"
 
@@ -474,9 +386,9 @@ def test_marker_without_a_fingerprint_is_refused_without_echoing_it(
 def test_mismatch_shows_only_fingerprint_prefixes(shell, new_app, identity, backup_template) -> None:
     app = new_app(with_backup=True, template=backup_template[0])
     other = hashlib.sha256(b"privkey:" + b"2" * 64).hexdigest()
-    _record_fingerprint(app, other)
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "identity_mismatch", identity.fingerprint[:12] + "...", other[:12] + "...", key=identity)
+    record_fingerprint(app, other)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "identity_mismatch", identity.fingerprint[:12] + "...", other[:12] + "...", key=identity)
     assert identity.fingerprint[:13] not in result.stderr
     assert other[:13] not in result.stderr
 
@@ -487,8 +399,8 @@ def test_mismatch_shows_only_fingerprint_prefixes(shell, new_app, identity, back
 def test_e_local_marker_but_backup_dir_missing_fails_closed(shell, new_app, identity) -> None:
     app = new_app()
     (app.data_dir / ".backup-identity.sha256").write_text(identity.fingerprint + "\n")
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "backup_dir_unavailable", "Not starting empty", "does not exist", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "backup_dir_unavailable", "Not starting empty", "does not exist", key=identity)
     assert not app.db_path.exists()
     assert not app.backup_dir.exists()
 
@@ -497,34 +409,34 @@ def test_e_local_marker_without_identity_also_fails_closed(shell, new_app) -> No
     app = new_app()
     (app.data_dir / ".backup-initialised").write_text("initialised\n")
     app.backup_dir.mkdir()
-    result = _run(shell, app)
-    _assert_exit(result, "replica_missing", "Not starting empty")
+    result = run_script(shell, app)
+    assert_exit(result, "replica_missing", "Not starting empty")
     assert not app.db_path.exists()
 
 
 def test_e_unreadable_backup_dir_fails_closed_even_without_markers(shell, new_app, identity) -> None:
     app = new_app()
     app.backup_dir.write_text("not a directory: what a broken mount looks like to the script")
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "backup_dir_unavailable", "cannot be read", "NFS", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "backup_dir_unavailable", "cannot be read", "NFS", key=identity)
     assert not app.db_path.exists()
 
 
 def test_e_unreadable_replica_fails_closed(shell, new_app, identity, backup_template) -> None:
     app = new_app(with_backup=True, template=backup_template[0])
-    _record_fingerprint(app, identity.fingerprint)
+    record_fingerprint(app, identity.fingerprint)
     level0 = app.replica_dir / "ltx" / "0"
     shutil.rmtree(level0)
     level0.write_text("garbage")
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "replica_unreadable", "cannot be read", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "replica_unreadable", "cannot be read", key=identity)
     assert not app.db_path.exists()
 
 
 def test_e_require_backup_without_backup_fails_closed(shell, new_app, identity) -> None:
     app = new_app()
-    result = _run(shell, app, identity_file=identity.path, require_backup=True)
-    _assert_exit(result, "backup_required", "REQUIRE_BACKUP", key=identity)
+    result = run_script(shell, app, identity_file=identity.path, require_backup=True)
+    assert_exit(result, "backup_required", "REQUIRE_BACKUP", key=identity)
     assert not app.db_path.exists()
     assert not app.backup_dir.exists(), "a refused standby must not write markers"
     assert not (app.data_dir / ".backup-identity.sha256").exists()
@@ -532,9 +444,9 @@ def test_e_require_backup_without_backup_fails_closed(shell, new_app, identity) 
 
 def test_f_fingerprint_without_replica_fails_closed(shell, new_app, identity) -> None:
     app = new_app()
-    _record_fingerprint(app, identity.fingerprint)
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "replica_missing", "Not starting empty", "replica", key=identity)
+    record_fingerprint(app, identity.fingerprint)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "replica_missing", "Not starting empty", "replica", key=identity)
     assert not app.db_path.exists()
     assert not (app.data_dir / ".backup-identity.sha256").exists()
 
@@ -544,11 +456,11 @@ def test_f_fingerprint_without_replica_fails_closed(shell, new_app, identity) ->
 
 def test_corrupt_replica_fails_restore_and_leaves_no_database(shell, new_app, identity, backup_template) -> None:
     app = new_app(with_backup=True, template=backup_template[0])
-    _record_fingerprint(app, identity.fingerprint)
+    record_fingerprint(app, identity.fingerprint)
     for ltx in app.replica_dir.rglob("*.ltx"):
         ltx.write_bytes(ltx.read_bytes()[:100])
-    result = _run(shell, app, identity_file=identity.path)
-    _assert_exit(result, "restore_failed", "restore", key=identity)
+    result = run_script(shell, app, identity_file=identity.path)
+    assert_exit(result, "restore_failed", "restore", key=identity)
     assert not app.db_path.exists()
     assert not Path(f"{app.db_path}.restoring").exists()
 
@@ -563,7 +475,7 @@ def test_a_replica_whose_index_does_not_match_its_table_is_refused(tmp_path: Pat
     break_index(source.db_path)
     replicate_once(LITESTREAM, source.db_path, source.replica_dir)
     source.remove_local_db()
-    result = _run(["sh"], source)
+    result = run_script(["sh"], source)
     assert result.returncode == EXIT["restore_failed"], result.stdout + result.stderr
     assert not source.db_path.exists()
     assert not Path(f"{source.db_path}.restoring").exists()
@@ -581,8 +493,8 @@ def test_a_replica_whose_index_does_not_match_its_table_is_refused(tmp_path: Pat
 )
 def test_bad_invocation_is_a_usage_error(shell, new_app, env, phrase) -> None:
     app = new_app()
-    result = _run(shell, app, extra_env=env)
-    _assert_exit(result, "usage", phrase)
+    result = run_script(shell, app, extra_env=env)
+    assert_exit(result, "usage", phrase)
     assert not app.backup_dir.exists()
 
 
@@ -613,8 +525,8 @@ def test_kill9_under_write_load_loses_at_most_the_last_sync_window(new_app, tmp_
     committed = writer.committed
     app.remove_local_db()  # Litestream's metadata dir stays behind: the script must move it aside
 
-    result = _run(["sh"], app)
-    _assert_exit(result, "ok", "restored", f".{app.db_path.name}-litestream")
+    result = run_script(["sh"], app)
+    assert_exit(result, "ok", "restored", f".{app.db_path.name}-litestream")
     restored = read_rows(app.db_path)
     assert [row_id for row_id, _ in restored] == list(range(1, len(restored) + 1)), "a consistent prefix"
     assert restored == committed[: len(restored)], "restored rows are exactly the committed ones"
@@ -627,163 +539,6 @@ def test_kill9_under_write_load_loses_at_most_the_last_sync_window(new_app, tmp_
     lost_window = killed_at - lost[0][1] if lost else 0.0
     print(f"\nkill -9: committed={len(committed)} restored={len(restored)} lost={len(lost)} ({lost_window:.2f}s)")
 
-
-# --- g. the served witness: a site that has served never starts empty by accident ---------------------------------
-# The markers live on the two volumes they protect; the witness (a ConfigMap Pulumi writes after the first ready
-# rollout, mounted optional) lives outside both. Losing both volumes of a site that has served is refused (exit 24)
-# unless ALLOW_EMPTY_START holds today's UTC date.
-
-
-def _today() -> str:
-    return datetime.datetime.now(datetime.UTC).date().isoformat()
-
-
-def _same_day(before: str) -> None:
-    if _today() != before:
-        pytest.skip("the UTC date changed during the run")
-
-
-def _assert_nothing_written(app: App) -> None:
-    assert not app.db_path.exists()
-    assert not (app.data_dir / ".backup-identity.sha256").exists()
-    assert not (app.data_dir / ".backup-initialised").exists()
-    assert not (app.backup_dir / "identity.sha256").exists()
-    assert not (app.backup_dir / ".backup-initialised").exists()
-
-
-@pytest.mark.parametrize("backup_dir", ["missing", "empty"])
-def test_g_served_site_that_lost_both_volumes_is_refused(shell, new_app, identity, backup_dir) -> None:
-    app = new_app()
-    if backup_dir == "empty":
-        app.backup_dir.mkdir()  # an empty export mounted in place of the real one looks the same
-    today = _today()
-    result = _run(shell, app, identity_file=identity.path, served=True)
-    _same_day(today)
-    _assert_exit(
-        result,
-        "served_no_backup",
-        "REFUSING TO START (exit 24)",
-        "has served before",
-        str(app.served_file),
-        "Not starting empty",
-        f"headscale.allowEmptyStart to {today}",
-        key=identity,
-    )
-    _assert_nothing_written(app)
-    assert app.backup_dir.exists() is (backup_dir == "empty")
-
-
-def test_g_served_site_without_identity_is_refused_too(shell, new_app) -> None:
-    """Headplane's restore (no identity contract) has its own witness and the same refusal."""
-    app = new_app()
-    result = _run(shell, app, served=True)
-    _assert_exit(result, "served_no_backup", "has served before", "allowEmptyStart")
-    _assert_nothing_written(app)
-
-
-def test_g_override_of_today_starts_empty_and_says_so_loudly(shell, new_app, identity) -> None:
-    app = new_app()
-    today = _today()
-    result = _run(shell, app, identity_file=identity.path, served=True, allow_empty_start=today)
-    _same_day(today)
-    _assert_exit(
-        result,
-        "ok",
-        f"!!! OVERRIDE: ALLOW_EMPTY_START={today}",
-        "!!! STARTING EMPTY",
-        "!!! Remove headscale.allowEmptyStart",
-        "!!! STARTED EMPTY",
-        key=identity,
-    )
-    assert "first start: no local database" not in result.stderr, "not reported as an ordinary first start"
-    assert not app.db_path.exists(), "the application creates its database, the script does not"
-    # Recorded like any first start, so the next restart restores or serves instead of asking again.
-    assert (app.backup_dir / "identity.sha256").read_text() == identity.fingerprint + "\n"
-    assert (app.data_dir / ".backup-identity.sha256").read_text() == identity.fingerprint + "\n"
-    # The application then writes its database; a restart with the override still set serves it and says so.
-    insert_rows(app.db_path, 3)
-    again = _run(shell, app, identity_file=identity.path, served=True, allow_empty_start=today)
-    _assert_exit(again, "ok", "serving existing database", "ALLOW_EMPTY_START", "Remove the override", key=identity)
-    assert "STARTING EMPTY" not in again.stderr
-
-
-@pytest.mark.parametrize("stale", ["2000-01-01", "2999-12-31"])
-def test_g_an_override_left_set_on_another_day_has_no_effect(shell, new_app, identity, stale) -> None:
-    app = new_app()
-    result = _run(shell, app, identity_file=identity.path, served=True, allow_empty_start=stale)
-    _assert_exit(
-        result, "served_no_backup", f"ALLOW_EMPTY_START={stale} is not today's date", "no effect", key=identity
-    )
-    _assert_nothing_written(app)
-
-
-def test_g_not_served_yet_first_starts_as_before(shell, new_app, identity) -> None:
-    """The witness ConfigMap is absent before the first ready rollout: the kubelet mounts an empty directory."""
-    app = new_app()
-    result = _run(shell, app, identity_file=identity.path, served=False)
-    _assert_exit(result, "ok", "first start: no local database and no backup", key=identity)
-    assert "OVERRIDE" not in result.stderr
-    assert (app.backup_dir / "identity.sha256").read_text() == identity.fingerprint + "\n"
-
-
-def test_g_served_site_with_a_backup_restores_as_before(shell, new_app, identity, backup_template) -> None:
-    template, rows = backup_template
-    app = new_app(with_backup=True, template=template)
-    _record_fingerprint(app, identity.fingerprint)
-    result = _run(shell, app, identity_file=identity.path, served=True)
-    _assert_exit(result, "ok", "restored", key=identity)
-    assert read_rows(app.db_path) == rows
-
-
-def test_g_served_site_with_its_database_serves_it_as_before(shell, new_app, identity, backup_template) -> None:
-    app = new_app(with_backup=True, with_local_db=True, template=backup_template[0])
-    _record_fingerprint(app, identity.fingerprint)
-    before = _local_state(app)
-    result = _run(shell, app, identity_file=identity.path, served=True)
-    _assert_exit(result, "ok", "serving existing database", key=identity)
-    assert _local_state(app) == before
-
-
-def test_g_a_standby_keeps_its_own_refusal(shell, new_app, identity) -> None:
-    app = new_app()
-    result = _run(shell, app, identity_file=identity.path, require_backup=True, served=True)
-    _assert_exit(result, "backup_required", "REQUIRE_BACKUP", key=identity)
-
-
-def test_g_markers_still_decide_before_the_witness(shell, new_app, identity) -> None:
-    """A local marker with the backup directory gone keeps its own refusal (20) and remedy."""
-    app = new_app()
-    (app.data_dir / ".backup-identity.sha256").write_text(identity.fingerprint + "\n")
-    result = _run(shell, app, identity_file=identity.path, served=True, allow_empty_start=_today())
-    _assert_exit(result, "backup_dir_unavailable", "does not exist", key=identity)
-
-
-@pytest.mark.parametrize(
-    ("setup", "phrase"),
-    [
-        ("garbage", "does not hold 'true'"),
-        ("no-mount", "Check the witness volume mount"),
-        ("relative", "SERVED_FILE must be an absolute path"),
-        ("bad-date", "ALLOW_EMPTY_START must be empty or a UTC date"),
-    ],
-)
-def test_g_a_broken_witness_or_override_is_a_usage_error(shell, new_app, backup_template, setup, phrase) -> None:
-    """Fail closed even when a database is there: a broken witness must be fixed, never read as "not served"."""
-    app = new_app(with_backup=True, with_local_db=True, template=backup_template[0])
-    env: dict[str, str] = {}
-    kwargs: dict[str, Any] = {}
-    if setup == "garbage":
-        app.witness(True, value="privkey:" + "a" * 64)
-        env["SERVED_FILE"] = str(app.served_file)
-    elif setup == "no-mount":
-        env["SERVED_FILE"] = str(app.root / "not-mounted" / "served")
-    elif setup == "relative":
-        env["SERVED_FILE"] = "served-witness/served"
-    else:
-        kwargs["allow_empty_start"] = "tomorrow"
-    result = _run(shell, app, extra_env=env, **kwargs)
-    _assert_exit(result, "usage", phrase)
-    assert "privkey" not in result.stderr, "the content of a malformed witness is never shown"
 
 
 @needs_litestream

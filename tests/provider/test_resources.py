@@ -1,32 +1,26 @@
-"""The dynamic providers' create/read/diff/update/delete paths against the fake server, both versions."""
+"""The dynamic providers' create/read/diff/update/delete paths against the fake server, both versions.
+
+The providers and the server itself (its release, a server that does not answer, the server the stack config names)
+are tested in test_resources_server.py; the sample properties both modules use are in
+tests/support/provider_resources.py.
+"""
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
-import threading
-import time
-from collections.abc import Callable
 
 import dill
 import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from headscale_ha.provider.base import (
-    StackSettings,
-    forget_shared_clients,
-)
 from headscale_ha.provider.client import (
-    CONNECT_TIMEOUT,
-    PROBE_RETRIES,
     HeadscaleClient,
     HeadscaleError,
     TransientError,
     UnreachableError,
-    UnsupportedError,
     api_key_prefix,
 )
 from headscale_ha.provider.resources import (
@@ -38,29 +32,16 @@ from headscale_ha.provider.resources import (
     UserProvider,
     duration,
 )
-from tests.support.fake_headscale import FakeHeadscale, Unreachable
-
-KEY_PROPS = {
-    "user": None,
-    "reusable": True,
-    "ephemeral": False,
-    "aclTags": ["tag:router"],
-    "lifetime": "168h",
-    "rotateBefore": "24h",
-    "recreateIfInvalid": "reusableOnly",
-}
-POLICY = '{"acls": [{"action": "accept", "src": ["alice@"], "dst": ["alice@:*"]}]}'
-OTHER_POLICY = '{"acls": []}'
-
-
-def _live_keys(fake, clock) -> list:
-    with fake.lock:
-        return [k for k in fake.preauth_keys.values() if not _expired(k, clock)]
-
-
-def _expired(key, clock) -> bool:
-    expiration = getattr(key, "expiration", None)
-    return expiration is None or expiration <= clock.now
+from tests.support.fake_headscale import Unreachable
+from tests.support.provider_resources import (
+    KEY_PROPS,
+    OTHER_POLICY,
+    POLICY,
+    ROUTER_KEY,
+    live_keys,
+    policy_props,
+    stack_config,
+)
 
 
 @pytest.fixture
@@ -161,12 +142,6 @@ def test_an_oidc_namesake_is_refused_not_adopted(providers, client, fake) -> Non
     assert [u.id for u in client.list_users(name="frida")] == [oidc.id]
 
 
-def _stack_config(fake, **values) -> ConfigureRequest:
-    """A ConfigureRequest as the engine sends it: the whole stack config, structured values as JSON text."""
-    config = {"headscale-ha:bootstrapApiKey": fake.admin_key, "headscale-ha:headscaleApiUrl": fake.url}
-    for key, value in values.items():
-        config[f"headscale-ha:{key}"] = value if isinstance(value, str) else json.dumps(value)
-    return ConfigureRequest(Config(config, "headscale-ha"))
 
 
 def _user_config(force: bool) -> dict:
@@ -181,7 +156,7 @@ def test_a_demoted_stack_forgets_its_users_and_deletes_nothing(with_nodes: bool,
     if with_nodes:
         fake.register_node("bob-laptop", user="bob")
     users = UserProvider()
-    users.configure(_stack_config(fake, role="standby", tailnet=_user_config(True)))
+    users.configure(stack_config(fake, role="standby", tailnet=_user_config(True)))
     fake.reset_requests()
     users.delete(bob.id, {"name": "bob", "displayName": "", "email": "", "forceDelete": True, "userId": bob.id})
     assert fake.requests == [], "not even a listing"
@@ -215,7 +190,7 @@ def test_force_delete_is_the_active_configs_word(listed, in_state, deleted, fake
     fake.register_node("bob-laptop", user="bob")
     tailnet = _user_config(bool(listed)) if listed is not None else {"users": []}
     users = UserProvider()
-    users.configure(_stack_config(fake, role="active", tailnet=tailnet))
+    users.configure(stack_config(fake, role="active", tailnet=tailnet))
     users.delete(bob.id, {"name": "bob", "forceDelete": in_state})
     assert (client.find_user("bob") is None) is deleted
     assert (client.list_nodes() == []) is deleted
@@ -328,9 +303,9 @@ def test_a_lost_create_response_leaves_no_second_live_key(kind: str, providers, 
     with pytest.raises(TransientError) as caught:
         keys.create(dict(KEY_PROPS))
     assert "CreatePreAuthKey" in str(caught.value)
-    assert _live_keys(fake, clock) == [], "the key minted by the lost call was expired"
+    assert live_keys(fake, clock) == [], "the key minted by the lost call was expired"
     created = keys.create(dict(KEY_PROPS))
-    assert [str(k.id) for k in _live_keys(fake, clock)] == [created.id]
+    assert [str(k.id) for k in live_keys(fake, clock)] == [created.id]
 
 
 # ------------------------------------------------------------------------------------------------ API keys
@@ -403,24 +378,23 @@ def test_node_tags_are_set(providers, client, fake) -> None:
 # ------------------------------------------------------------------------------------------------ policy
 
 
-def _policy_props(mode: str = "apply", **extra) -> dict:
-    return {"policy": POLICY, "mode": mode, "overwriteExisting": False, "resetOnDestroy": False, **extra}
+
 
 
 def test_apply_writes_and_a_no_op_diff_reads_once(providers, client, fake) -> None:
     policies = providers(PolicyProvider)
-    created = policies.create(_policy_props())
+    created = policies.create(policy_props())
     assert client.get_policy().text == POLICY
     assert created.outs["appliedSha256"] == hashlib.sha256(POLICY.encode()).hexdigest()
     fake.reset_requests()
-    assert policies.diff("policy", created.outs, _policy_props()).changes is False
+    assert policies.diff("policy", created.outs, policy_props()).changes is False
     assert [(r.method, r.path) for r in fake.requests] == [("GET", "/api/v1/policy")]
 
 
 def test_dry_run_writes_nothing_and_shows_the_diff(providers, client, fake) -> None:
     client.set_policy(OTHER_POLICY)
     fake.reset_requests()
-    created = providers(PolicyProvider).create(_policy_props("dryRun"))
+    created = providers(PolicyProvider).create(policy_props("dryRun"))
     assert all(r.method == "GET" for r in fake.requests)
     assert client.get_policy().text == OTHER_POLICY
     assert "-" + OTHER_POLICY in created.outs["liveDiff"]
@@ -429,47 +403,47 @@ def test_dry_run_writes_nothing_and_shows_the_diff(providers, client, fake) -> N
 
 def test_a_policy_edited_elsewhere_is_not_overwritten(providers, client) -> None:
     policies = providers(PolicyProvider)
-    created = policies.create(_policy_props())
+    created = policies.create(policy_props())
     client.set_policy(OTHER_POLICY)  # e.g. an edit in Headplane
-    assert policies.diff("policy", created.outs, _policy_props()).changes is True
+    assert policies.diff("policy", created.outs, policy_props()).changes is True
     with pytest.raises(ProviderError, match="differs from the one this stack last applied"):
-        policies.update("policy", created.outs, _policy_props())
+        policies.update("policy", created.outs, policy_props())
     assert client.get_policy().text == OTHER_POLICY
-    policies.update("policy", created.outs, _policy_props(overwriteExisting=True))
+    policies.update("policy", created.outs, policy_props(overwriteExisting=True))
     assert client.get_policy().text == POLICY
 
 
 def test_an_existing_foreign_policy_blocks_the_first_apply(providers, client) -> None:
     client.set_policy(OTHER_POLICY)
     with pytest.raises(ProviderError, match="overwriteExisting"):
-        providers(PolicyProvider).create(_policy_props())
+        providers(PolicyProvider).create(policy_props())
     assert client.get_policy().text == OTHER_POLICY
 
 
 def test_a_lost_set_response_is_not_mistaken_for_a_foreign_edit(providers, client, fake) -> None:
     policies = providers(PolicyProvider)
-    created = policies.create(_policy_props())
+    created = policies.create(policy_props())
     newer = POLICY.replace("alice@:*", "alice@:22")
     # Every attempt (the first and both retries) is applied, and every answer is lost.
     fake.inject(path="/api/v1/policy", method="PUT", kind="reset", after_apply=True, times=3)
     with pytest.raises(TransientError):
-        policies.update("policy", created.outs, _policy_props(policy=newer))
+        policies.update("policy", created.outs, policy_props(policy=newer))
     # The write happened; the next run finds it live and treats it as applied.
-    updated = policies.update("policy", created.outs, _policy_props(policy=newer))
+    updated = policies.update("policy", created.outs, policy_props(policy=newer))
     assert updated.outs["appliedSha256"] == hashlib.sha256(newer.encode()).hexdigest()
 
 
 def test_an_invalid_policy_is_refused_before_anything_changes(providers, client) -> None:
     policies = providers(PolicyProvider)
-    created = policies.create(_policy_props())
+    created = policies.create(policy_props())
     with pytest.raises(HeadscaleError):
-        policies.update("policy", created.outs, _policy_props(policy="{not json"))
+        policies.update("policy", created.outs, policy_props(policy="{not json"))
     assert client.get_policy().text == POLICY
 
 
 def test_destroy_leaves_the_policy_unless_asked(providers, client) -> None:
     policies = providers(PolicyProvider)
-    created = policies.create(_policy_props())
+    created = policies.create(policy_props())
     policies.delete("policy", created.outs)
     assert client.get_policy().text == POLICY
     policies.delete("policy", {**created.outs, "resetOnDestroy": True})
@@ -484,7 +458,7 @@ def test_file_mode_servers_refuse_with_their_message(clock) -> None:
         server.policy_text = "{}"  # the file the server was started with
         client = HeadscaleClient(server.url, server.admin_key, retries=0)
         with pytest.raises(HeadscaleError, match="update is disabled for modes other than 'database'"):
-            PolicyProvider().use(client, clock=clock).create(_policy_props())
+            PolicyProvider().use(client, clock=clock).create(policy_props())
 
 
 # ------------------------------------------------------------------------------------------------ serialization
@@ -511,7 +485,7 @@ def test_a_create_that_times_out_but_lands_late_leaves_no_live_key(fake, clock) 
     fake.inject(path="/api/v1/preauthkey", method="POST", kind="latency", delay=0.6)
     with pytest.raises(TransientError):
         keys.create(dict(KEY_PROPS))
-    assert _live_keys(fake, clock) == [], "the key the server minted after the timeout was expired too"
+    assert live_keys(fake, clock) == [], "the key the server minted after the timeout was expired too"
 
 
 def test_every_resource_reads_its_live_state(providers, client, fake) -> None:
@@ -524,7 +498,7 @@ def test_every_resource_reads_its_live_state(providers, client, fake) -> None:
     node_provider = providers(NodeSettingsProvider)
     node = node_provider.create({"nodeName": "box", "user": "gina", "givenName": "box-1", "deleteOnDestroy": False})
     policy_provider = providers(PolicyProvider)
-    policy = policy_provider.create(_policy_props("dryRun"))
+    policy = policy_provider.create(policy_props("dryRun"))
     assert providers(UserProvider).read(user.id, user.outs).outs["displayName"] == "G"
     assert key_provider.read(key.id, key.outs).outs["expiration"] == key.outs["expiration"]
     assert api_provider.read(api.id, api.outs).id == api.id
@@ -538,78 +512,8 @@ def test_every_resource_reads_its_live_state(providers, client, fake) -> None:
     assert node_provider.read(node.id, node.outs).id is None
 
 
-# ------------------------------------------------------------------------------------------------ live version
-
-
-def _configured(kind, fake, version: str):
-    provider = kind(api_url=fake.url, version=version)
-    provider.configure(ConfigureRequest(Config({"headscale-ha:bootstrapApiKey": fake.admin_key}, "headscale-ha")))
-    return provider
-
-
-@pytest.mark.parametrize(
-    ("server", "reported", "pin", "fragment"),
-    [
-        ("0.28.0", None, "0.29.2", "runs v0.28.0 (minor 0.28) but the stack pins 0.29"),
-        ("0.29.2", None, "0.28.0", "runs v0.29.2 (minor 0.29) but the stack pins 0.28"),
-        ("0.29.2", "v0.27.1", "0.29.2", "runs v0.27.1, which this provider does not speak (0.28, 0.29)"),
-        ("0.29.2", "v0.30.0", "0.29.2", "runs v0.30.0, which this provider does not speak (0.28, 0.29)"),
-    ],
-)
-def test_providers_refuse_a_server_that_is_not_the_pinned_release(server, reported, pin, fragment, clock) -> None:
-    with FakeHeadscale(version=server, reported_version=reported, now=clock) as fake:
-        policies = _configured(PolicyProvider, fake, pin)
-        with pytest.raises(UnsupportedError) as caught:
-            policies.create(_policy_props())
-        assert fragment in str(caught.value)
-        keys = _configured(PreAuthKeyProvider, fake, pin)
-        with pytest.raises(UnsupportedError, match=r"does not speak|but the stack pins"):
-            keys.create(dict(KEY_PROPS))
-        assert [r.path for r in fake.requests] == ["/version"] * 2, "asked once per write, nothing read or written"
-        assert fake.policy_text is None
-
-
-def test_every_provider_of_a_run_shares_one_client_and_one_fetch_per_listing(fake, clock) -> None:
-    """As the engine does: several resources of several kinds diffed on parallel threads of one process."""
-    seeded = _configured(PreAuthKeyProvider, fake, fake.version)
-    created = [seeded.use(seeded.client, clock=clock).create(dict(KEY_PROPS)) for _ in range(3)]
-    fake.reset_requests()
-    forget_shared_clients()  # a new run
-    keys = _configured(PreAuthKeyProvider, fake, fake.version)
-    users = _configured(UserProvider, fake, fake.version)
-    assert keys.client is users.client, "one client per server, key and pin in a process"
-    keys.use(keys.client, clock=clock)
-    fake.inject(path="/api/v1/preauthkey", method="GET", kind="latency", delay=0.3, times=1)
-    start = threading.Barrier(len(created) + 2)
-    errors: list[BaseException] = []
-
-    def diff_key(result) -> None:
-        start.wait()
-        try:
-            keys.diff(result.id, result.outs, dict(KEY_PROPS))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    def read_user() -> None:
-        start.wait()
-        users.read("1", {"name": "nobody"})
-
-    threads = [threading.Thread(target=diff_key, args=(c,)) for c in created]
-    threads += [threading.Thread(target=read_user) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    paths = [r.path for r in fake.requests]
-    assert paths.count("/version") == 1
-    assert paths.count("/api/v1/preauthkey") == 1
-    assert paths.count("/api/v1/user") == 1
-
 
 # ------------------------------------------------------------------------------------------------ orphan clean-up
-
-ROUTER_KEY = {**KEY_PROPS, "reusable": False, "aclTags": ["tag:subnet-router-hydra"], "recreateIfInvalid": "always"}
 
 
 def test_a_failed_second_replica_key_keeps_the_first(providers, fake, clock, capsys) -> None:
@@ -621,7 +525,7 @@ def test_a_failed_second_replica_key_keeps_the_first(providers, fake, clock, cap
     fake.inject(path="/api/v1/preauthkey", method="POST", kind="status", status=503, after_apply=True)
     with pytest.raises(TransientError, match="CreatePreAuthKey"):
         keys.create(dict(ROUTER_KEY))
-    assert [str(k.id) for k in _live_keys(fake, clock)] == [first.id], "the first replica's key is kept"
+    assert [str(k.id) for k in live_keys(fake, clock)] == [first.id], "the first replica's key is kept"
     with fake.lock:
         assert len(fake.preauth_keys) == 1, "the orphan was expired and deleted"
     assert "expired the key that call minted" in capsys.readouterr().err
@@ -656,159 +560,3 @@ def test_a_create_that_was_not_sent_cleans_up_nothing(fake, clock) -> None:
             keys.create(dict(ROUTER_KEY))
         assert keys.client.calls.by_call == {"Version": 2}, "no listing for orphans: nothing can have been minted"
 
-
-# ------------------------------------------------------------------------------------------------ an unreachable server
-
-USER = {"name": "alice", "displayName": "", "email": "", "forceDelete": False}
-API_KEY_PROPS = {"lifetime": "90d", "rotateBefore": "14d", "prefix": "abcdefghijkl"}
-NODE = {"nodeName": "box", "user": None, "tags": None, "approvedRoutes": None, "givenName": None}
-
-
-def _every_resource() -> list[tuple[type, str, dict]]:
-    """One resource of each kind, as its state would hold it."""
-    return [
-        (UserProvider, "1", USER),
-        (PreAuthKeyProvider, "2", ROUTER_KEY),
-        (ApiKeyProvider, "3", API_KEY_PROPS),
-        (NodeSettingsProvider, "4", {**NODE, "deleteOnDestroy": False}),
-        (PolicyProvider, "policy", {**_policy_props(), "liveSha256": "x"}),
-    ]
-
-
-def _down_config(url: str, **values) -> ConfigureRequest:
-    config = {"headscale-ha:bootstrapApiKey": "hskey-api-abcdefghijkl-" + "s" * 64, "headscale-ha:headscaleApiUrl": url}
-    config["headscale-ha:headscale"] = json.dumps({"version": "0.29.2"})
-    config.update(values)
-    return ConfigureRequest(Config(config, "headscale-ha"))
-
-
-@pytest.mark.parametrize("mode", ["refuse", "blackhole"])
-def test_diff_and_read_survive_a_server_that_does_not_answer(mode: str, capsys) -> None:
-    """What a preview of the promotion does with the lost active's URL: every diff and read reports no change and
-    says why on stderr; the version probe is sent once for the whole run, and the run takes one connect timeout at
-    most (blackhole: the default CONNECT_TIMEOUT, 3 s) instead of one per resource."""
-    with Unreachable(mode) as down:
-        started = time.monotonic()
-        clients = set()
-        for kind, id_, props in _every_resource():
-            provider = kind()
-            provider.configure(_down_config(down.url))
-            clients.add(id(provider.client))
-            diff = provider.diff(id_, dict(props), dict(props))
-            assert (diff.changes, diff.replaces) == (False, [])
-            read = provider.read(id_, dict(props))
-            assert (read.id, read.outs) == (id_, props)
-        elapsed = time.monotonic() - started
-        (client,) = {provider.client}
-    assert len(clients) == 1, "one client for the server: one probe, one remembered failure"
-    assert client.calls.by_call == {"Version": 1 + PROBE_RETRIES if mode == "refuse" else 1}
-    assert elapsed < (1.5 if mode == "refuse" else CONNECT_TIMEOUT + 1.5)
-    lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 9, "one line per diff and per read that needed the server (a user's diff does not)"
-    assert all(down.url in line and "reports no change" in line for line in lines)
-    assert all("s" * 20 not in line for line in lines), "never the key"
-    assert "User 1: read reports no change" in lines[0]
-    assert "PreAuthKey 2: diff reports no change" in lines[1]
-
-
-def _write_fails_fast(down: Unreachable, write: Callable[[], object]) -> None:
-    started = time.monotonic()
-    with pytest.raises(UnreachableError, match=re.escape(down.url)):
-        write()
-    assert time.monotonic() - started < 1.0, "one probe (and its one retry), never a success"
-
-
-def test_writes_fail_fast_naming_the_url() -> None:
-    """Each write asks the server once more (it may be back) and fails at once when it is not."""
-    with Unreachable("refuse") as down:
-        for kind, id_, props in _every_resource():
-            provider = kind()
-            provider.configure(_down_config(down.url))
-            provider.client.backoff = 0.01  # the shared client's pause before its one retry (0.5 s): kept short here
-            _write_fails_fast(down, lambda p=provider, v=props: p.create(dict(v)))
-            gone = dict(props) | {"deleteOnDestroy": True, "resetOnDestroy": True}
-            _write_fails_fast(down, lambda p=provider, i=id_, v=gone: p.delete(i, v))
-        users = UserProvider()
-        users.configure(_down_config(down.url))
-        _write_fails_fast(down, lambda: users.update("1", USER, {**USER, "name": "alicia"}))
-        assert users.client.calls.by_call == {"Version": 11 * (1 + PROBE_RETRIES)}
-
-
-def test_a_server_back_within_the_memory_is_written_to(fake, clock, capsys) -> None:
-    """A crash-looping Headscale that the same `up` fixes (or an upgrade that rolls out meanwhile): the diffs that
-    ran while it failed reported no change; the create that comes after the rollout asks again and succeeds."""
-    keys = PreAuthKeyProvider(version=fake.version)
-    keys.configure(_stack_config(fake))
-    keys.use(keys.client, clock=clock)
-    created = keys.create(dict(ROUTER_KEY))
-    forget_shared_clients()
-    keys.configure(_stack_config(fake))
-    keys.use(keys.client, clock=clock)
-    fake.inject(path="/version", kind="status", status=503, times=1 + PROBE_RETRIES)
-    assert keys.diff(created.id, created.outs, dict(ROUTER_KEY)).changes is False
-    assert keys.read(created.id, created.outs).outs == created.outs, "remembered: not asked again"
-    assert "is not serving" in capsys.readouterr().err
-    second = keys.create(dict(ROUTER_KEY))
-    assert {str(k.id) for k in _live_keys(fake, clock)} == {created.id, second.id}
-    assert [r.path for r in fake.requests].count("/version") == 2 + (1 + PROBE_RETRIES)
-
-
-def test_a_half_upgraded_server_is_diffed_as_unchanged_and_written_to_never(fake, clock, capsys) -> None:
-    """Preview of a minor upgrade: the config pins the new minor, the server still runs the old one."""
-    other = "0.28.0" if fake.version == "0.29.2" else "0.29.2"
-    seeded = PreAuthKeyProvider().use(HeadscaleClient(fake.url, fake.admin_key), clock=clock)
-    created = seeded.create(dict(ROUTER_KEY))
-    keys = PreAuthKeyProvider(version=fake.version)
-    keys.configure(_stack_config(fake, headscale={"version": other}))
-    assert keys.diff(created.id, created.outs, dict(ROUTER_KEY)).changes is False
-    assert keys.read(created.id, created.outs).outs == created.outs
-    assert f"but the stack pins {other.rsplit('.', 1)[0]}" in capsys.readouterr().err
-    with pytest.raises(UnsupportedError, match="but the stack pins"):
-        keys.delete(created.id, created.outs)
-    assert [str(k.id) for k in _live_keys(fake, clock)] == [created.id]
-
-
-# ------------------------------------------------------------------------------------------------ the config decides
-
-
-def test_the_stack_config_wins_over_the_pickled_url_and_pin(fake, clock) -> None:
-    """A resource created before a minor upgrade (or a URL change) carries the old provider in its state; its read,
-    diff and delete run with the config of today."""
-    other = "0.28.0" if fake.version == "0.29.2" else "0.29.2"
-    with Unreachable("refuse") as old:
-        created = (
-            PreAuthKeyProvider().use(HeadscaleClient(fake.url, fake.admin_key), clock=clock).create(dict(ROUTER_KEY))
-        )
-        stale = dill.loads(base64.b64decode(serialize_provider(PreAuthKeyProvider(api_url=old.url, version=other))))
-        stale.configure(_stack_config(fake, headscale={"version": fake.version}))
-        assert (stale.client.base_url, stale.client.version) == (fake.url, fake.version.rsplit(".", 1)[0])
-        stale.use(stale.client, clock=clock)
-        assert stale.diff(created.id, created.outs, dict(ROUTER_KEY)).changes is False
-        assert stale.read(created.id, created.outs).id == created.id
-        stale.delete(created.id, created.outs)
-    assert _live_keys(fake, clock) == []
-
-
-def test_the_pickled_url_and_pin_are_the_fallback(fake) -> None:
-    provider = PolicyProvider(api_url=fake.url, version=fake.version)
-    provider.configure(ConfigureRequest(Config({"headscale-ha:bootstrapApiKey": fake.admin_key}, "headscale-ha")))
-    assert (provider.client.base_url, provider.client.version) == (fake.url, fake.version.rsplit(".", 1)[0])
-
-
-def test_stack_settings_read_what_the_engine_sends() -> None:
-    tailnet = {"publicHostname": "headscale.example.com", "users": [{"name": "alice", "forceDelete": True}]}
-    config = Config(
-        {
-            "headscale-ha:tailnet": json.dumps(tailnet),
-            "headscale-ha:headscale": json.dumps({"version": "0.29.2", "image": "x"}),
-            "headscale-ha:role": "active",
-        },
-        "headscale-ha",
-    )
-    settings = StackSettings.from_config(config)
-    assert settings.api_url == "https://headscale.example.com", "program/args.py api_url's default"
-    assert (settings.version, settings.role) == ("0.29.2", "active")
-    assert settings.users == {"alice": {"name": "alice", "forceDelete": True}}
-    explicit = StackSettings.from_config(Config({"headscale-ha:headscaleApiUrl": "http://10.0.0.1:8080"}, "p"))
-    assert (explicit.api_url, explicit.version, explicit.users) == ("http://10.0.0.1:8080", None, None)
-    assert StackSettings.from_config(Config({"headscale-ha:headscale": "{not json"}, "p")).version is None

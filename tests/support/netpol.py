@@ -80,29 +80,28 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     unknown = set(selector) - {"matchLabels", "matchExpressions"}
     if unknown:
         raise PolicyError(f"label selector with unknown fields {sorted(unknown)}")
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
-        if operator in ("In", "NotIn") and not values:
-            raise PolicyError(f"matchExpressions {key} {operator} needs values")
-        if operator in ("Exists", "DoesNotExist") and values:
-            raise PolicyError(f"matchExpressions {key} {operator} takes no values")
-        present = key in labels
-        if operator == "In":
-            ok = present and labels[key] in values
-        elif operator == "NotIn":
-            ok = not present or labels[key] not in values
-        elif operator == "Exists":
-            ok = present
-        elif operator == "DoesNotExist":
-            ok = not present
-        else:
-            raise PolicyError(f"matchExpressions operator {operator!r} is not In, NotIn, Exists or DoesNotExist")
-        if not ok:
-            return False
-    return True
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expression_holds(expression, labels) for expression in selector.get("matchExpressions") or [])
+
+
+def _expression_holds(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """One matchExpressions entry, refused as the API server refuses it (values with In and NotIn only)."""
+    key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+    if operator in ("In", "NotIn") and not values:
+        raise PolicyError(f"matchExpressions {key} {operator} needs values")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise PolicyError(f"matchExpressions {key} {operator} takes no values")
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    raise PolicyError(f"matchExpressions operator {operator!r} is not In, NotIn, Exists or DoesNotExist")
 
 
 def _namespace_labels(namespaces: Mapping[str, Mapping[str, str]], name: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import requests
 
-import tests.support.fake_headscale as fake_module
+import tests.support.fake_headscale.server as fake_module
 from tests.support.fake_headscale import TAGGED_DEVICES_USER_ID, FakeHeadscale
 
 VERSIONS = ("0.28.0", "0.29.2")
