@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components.backup_volume import claim_name as backup_claim_name
+from headscale_ha.components import backup_volume
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream import (
     LITESTREAM_METRICS_PORT,
@@ -87,7 +87,7 @@ def backed_up_volume(
             data_volume=DATA_VOLUME,
             data_mount=data_dir,
             pvc_name=claim_name if claim is not None else None,
-            backup_claim=backup_claim_name(backup.nfs),
+            backup_claim=backup_volume.claim_name(backup.nfs),
             identity_fingerprint=identity_fingerprint,
             backup_key=backup_key,
             require_backup=require_backup,
@@ -107,7 +107,7 @@ def backed_up_volume(
                 app=app,
                 namespace=meta["namespace"],
                 image=backup.litestream.image,
-                backup_claim=backup_claim_name(backup.nfs),
+                backup_claim=backup_volume.claim_name(backup.nfs),
                 schedule=backup.rehearsal.schedule,
                 max_age_seconds=int(parse_go_duration(backup.rehearsal.max_age, argument="maxAge") // 1_000_000_000),
                 resources=backup.litestream.restore_resources,

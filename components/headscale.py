@@ -19,8 +19,8 @@ from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.headscale_config import (
     PASSWORD_ENV,
     STUN_PORT,
-    DnsSettings,
-    HeadscaleConfigArgs,
+    HeadscaleConfigInput,
+    HeadscaleDns,
     HeadscalePaths,
     PostgresConnection,
     SqliteDatabase,
@@ -303,14 +303,14 @@ def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.Resour
     return pulumi.Output.secret(key.hex.apply(lambda value: f"privkey:{value}"))
 
 
-def headscale_config_args(args: HeadscaleServerArgs) -> HeadscaleConfigArgs:
+def headscale_config_input(args: HeadscaleServerArgs) -> HeadscaleConfigInput:
     """The renderer's inputs: the args' own, plus where this pod mounts the database and the key files."""
     database: SqliteDatabase | PostgresConnection
     if isinstance(args.database, SqliteStorage):
         database = SqliteDatabase(path=f"{PATHS.data_dir}/{DB_FILE}")
     else:
         database = args.database.connection
-    return HeadscaleConfigArgs(
+    return HeadscaleConfigInput(
         server_hostname=args.server_hostname,
         version=args.version,
         prefixes=args.prefixes,
@@ -318,7 +318,7 @@ def headscale_config_args(args: HeadscaleServerArgs) -> HeadscaleConfigArgs:
         log_level=args.log_level,
         derp=args.derp,
         oidc=args.oidc,
-        dns=DnsSettings(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
+        dns=HeadscaleDns(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
         database=database,
         paths=PATHS,
         policy_file=args.policy_file is not None,
@@ -395,7 +395,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             )
 
         sqlite = args.database if isinstance(args.database, SqliteStorage) else None
-        config_text = headscale_config_yaml(headscale_config_args(args))
+        config_text = headscale_config_yaml(headscale_config_input(args))
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata={**meta, "name": CONFIG_MAP},
