@@ -103,19 +103,29 @@ def backed_up_volume(
     if backup.rehearsal.enabled:
         rehearsal = RestoreRehearsal(
             f"{name}-rehearsal",
-            RestoreRehearsalArgs(
-                app=app,
-                namespace=meta["namespace"],
-                image=backup.litestream.image,
-                backup_claim=backup_volume.claim_name(backup.nfs),
-                schedule=backup.rehearsal.schedule,
-                max_age_seconds=int(parse_go_duration(backup.rehearsal.max_age, argument="maxAge") // 1_000_000_000),
-                resources=backup.litestream.restore_resources,
-                cluster=cluster,
-                scratch_size=size,
-                backup_key_secret=backup_key_secret(app) if backup_key is not None else None,
-                manifest_max_age_seconds=duration_seconds(backup.auth.max_age, argument="backup.auth.maxAge"),
-            ),
+            rehearsal_args(litestream.args, cluster=cluster, scratch_size=size),
             opts=pulumi.ResourceOptions(parent=parent),
         )
     return BackedUpVolume(volume=volume, claim=claim, backup=litestream, rehearsal=rehearsal)
+
+
+def rehearsal_args(
+    backup: LitestreamBackupArgs, *, cluster: ClusterSettings, scratch_size: str
+) -> RestoreRehearsalArgs:
+    """The rehearsal of the Litestream backup ``backup``: on the schedule of its ``settings.rehearsal``, with the
+    restore's image and resources, placed by ``cluster``, with room for a restored copy of the database
+    (``scratch_size``), and with the restore's manifest checks when the backup is signed."""
+    settings = backup.settings
+    return RestoreRehearsalArgs(
+        app=backup.app,
+        namespace=backup.namespace,
+        image=settings.litestream.image,
+        backup_claim=backup.backup_claim,
+        schedule=settings.rehearsal.schedule,
+        max_age_seconds=int(parse_go_duration(settings.rehearsal.max_age, argument="maxAge") // 1_000_000_000),
+        resources=settings.litestream.restore_resources,
+        cluster=cluster,
+        scratch_size=scratch_size,
+        backup_key_secret=backup_key_secret(backup.app) if backup.backup_key is not None else None,
+        manifest_max_age_seconds=duration_seconds(settings.auth.max_age, argument="backup.auth.maxAge"),
+    )
