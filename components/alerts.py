@@ -157,11 +157,25 @@ class AlertScope:
     def __post_init__(self) -> None:
         for name in ("namespace", "routers_namespace"):
             _require_label(name, getattr(self, name))
+        self._check_routers()
+        self._check_apps()
+        for name in ("serving", "rehearsal"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: {getattr(self, name)!r} must be True or False")
+        self._check_watched_objects()
+        for name in ("api_key_rotate_before_seconds", "replication_lag_seconds", "rehearsal_deadline_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}: {value!r} must be a positive whole number of seconds")
+
+    def _check_routers(self) -> None:
         if not isinstance(self.routers_statefulsets, tuple) or not self.routers_statefulsets:
             raise ValueError(f"routers_statefulsets: {self.routers_statefulsets!r} must be a non-empty tuple of names")
         for router in self.routers_statefulsets:
             if not isinstance(router, str) or not _DNS_LABEL.fullmatch(router):
                 raise ValueError(f"routers_statefulsets: {self.routers_statefulsets!r}: {router!r} is not a DNS label")
+
+    def _check_apps(self) -> None:
         if not isinstance(self.apps, tuple):
             raise ValueError(f"apps: {self.apps!r} must be a tuple of application names")
         for app in self.apps:
@@ -169,9 +183,9 @@ class AlertScope:
                 raise ValueError(f"apps: {self.apps!r}: {app!r} is not a DNS label (lowercase letters, digits, '-')")
         if len(set(self.apps)) != len(self.apps):
             raise ValueError(f"apps: {self.apps!r} names an application twice")
-        for name in ("serving", "rehearsal"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}: {getattr(self, name)!r} must be True or False")
+
+    def _check_watched_objects(self) -> None:
+        """The CNPG cluster and the Certificate, when watched, and the runbook URL the alerts link to."""
         if self.cnpg_cluster is not None:
             _require_label("cnpg_cluster", self.cnpg_cluster)
         if self.certificate is not None and (
@@ -185,10 +199,6 @@ class AlertScope:
                 f"runbook_url: {self.runbook_url!r} must be an http(s) URL without a fragment, spaces, quotes or "
                 "braces (each alert appends #runbook-<alert>)"
             )
-        for name in ("api_key_rotate_before_seconds", "replication_lag_seconds", "rehearsal_deadline_seconds"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name}: {value!r} must be a positive whole number of seconds")
 
 
 def _require_label(name: str, value: object) -> None:
@@ -334,6 +344,13 @@ def _availability(scope: AlertScope) -> list[_Alert]:
 
 
 def _replication(scope: AlertScope) -> list[_Alert]:
+    """Replication of each application Litestream replicates: its replica on the backup volume (as the state
+    exporter lists it), the Litestream sidecar's own health, and the signatures of the replica's manifest."""
+    return [*_replica_alerts(scope), *_sidecar_alerts(scope), *_signature_alerts(scope)]
+
+
+def _replica_alerts(scope: AlertScope) -> list[_Alert]:
+    """The replica itself, as the state exporter lists it: not advancing, or not readable."""
     ns = scope.namespace
     apps = any_of(scope.apps)
     local = matchers(namespace=ns, container=LITESTREAM_CONTAINER, app=apps)
@@ -342,22 +359,6 @@ def _replication(scope: AlertScope) -> list[_Alert]:
     lag = scope.replication_lag_seconds
     missing_apps = "\nor\n".join(
         f"(\n  absent(headscale_ha_replica_up{matchers(namespace=ns, app=app)})\n  and on ()\n  ({exporter_up} > 0)\n)"
-        for app in scope.apps
-    )
-    absent_litestream = "\nor\n".join(
-        f"(\n  absent(litestream_txid{matchers(namespace=ns, container=LITESTREAM_CONTAINER, app=app)})\n"
-        f"  and on ()\n"
-        f"  (max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment=app)}) > 0)\n)"
-        for app in scope.apps
-    )
-    # The backup-signer sidecar (scripts/litestream-manifest.sh) re-signs at least every heartbeat while the
-    # application runs; the exporter exports the manifest's (unauthenticated) signed_at, 0 without a manifest.
-    signature_stale = "\nor\n".join(
-        f"(\n  time() - max by (namespace, app) "
-        f"(headscale_ha_replica_signed_timestamp_seconds{matchers(namespace=ns, app=app)})"
-        f" > {SIGNATURE_STALE_SECONDS}\n"
-        f"  and on ()\n"
-        f"  (max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment=app)}) > 0)\n)"
         for app in scope.apps
     )
     return [
@@ -387,6 +388,20 @@ def _replication(scope: AlertScope) -> list[_Alert]:
             "a pod replacement would refuse to start. Read the exporter's log (it names the reason) and check the "
             "NFS export and its `<app>/replica` directory.",
         ),
+    ]
+
+
+def _sidecar_alerts(scope: AlertScope) -> list[_Alert]:
+    """The Litestream sidecar's own metrics: sync errors, a full disk, or none at all while the application runs."""
+    ns = scope.namespace
+    local = matchers(namespace=ns, container=LITESTREAM_CONTAINER, app=any_of(scope.apps))
+    absent_litestream = "\nor\n".join(
+        f"(\n  absent(litestream_txid{matchers(namespace=ns, container=LITESTREAM_CONTAINER, app=app)})\n"
+        f"  and on ()\n"
+        f"  (max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment=app)}) > 0)\n)"
+        for app in scope.apps
+    )
+    return [
         _Alert(
             "LitestreamSyncErrors",
             "warning",
@@ -416,6 +431,23 @@ def _replication(scope: AlertScope) -> list[_Alert]:
             "LitestreamReplicationStalled cannot see its replication. Check the PodMonitor, Litestream's `addr` in "
             "litestream.yml and the network policy for the metrics port.",
         ),
+    ]
+
+
+def _signature_alerts(scope: AlertScope) -> list[_Alert]:
+    """The backup-signer sidecar no longer re-signing the replica's manifest."""
+    ns = scope.namespace
+    # The backup-signer sidecar (scripts/litestream-manifest.sh) re-signs at least every heartbeat while the
+    # application runs; the exporter exports the manifest's (unauthenticated) signed_at, 0 without a manifest.
+    signature_stale = "\nor\n".join(
+        f"(\n  time() - max by (namespace, app) "
+        f"(headscale_ha_replica_signed_timestamp_seconds{matchers(namespace=ns, app=app)})"
+        f" > {SIGNATURE_STALE_SECONDS}\n"
+        f"  and on ()\n"
+        f"  (max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment=app)}) > 0)\n)"
+        for app in scope.apps
+    )
+    return [
         _Alert(
             "BackupSignatureStale",
             "warning",

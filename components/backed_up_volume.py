@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components.backup_volume import claim_name as backup_claim_name
+from headscale_ha.components import backup_volume
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream import (
     LITESTREAM_METRICS_PORT,
@@ -87,7 +87,7 @@ def backed_up_volume(
             data_volume=DATA_VOLUME,
             data_mount=data_dir,
             pvc_name=claim_name if claim is not None else None,
-            backup_claim=backup_claim_name(backup.nfs),
+            backup_claim=backup_volume.claim_name(backup.nfs),
             identity_fingerprint=identity_fingerprint,
             backup_key=backup_key,
             require_backup=require_backup,
@@ -103,19 +103,29 @@ def backed_up_volume(
     if backup.rehearsal.enabled:
         rehearsal = RestoreRehearsal(
             f"{name}-rehearsal",
-            RestoreRehearsalArgs(
-                app=app,
-                namespace=meta["namespace"],
-                image=backup.litestream.image,
-                backup_claim=backup_claim_name(backup.nfs),
-                schedule=backup.rehearsal.schedule,
-                max_age_seconds=int(parse_go_duration(backup.rehearsal.max_age, argument="maxAge") // 1_000_000_000),
-                resources=backup.litestream.restore_resources,
-                cluster=cluster,
-                scratch_size=size,
-                backup_key_secret=backup_key_secret(app) if backup_key is not None else None,
-                manifest_max_age_seconds=duration_seconds(backup.auth.max_age, argument="backup.auth.maxAge"),
-            ),
+            rehearsal_args(litestream.args, cluster=cluster, scratch_size=size),
             opts=pulumi.ResourceOptions(parent=parent),
         )
     return BackedUpVolume(volume=volume, claim=claim, backup=litestream, rehearsal=rehearsal)
+
+
+def rehearsal_args(
+    backup: LitestreamBackupArgs, *, cluster: ClusterSettings, scratch_size: str
+) -> RestoreRehearsalArgs:
+    """The rehearsal of the Litestream backup ``backup``: on the schedule of its ``settings.rehearsal``, with the
+    restore's image and resources, placed by ``cluster``, with room for a restored copy of the database
+    (``scratch_size``), and with the restore's manifest checks when the backup is signed."""
+    settings = backup.settings
+    return RestoreRehearsalArgs(
+        app=backup.app,
+        namespace=backup.namespace,
+        image=settings.litestream.image,
+        backup_claim=backup.backup_claim,
+        schedule=settings.rehearsal.schedule,
+        max_age_seconds=int(parse_go_duration(settings.rehearsal.max_age, argument="maxAge") // 1_000_000_000),
+        resources=settings.litestream.restore_resources,
+        cluster=cluster,
+        scratch_size=scratch_size,
+        backup_key_secret=backup_key_secret(backup.app) if backup.backup_key is not None else None,
+        manifest_max_age_seconds=duration_seconds(settings.auth.max_age, argument="backup.auth.maxAge"),
+    )

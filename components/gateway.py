@@ -455,6 +455,43 @@ def _router_security(kernel: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     return security, {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
+def gateway_corefile(args: GatewayServicesArgs) -> str:
+    """CoreDNS's Corefile: the site's zone from the hosts file, on the pod's unprivileged DNS port."""
+    return render_corefile(
+        zone=args.dns_zone,
+        hosts_path=f"{HOSTS_DIR}/hosts",
+        port=DNS_PORT,
+        metrics_port=DNS_METRICS_PORT if args.metrics else None,
+    )
+
+
+def gateway_hosts(args: GatewayServicesArgs) -> str:
+    """The zone's hosts file: `gateway` and `api` on the gateway IP, then the configured names."""
+    return render_hosts(dns_records(args.dns_zone, args.gateway_ip, args.dns_hosts))
+
+
+def gateway_service_spec(args: GatewayServicesArgs) -> dict[str, Any]:
+    """The LoadBalancer Service's spec: DNS on 53 (UDP and TCP) and each proxy's port."""
+    ports = [
+        {"name": "dns-udp", "port": 53, "targetPort": DNS_PORT, "protocol": "UDP"},
+        {"name": "dns-tcp", "port": 53, "targetPort": DNS_PORT, "protocol": "TCP"},
+        *({"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"} for p in args.proxies),
+    ]
+    return {
+        "type": "LoadBalancer",
+        # Cluster: the clients are router pods inside the cluster, which the policy does not touch; for
+        # traffic arriving from outside, any node forwards to wherever the gateway pods run.
+        "externalTrafficPolicy": "Cluster",
+        "selector": selector(SERVICES),
+        "ports": ports,
+        **(
+            {"loadBalancerSourceRanges": list(args.load_balancer_source_ranges)}
+            if args.load_balancer_source_ranges
+            else {}
+        ),
+    }
+
+
 class GatewayServices(pulumi.ComponentResource):
     """CoreDNS and TCP proxies behind one LoadBalancer Service with a fixed IP from the Cilium pool.
 
@@ -478,16 +515,9 @@ class GatewayServices(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GatewayServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:gateway:GatewayServices", name, None, opts)
-        namespace = args.namespace
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": namespace, "labels": labels(SERVICES, "gateway")}
-        corefile = render_corefile(
-            zone=args.dns_zone,
-            hosts_path=f"{HOSTS_DIR}/hosts",
-            port=DNS_PORT,
-            metrics_port=DNS_METRICS_PORT if args.metrics else None,
-        )
-        hosts = render_hosts(dns_records(args.dns_zone, args.gateway_ip, args.dns_hosts))
+        meta = {"namespace": args.namespace, "labels": labels(SERVICES, "gateway")}
+        corefile = gateway_corefile(args)
         k8s.core.v1.ConfigMap(
             f"{name}-corefile",
             metadata={**meta, "name": COREFILE_CONFIG_MAP},
@@ -495,7 +525,10 @@ class GatewayServices(pulumi.ComponentResource):
             opts=child,
         )
         k8s.core.v1.ConfigMap(
-            f"{name}-hosts", metadata={**meta, "name": HOSTS_CONFIG_MAP}, data={"hosts": hosts}, opts=child
+            f"{name}-hosts",
+            metadata={**meta, "name": HOSTS_CONFIG_MAP},
+            data={"hosts": gateway_hosts(args)},
+            opts=child,
         )
         self.pool = k8s.apiextensions.CustomResource(
             f"{name}-pool",
@@ -508,29 +541,7 @@ class GatewayServices(pulumi.ComponentResource):
             },
             opts=child,
         )
-        replicas = args.replicas
-        services_pod_spec = self._pod_spec(args)
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata={**meta, "name": SERVICES, "annotations": static_check_skips(services_pod_spec)},
-            spec={
-                "replicas": replicas,
-                "selector": {"matchLabels": selector(SERVICES)},
-                "template": {
-                    "metadata": {
-                        "labels": labels(SERVICES, "gateway"),
-                        "annotations": {"checksum/config": checksum(corefile)},
-                    },
-                    "spec": services_pod_spec,
-                },
-            },
-            opts=child,
-        )
-        ports = [
-            {"name": "dns-udp", "port": 53, "targetPort": DNS_PORT, "protocol": "UDP"},
-            {"name": "dns-tcp", "port": 53, "targetPort": DNS_PORT, "protocol": "TCP"},
-            *({"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"} for p in args.proxies),
-        ]
+        self.deployment = self._deployment(name, args, meta, corefile)
         self.service = k8s.core.v1.Service(
             f"{name}-service",
             metadata={
@@ -540,24 +551,38 @@ class GatewayServices(pulumi.ComponentResource):
                 # The stable address everything on the tailnet uses for this site (split DNS, kubeconfig).
                 "annotations": {"lbipam.cilium.io/ips": args.gateway_ip},
             },
-            spec={
-                "type": "LoadBalancer",
-                # Cluster: the clients are router pods inside the cluster, which the policy does not touch; for
-                # traffic arriving from outside, any node forwards to wherever the gateway pods run.
-                "externalTrafficPolicy": "Cluster",
-                "selector": selector(SERVICES),
-                "ports": ports,
-                **(
-                    {"loadBalancerSourceRanges": list(args.load_balancer_source_ranges)}
-                    if args.load_balancer_source_ranges
-                    else {}
-                ),
-            },
+            spec=gateway_service_spec(args),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.pool]),
         )
-        if replicas > 1:
-            _disruption_budget(f"{name}-pdb", SERVICES, namespace, child)
-        self.namespace = namespace
+        if args.replicas > 1:
+            _disruption_budget(f"{name}-pdb", SERVICES, args.namespace, child)
+        self._register_names(args)
+
+    def _deployment(
+        self, name: str, args: GatewayServicesArgs, meta: dict[str, Any], corefile: str
+    ) -> k8s.apps.v1.Deployment:
+        """CoreDNS and the proxies, rolled when the Corefile changes (the hosts file is reloaded in place)."""
+        pod_spec = self._pod_spec(args)
+        return k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata={**meta, "name": SERVICES, "annotations": static_check_skips(pod_spec)},
+            spec={
+                "replicas": args.replicas,
+                "selector": {"matchLabels": selector(SERVICES)},
+                "template": {
+                    "metadata": {
+                        "labels": labels(SERVICES, "gateway"),
+                        "annotations": {"checksum/config": checksum(corefile)},
+                    },
+                    "spec": pod_spec,
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _register_names(self, args: GatewayServicesArgs) -> None:
+        """The names other programs need, as attributes and as the registered outputs."""
+        self.namespace = args.namespace
         self.service_name = SERVICES
         self.corefile_config_map = COREFILE_CONFIG_MAP
         self.hosts_config_map = HOSTS_CONFIG_MAP
@@ -567,7 +592,7 @@ class GatewayServices(pulumi.ComponentResource):
         self.endpoints = endpoints(args.gateway_ip, args.proxies)
         self.register_outputs(
             {
-                "namespace": namespace,
+                "namespace": args.namespace,
                 "service": SERVICES,
                 "corefileConfigMap": COREFILE_CONFIG_MAP,
                 "hostsConfigMap": HOSTS_CONFIG_MAP,

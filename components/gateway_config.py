@@ -152,26 +152,12 @@ def render_corefile(
     every other name to those resolvers; without it CoreDNS refuses names outside the zone. Deterministic text.
     """
     zone = _dns_name(zone, what="zone")
-    if (
-        not isinstance(hosts_path, str)
-        or not _SAFE_PATH.fullmatch(hosts_path)
-        or posixpath.normpath(hosts_path) != hosts_path
-        or "/." in hosts_path
-    ):
-        raise ValueError(f"hosts_path: {hosts_path!r} must be a normalised absolute path of [A-Za-z0-9._-] parts")
+    _check_hosts_path(hosts_path)
     if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= 86400:
         raise ValueError(f"ttl: {ttl!r} must be a whole number of seconds from 1 to 86400")
-    port = _port(port, what="port")
-    nxdomain_port = _port(nxdomain_port, what="nxdomain_port")
-    taken = {HEALTH_PORT: "the health endpoint", READY_PORT: "the ready endpoint"}
-    for what, value in (("port", port), ("nxdomain_port", nxdomain_port)):
-        if value in taken:
-            raise ValueError(f"{what}: {value} is already used by {taken[value]}")
-        taken[value] = what
+    port, nxdomain_port = _listen_ports(port, nxdomain_port)
     targets = _upstream_targets(upstream)
     log = ["    log"] if log_queries else []
-    soa = f"{zone}. {ttl} IN SOA ns.{zone}. hostmaster.{zone}. 1 7200 1800 86400 {ttl}"
-    apex = "^" + "[.]".join(zone.split(".")) + "[.]$"
     lines = [
         "# Rendered by headscale-ha; do not edit.",
         f"# Split-DNS zone {zone}: names from the hosts file, NXDOMAIN for the rest, never sent upstream.",
@@ -196,6 +182,52 @@ def render_corefile(
         f"    forward . 127.0.0.1:{nxdomain_port}",
         "}",
         "",
+        *_negative_answers_block(zone, ttl, nxdomain_port),
+    ]
+    if targets:
+        lines += [
+            "",
+            "# Everything outside the zone goes to the upstream resolvers.",
+            f".:{port} {{",
+            "    errors",
+            *log,
+            f"    cache {ttl}",
+            "    loop",
+            f"    forward . {' '.join(targets)}",
+            "}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _check_hosts_path(hosts_path: str) -> None:
+    if (
+        not isinstance(hosts_path, str)
+        or not _SAFE_PATH.fullmatch(hosts_path)
+        or posixpath.normpath(hosts_path) != hosts_path
+        or "/." in hosts_path
+    ):
+        raise ValueError(f"hosts_path: {hosts_path!r} must be a normalised absolute path of [A-Za-z0-9._-] parts")
+
+
+def _listen_ports(port: int, nxdomain_port: int) -> tuple[int, int]:
+    """The zone's port and the loopback block's, checked: port numbers, apart from each other and from the health
+    and ready endpoints."""
+    port = _port(port, what="port")
+    nxdomain_port = _port(nxdomain_port, what="nxdomain_port")
+    taken = {HEALTH_PORT: "the health endpoint", READY_PORT: "the ready endpoint"}
+    for what, value in (("port", port), ("nxdomain_port", nxdomain_port)):
+        if value in taken:
+            raise ValueError(f"{what}: {value} is already used by {taken[value]}")
+        taken[value] = what
+    return port, nxdomain_port
+
+
+def _negative_answers_block(zone: str, ttl: int, nxdomain_port: int) -> list[str]:
+    """The loopback-only server block for ``zone`` that answers from templates: the SOA at the apex, NODATA (with
+    the SOA) for other types there, NXDOMAIN (with the SOA, cached for ``ttl``) for every other name."""
+    soa = f"{zone}. {ttl} IN SOA ns.{zone}. hostmaster.{zone}. 1 7200 1800 86400 {ttl}"
+    apex = "^" + "[.]".join(zone.split(".")) + "[.]$"
+    return [
         f"# Negative answers for {zone}, reached only through the forward above (loopback only).",
         f"{zone}:{nxdomain_port} {{",
         "    bind 127.0.0.1",
@@ -216,19 +248,6 @@ def render_corefile(
         "    }",
         "}",
     ]
-    if targets:
-        lines += [
-            "",
-            "# Everything outside the zone goes to the upstream resolvers.",
-            f".:{port} {{",
-            "    errors",
-            *log,
-            f"    cache {ttl}",
-            "    loop",
-            f"    forward . {' '.join(targets)}",
-            "}",
-        ]
-    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------- kubeconfig

@@ -28,6 +28,12 @@ PATHS = HeadplanePaths()
 HEADPLANE_SECRET = "headplane-secrets"
 CONFIG_MAP_NAME = "headplane-config"
 CONFIG_FILE = "/etc/headplane/config.yaml"
+#: Where each key of HEADPLANE_SECRET is mounted (only the keys the Secret holds are).
+SECRET_FILES = {
+    "cookie-secret": PATHS.cookie_secret,
+    "headscale-api-key": PATHS.api_key,
+    "oidc-client-secret": PATHS.oidc_client_secret,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +63,17 @@ class HeadplaneArgs:
     #: The tailnet's backup key (a secret): Headplane's replica is signed and its restores authenticated with it, like
     #: Headscale's; None: no authentication.
     backup_key: pulumi.Input[str] | None = None
+
+
+def headplane_config_input(args: HeadplaneArgs) -> HeadplaneConfigInput:
+    """The renderer's input: the args' own, plus where this pod mounts its data and secret files."""
+    return HeadplaneConfigInput(
+        image=args.image,
+        public_hostname=args.public_hostname,
+        headscale_url=args.headscale_url,
+        oidc=args.oidc,
+        paths=PATHS,
+    )
 
 
 class Headplane(pulumi.ComponentResource):
@@ -89,29 +106,10 @@ class Headplane(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HeadplaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:headplane:Headplane", name, None, opts)
-        namespace = args.namespace
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": namespace, "labels": labels(APP, "ui")}
-
-        # Exactly 32 characters: Headplane's schema demands it; letters and digits survive any trimming.
-        cookie = random.RandomPassword(f"{name}-cookie-secret", length=32, special=False, opts=child)
-        items = {"cookie-secret": pulumi.Output.secret(cookie.result)}
-        if args.api_key is not None and args.oidc is not None:
-            items["headscale-api-key"] = pulumi.Output.secret(args.api_key)
-        if args.oidc is not None and args.oidc_client_secret is not None:
-            items["oidc-client-secret"] = pulumi.Output.secret(args.oidc_client_secret)
-        self.secrets = k8s.core.v1.Secret(
-            f"{name}-secrets", metadata={**meta, "name": HEADPLANE_SECRET}, type="Opaque", string_data=items, opts=child
-        )
-        config_text = headplane_config_yaml(
-            HeadplaneConfigInput(
-                image=args.image,
-                public_hostname=args.public_hostname,
-                headscale_url=args.headscale_url,
-                oidc=args.oidc,
-                paths=PATHS,
-            )
-        )
+        meta = {"namespace": args.namespace, "labels": labels(APP, "ui")}
+        self.secrets, secret_keys = self._secrets(name, args, meta)
+        config_text = headplane_config_yaml(headplane_config_input(args))
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata={**meta, "name": CONFIG_MAP_NAME},
@@ -135,12 +133,7 @@ class Headplane(pulumi.ComponentResource):
             backup_key=args.backup_key,
         )
         self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume
-        secret_files = {
-            "cookie-secret": PATHS.cookie_secret,
-            "headscale-api-key": PATHS.api_key,
-            "oidc-client-secret": PATHS.oidc_client_secret,
-        }
-        self.pod_spec = self._pod_spec(args, {k: v for k, v in secret_files.items() if k in items})
+        self.pod_spec = self._pod_spec(args, {key: path for key, path in SECRET_FILES.items() if key in secret_keys})
         self.recovery_facts = recovery_facts(APP, self.pod_spec)
         self.deployment = singleton_deployment(
             f"{name}-deployment",
@@ -157,6 +150,26 @@ class Headplane(pulumi.ComponentResource):
         # The served witness, once this rollout is ready (Headplane's own: its restore is separate from Headscale's).
         record_served(self.backup, self.deployment, replicas=args.replicas, parent=self)
         self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self)
+        self._register_names(args)
+
+    def _secrets(self, name: str, args: HeadplaneArgs, meta: dict[str, Any]) -> tuple[k8s.core.v1.Secret, list[str]]:
+        """The Secret HEADPLANE_SECRET and the keys it holds: the cookie secret, and with OIDC the API key and the
+        client secret when the args hold them."""
+        child = pulumi.ResourceOptions(parent=self)
+        # Exactly 32 characters: Headplane's schema demands it; letters and digits survive any trimming.
+        cookie = random.RandomPassword(f"{name}-cookie-secret", length=32, special=False, opts=child)
+        items = {"cookie-secret": pulumi.Output.secret(cookie.result)}
+        if args.api_key is not None and args.oidc is not None:
+            items["headscale-api-key"] = pulumi.Output.secret(args.api_key)
+        if args.oidc is not None and args.oidc_client_secret is not None:
+            items["oidc-client-secret"] = pulumi.Output.secret(args.oidc_client_secret)
+        secret = k8s.core.v1.Secret(
+            f"{name}-secrets", metadata={**meta, "name": HEADPLANE_SECRET}, type="Opaque", string_data=items, opts=child
+        )
+        return secret, list(items)
+
+    def _register_names(self, args: HeadplaneArgs) -> None:
+        """The names other programs need, as attributes and as the registered outputs."""
         self.url = f"https://{args.public_hostname}/admin"
         self.service_name, self.service_port = APP, PORT
         self.secret_name = HEADPLANE_SECRET

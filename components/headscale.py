@@ -19,8 +19,8 @@ from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.headscale_config import (
     PASSWORD_ENV,
     STUN_PORT,
-    DnsSettings,
-    HeadscaleConfigArgs,
+    HeadscaleConfigInput,
+    HeadscaleDns,
     HeadscalePaths,
     PostgresConnection,
     SqliteDatabase,
@@ -310,14 +310,14 @@ def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.Resour
     return pulumi.Output.secret(key.hex.apply(lambda value: f"privkey:{value}"))
 
 
-def headscale_config_args(args: HeadscaleServerArgs) -> HeadscaleConfigArgs:
+def headscale_config_input(args: HeadscaleServerArgs) -> HeadscaleConfigInput:
     """The renderer's inputs: the args' own, plus where this pod mounts the database and the key files."""
     database: SqliteDatabase | PostgresConnection
     if isinstance(args.database, SqliteStorage):
         database = SqliteDatabase(path=f"{PATHS.data_dir}/{DB_FILE}")
     else:
         database = args.database.connection
-    return HeadscaleConfigArgs(
+    return HeadscaleConfigInput(
         server_hostname=args.server_hostname,
         version=args.version,
         prefixes=args.prefixes,
@@ -325,7 +325,7 @@ def headscale_config_args(args: HeadscaleServerArgs) -> HeadscaleConfigArgs:
         log_level=args.log_level,
         derp=args.derp,
         oidc=args.oidc,
-        dns=DnsSettings(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
+        dns=HeadscaleDns(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
         database=database,
         paths=PATHS,
         policy_file=args.policy_file is not None,
@@ -353,6 +353,7 @@ class HeadscaleServer(pulumi.ComponentResource):
     config_map: k8s.core.v1.ConfigMap
     volume: k8s.core.v1.PersistentVolumeClaim | None
     backup: LitestreamBackup | None
+    data_volume: dict[str, Any]  # the pod volume `data`: SQLite's (see backed_up_volume) or a scratch emptyDir
     version_gate: HeadscaleVersionGate
     deployment: k8s.apps.v1.Deployment
     pod_spec: dict[str, Any]
@@ -375,71 +376,23 @@ class HeadscaleServer(pulumi.ComponentResource):
         super().__init__("headscale-ha:headscale:HeadscaleServer", name, None, opts)
         if args.replicas not in (0, 1):
             raise ValueError(f"replicas {args.replicas}: Headscale is a strict singleton, so 0 or 1")
-        namespace = args.namespace
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": namespace, "labels": labels(APP, "control-plane")}
+        meta = {"namespace": args.namespace, "labels": labels(APP, "control-plane")}
 
         self._backup_key_epoch = args.backup_key_epoch
         self.noise_key, self.derp_key, self.identity_fingerprint, self.backup_key = self._keys(
             name, args.identity, child
         )
-        self.identity = k8s.core.v1.Secret(
-            f"{name}-identity",
-            metadata={**meta, "name": IDENTITY_SECRET},
-            type="Opaque",
-            string_data={NOISE_ITEM: self.noise_key, DERP_ITEM: self.derp_key},
-            # Retained: `destroy` leaves the keys in the cluster (the restore's identity check needs them).
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
-        )
-        secrets: dict[str, Any] = {}
-        if args.oidc is not None and args.oidc_client_secret is not None:
-            secrets["oidc"] = k8s.core.v1.Secret(
-                f"{name}-oidc",
-                metadata={**meta, "name": OIDC_SECRET},
-                type="Opaque",
-                string_data={OIDC_ITEM: pulumi.Output.secret(args.oidc_client_secret)},
-                opts=child,
-            )
-
-        sqlite = args.database if isinstance(args.database, SqliteStorage) else None
-        config_text = headscale_config_yaml(headscale_config_args(args))
+        self.identity = self._identity_secret(name, meta)
+        oidc_secret = self._oidc_secret(name, args, meta)
+        config_text = headscale_config_yaml(headscale_config_input(args))
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata={**meta, "name": CONFIG_MAP},
             data={"config.yaml": config_text},
             opts=child,
         )
-
-        self.volume = None
-        self.backup = None
-        self.data_volume: dict[str, Any] = {"name": DATA_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}}
-        if sqlite is not None:
-            backed_up = backed_up_volume(
-                name,
-                parent=self,
-                meta=meta,
-                backup=sqlite.backup,
-                storage_class=sqlite.storage_class,
-                require_backup=sqlite.require_backup,
-                allow_empty_start=sqlite.allow_empty_start,
-                app=APP,
-                size=sqlite.size,
-                data_dir=PATHS.data_dir,
-                db_file=DB_FILE,
-                identity_fingerprint=self.identity_fingerprint,
-                backup_key=self.backup_key,
-                upgrade_version=args.version,
-                metrics=args.metrics,
-                record_position=True,
-                cluster=args.cluster,
-            )
-            self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume
-
-        pod_annotations = {
-            "checksum/config": checksum(config_text, self.backup.config_checksum if self.backup else ""),
-        }
-        if args.policy_file is not None:
-            pod_annotations["checksum/policy"] = args.policy_file.sha256
+        self.volume, self.backup, self.data_volume = self._data_volume(name, args, meta)
         # Headscale's migrations are one-way: `pulumi preview` refuses a lower version than the one deployed (the
         # engine hands the gate its previous inputs), and the Deployment only rolls after the gate passed.
         self.version_gate = HeadscaleVersionGate(
@@ -448,7 +401,87 @@ class HeadscaleServer(pulumi.ComponentResource):
         # Kept: the recovery model (program/recovery.py) reads tolerations, the restore's limits and probes from it.
         self.pod_spec = self._pod_spec(args)
         self.recovery_facts = recovery_facts(APP, self.pod_spec)
-        self.deployment = singleton_deployment(
+        self.deployment = self._deployment(name, args, meta, config_text, oidc_secret)
+        if self.backup is not None:
+            # The served witness, once this rollout is ready: a later loss of both volumes is refused, not emptied.
+            record_served(self.backup, self.deployment, replicas=args.replicas, parent=self)
+        self.service = cluster_service(
+            f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
+        )
+        if args.derp.embedded:
+            self.stun_service = self._stun_service(name, args, meta)
+        self._register_names(args)
+
+    def _identity_secret(self, name: str, meta: dict[str, Any]) -> k8s.core.v1.Secret:
+        """The Secret with the Noise and DERP keys, mounted by the server and the migration Job."""
+        return k8s.core.v1.Secret(
+            f"{name}-identity",
+            metadata={**meta, "name": IDENTITY_SECRET},
+            type="Opaque",
+            string_data={NOISE_ITEM: self.noise_key, DERP_ITEM: self.derp_key},
+            # Retained: `destroy` leaves the keys in the cluster (the restore's identity check needs them).
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+        )
+
+    def _oidc_secret(self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]) -> k8s.core.v1.Secret | None:
+        """The Secret `headscale-oidc` with the OIDC client secret, when the args hold it (else someone else's)."""
+        if args.oidc is None or args.oidc_client_secret is None:
+            return None
+        return k8s.core.v1.Secret(
+            f"{name}-oidc",
+            metadata={**meta, "name": OIDC_SECRET},
+            type="Opaque",
+            string_data={OIDC_ITEM: pulumi.Output.secret(args.oidc_client_secret)},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _data_volume(
+        self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]
+    ) -> tuple[k8s.core.v1.PersistentVolumeClaim | None, LitestreamBackup | None, dict[str, Any]]:
+        """The claim, the backup and the pod volume `data`: on SQLite the disposable or persistent volume the backup
+        restores into (see backed_up_volume: signed, with the position recorder and the pre-upgrade snapshot, and
+        its restore rehearsal); on PostgreSQL a scratch directory alone."""
+        sqlite = args.database
+        if not isinstance(sqlite, SqliteStorage):
+            return None, None, {"name": DATA_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}}
+        backed_up = backed_up_volume(
+            name,
+            parent=self,
+            meta=meta,
+            backup=sqlite.backup,
+            storage_class=sqlite.storage_class,
+            require_backup=sqlite.require_backup,
+            allow_empty_start=sqlite.allow_empty_start,
+            app=APP,
+            size=sqlite.size,
+            data_dir=PATHS.data_dir,
+            db_file=DB_FILE,
+            identity_fingerprint=self.identity_fingerprint,
+            backup_key=self.backup_key,
+            upgrade_version=args.version,
+            metrics=args.metrics,
+            record_position=True,
+            cluster=args.cluster,
+        )
+        return backed_up.claim, backed_up.backup, backed_up.volume
+
+    def _deployment(
+        self,
+        name: str,
+        args: HeadscaleServerArgs,
+        meta: dict[str, Any],
+        config_text: str,
+        oidc_secret: k8s.core.v1.Secret | None,
+    ) -> k8s.apps.v1.Deployment:
+        """The singleton Deployment of ``pod_spec``, rolled by a change of its config, backup config or policy, and
+        created after everything its pod reads (and the version gate)."""
+        policy = args.policy_file
+        pod_annotations = {
+            "checksum/config": checksum(config_text, self.backup.config_checksum if self.backup else ""),
+        }
+        if policy is not None:
+            pod_annotations["checksum/policy"] = policy.sha256
+        return singleton_deployment(
             f"{name}-deployment",
             meta=meta,
             app=APP,
@@ -463,32 +496,31 @@ class HeadscaleServer(pulumi.ComponentResource):
                     self.version_gate,
                     self.config_map,
                     self.identity,
-                    *secrets.values(),
-                    *([args.policy_file.published_by] if args.policy_file and args.policy_file.published_by else []),
+                    *([oidc_secret] if oidc_secret is not None else []),
+                    *([policy.published_by] if policy and policy.published_by else []),
                     *(self.backup.pod_dependencies if self.backup is not None else []),
                 ],
             ),
         )
-        if self.backup is not None:
-            # The served witness, once this rollout is ready: a later loss of both volumes is refused, not emptied.
-            record_served(self.backup, self.deployment, replicas=args.replicas, parent=self)
-        self.service = cluster_service(
-            f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
+
+    def _stun_service(self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]) -> k8s.core.v1.Service:
+        """The embedded DERP relay's STUN port, on a LoadBalancer Service of its own (see ``stun_annotations``)."""
+        return k8s.core.v1.Service(
+            f"{name}-stun",
+            metadata={**meta, "name": STUN_SERVICE, "annotations": stun_annotations(args.stun_address)},
+            spec={
+                "type": "LoadBalancer",
+                # Local: STUN answers with the source address it sees, so it must be the client's own.
+                "externalTrafficPolicy": "Local",
+                "selector": selector(APP),
+                "ports": [{"name": "stun", "port": STUN_PORT, "targetPort": "stun", "protocol": "UDP"}],
+            },
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        if args.derp.embedded:
-            self.stun_service = k8s.core.v1.Service(
-                f"{name}-stun",
-                metadata={**meta, "name": STUN_SERVICE, "annotations": stun_annotations(args.stun_address)},
-                spec={
-                    "type": "LoadBalancer",
-                    # Local: STUN answers with the source address it sees, so it must be the client's own.
-                    "externalTrafficPolicy": "Local",
-                    "selector": selector(APP),
-                    "ports": [{"name": "stun", "port": STUN_PORT, "targetPort": "stun", "protocol": "UDP"}],
-                },
-                opts=child,
-            )
-        self.api_url = f"http://{APP}.{namespace}.svc.cluster.local:{HTTP_PORT}"
+
+    def _register_names(self, args: HeadscaleServerArgs) -> None:
+        """The names other programs need, as attributes and as the registered outputs."""
+        self.api_url = f"http://{APP}.{args.namespace}.svc.cluster.local:{HTTP_PORT}"
         self.service_name = APP
         self.stun_service_name = STUN_SERVICE if args.derp.embedded else None
         self.identity_secret_name = IDENTITY_SECRET

@@ -1,10 +1,10 @@
-"""Headscale's config.yaml, rendered from typed inputs (``HeadscaleConfigArgs``).
+"""Headscale's config.yaml, rendered from typed inputs (``HeadscaleConfigInput``).
 
 Pure (no Pulumi, no I/O) so it is tested directly against the upstream example configs. Two rules shape it:
 
 - Only keys of the configured release are emitted. 0.28 and 0.29 differ (0.29 refuses to start with
   ``randomize_client_port`` and moved the ephemeral timeout under ``node``), so every version-dependent key is
-  chosen from the minor of ``HeadscaleConfigArgs.version``.
+  chosen from the minor of ``HeadscaleConfigInput.version``.
 - No secret value is ever rendered. The Noise and DERP keys and the OIDC client secret are files on a Secret
   mount; the PostgreSQL password reaches Headscale as the environment variable ``PASSWORD_ENV``.
 """
@@ -72,7 +72,7 @@ class SqliteDatabase:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DnsSettings:
+class HeadscaleDns:
     """What Headscale pushes to clients' resolvers."""
 
     base_domain: str  # MagicDNS suffix of node names; neither the server's hostname nor a parent of it
@@ -81,7 +81,7 @@ class DnsSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class HeadscaleConfigArgs:
+class HeadscaleConfigInput:
     """Everything config.yaml is rendered from, and nothing else."""
 
     server_hostname: str  # public name of the server: server_url is https://<server_hostname>
@@ -91,7 +91,7 @@ class HeadscaleConfigArgs:
     log_level: str = "info"  # trace, debug, info, warn or error (logged as JSON)
     derp: DerpSettings = field(default_factory=DerpSettings)  # DERP maps to load and the embedded relay, if any
     oidc: OidcSettings | None = None  # OIDC login; None: none (the client secret is a file, see ``paths``)
-    dns: DnsSettings  # MagicDNS and the resolvers pushed to clients
+    dns: HeadscaleDns  # MagicDNS and the resolvers pushed to clients
     database: SqliteDatabase | PostgresConnection  # where Headscale keeps its state
     paths: HeadscalePaths = field(default_factory=HeadscalePaths)  # where the pod mounts keys, secrets, socket
     #: True: Headscale reads the policy from ``paths.policy`` (file mode: enforced from its first start);
@@ -103,57 +103,57 @@ class HeadscaleConfigArgs:
         return ".".join(self.version.split(".")[:2])
 
 
-def render_headscale_config(args: HeadscaleConfigArgs) -> dict[str, Any]:
-    """Headscale's configuration as a mapping, with only the keys of the release ``args.version``.
+def render_headscale_config(spec: HeadscaleConfigInput) -> dict[str, Any]:
+    """Headscale's configuration as a mapping, with only the keys of the release ``spec.version``.
 
     Raises ValueError when the version is not one whose keys are known, or when no DERP relay would be left for
     clients.
     """
-    minor = args.minor
+    minor = spec.minor
     if minor not in SUPPORTED_HEADSCALE_MINORS:
         raise ValueError(
-            f"version {args.version}: no config keys known for {minor} (known: {', '.join(SUPPORTED_HEADSCALE_MINORS)})"
+            f"version {spec.version}: no config keys known for {minor} (known: {', '.join(SUPPORTED_HEADSCALE_MINORS)})"
         )
-    paths = args.paths
+    paths = spec.paths
     rendered: dict[str, Any] = {
-        "server_url": f"https://{args.server_hostname}",
+        "server_url": f"https://{spec.server_hostname}",
         "listen_addr": f"0.0.0.0:{HTTP_PORT}",
         "metrics_listen_addr": f"0.0.0.0:{METRICS_PORT}",
         "grpc_listen_addr": GRPC_LISTEN_ADDR,
         "grpc_allow_insecure": False,
         "noise": {"private_key_path": paths.noise_key},
-        "prefixes": {"v4": args.prefixes.v4, "v6": args.prefixes.v6, "allocation": args.prefixes.allocation},
-        "derp": _derp(args),
+        "prefixes": {"v4": spec.prefixes.v4, "v6": spec.prefixes.v6, "allocation": spec.prefixes.allocation},
+        "derp": _derp(spec),
     }
-    timeout = args.ephemeral_inactivity_timeout
+    timeout = spec.ephemeral_inactivity_timeout
     if minor == "0.28":
         rendered["ephemeral_node_inactivity_timeout"] = timeout
     else:  # 0.29 moved it under `node` (the old key is deprecated there)
         rendered["node"] = {"ephemeral": {"inactivity_timeout": timeout}}
-    rendered["database"] = _database(args.database)
-    rendered["log"] = {"level": args.log_level, "format": "json"}
+    rendered["database"] = _database(spec.database)
+    rendered["log"] = {"level": spec.log_level, "format": "json"}
     # File mode: the rendered policy is enforced from the first start and Git is its only owner (a change restarts
     # the pod). Database mode: the policy is what was last written over the API, allow-all until a first write.
-    if args.policy_file:
+    if spec.policy_file:
         rendered["policy"] = {"mode": "file", "path": paths.policy}
     else:
         rendered["policy"] = {"mode": "database", "path": ""}
-    rendered["dns"] = _dns(args.dns)
+    rendered["dns"] = _dns(spec.dns)
     rendered["unix_socket"] = f"{paths.run_dir.rstrip('/')}/headscale.sock"
-    if args.oidc is not None:
-        rendered["oidc"] = _oidc(args.oidc, paths)
+    if spec.oidc is not None:
+        rendered["oidc"] = _oidc(spec.oidc, paths)
     return rendered
 
 
-def headscale_config_yaml(args: HeadscaleConfigArgs) -> str:
-    """``render_headscale_config`` as YAML text; the same args always give the same bytes (stable diffs)."""
-    body = yaml.safe_dump(render_headscale_config(args), sort_keys=False, default_flow_style=False, width=120)
-    return f"# Headscale {args.version} config, rendered by headscale-ha; edits are overwritten.\n{body}"
+def headscale_config_yaml(spec: HeadscaleConfigInput) -> str:
+    """``render_headscale_config`` as YAML text; the same input always gives the same bytes (stable diffs)."""
+    body = yaml.safe_dump(render_headscale_config(spec), sort_keys=False, default_flow_style=False, width=120)
+    return f"# Headscale {spec.version} config, rendered by headscale-ha; edits are overwritten.\n{body}"
 
 
-def _derp(args: HeadscaleConfigArgs) -> dict[str, Any]:
+def _derp(spec: HeadscaleConfigInput) -> dict[str, Any]:
     """DERP map sources, and the embedded relay only when asked for (it needs UDP 3478 reachable)."""
-    derp = args.derp
+    derp = spec.derp
     if not derp.urls and not derp.embedded:
         raise ValueError("derp: urls is empty and embedded is off, so clients would have no DERP relay")
     server: dict[str, Any] = {"enabled": derp.embedded}
@@ -161,10 +161,10 @@ def _derp(args: HeadscaleConfigArgs) -> dict[str, Any]:
         server |= {
             "region_id": derp.region_id,
             "region_code": derp.region_code,
-            "region_name": args.server_hostname,  # shown by `tailscale netcheck`
+            "region_name": spec.server_hostname,  # shown by `tailscale netcheck`
             "verify_clients": True,
             "stun_listen_addr": f"0.0.0.0:{STUN_PORT}",
-            "private_key_path": args.paths.derp_key,
+            "private_key_path": spec.paths.derp_key,
             "automatically_add_embedded_derp_region": True,
         }
     return {"server": server, "urls": list(derp.urls)}
@@ -189,7 +189,7 @@ def _database(database: SqliteDatabase | PostgresConnection) -> dict[str, Any]:
     }
 
 
-def _dns(dns: DnsSettings) -> dict[str, Any]:
+def _dns(dns: HeadscaleDns) -> dict[str, Any]:
     """MagicDNS plus the split-DNS zones (sorted: the same zones always give the same output)."""
     return {
         "magic_dns": True,

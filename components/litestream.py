@@ -184,6 +184,56 @@ class LitestreamBackupArgs:
         return self.backup_key is not None and self.record_position and self.settings.auth.record_position
 
 
+def litestream_yml(args: LitestreamBackupArgs) -> str:
+    """litestream.yml: the database replicated to `<backup dir>/replica`, with the metrics address when served."""
+    litestream = args.settings.litestream
+    return render_litestream_config(
+        db_path=args.db_path,
+        replica_path=f"{BACKUP_MOUNT}/{args.app}/replica",
+        sync_interval=litestream.sync_interval,
+        retention=litestream.retention,
+        metrics_addr=f":{args.metrics_port}" if args.metrics_port is not None else None,
+    )
+
+
+def config_scripts(args: LitestreamBackupArgs) -> dict[str, str]:
+    """The scripts beside litestream.yml in the config ConfigMap (key -> text): the restore and the catch-up check
+    always, the manifest signer, the position recorder and the pre-upgrade check when their containers run."""
+    scripts = {"restore.sh": restore_script(), POSITION_SCRIPT_KEY: packaged_script(POSITION_SCRIPT_NAME)}
+    if args.backup_key is not None:
+        scripts[MANIFEST_SCRIPT_KEY] = manifest_script()
+    if args.records_position:
+        scripts[RECORDER_SCRIPT_KEY] = recorder_script()
+    if args.upgrade_version is not None:
+        scripts[UPGRADE_SCRIPT_KEY] = pre_upgrade_script()
+    return scripts
+
+
+def pod_volumes(args: LitestreamBackupArgs) -> list[dict[str, Any]]:
+    """The volumes the backup's containers need in the application's pod: the backup claim, the config, scratch
+    space, and (as configured) the backup key, the recorder's, the served witness and the upgrade's scratch."""
+    volumes = [
+        {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim}},
+        {"name": CONFIG_VOLUME, "configMap": {"name": f"{args.app}-litestream", "defaultMode": 0o444}},
+        {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+    ]
+    if args.backup_key is not None:
+        volumes.append(backup_key_volume(backup_key_secret(args.app)))
+    if args.records_position:
+        volumes += recorder_volumes()
+    if args.reads_witness:
+        # Optional: absent until the first ready rollout (the kubelet then mounts an empty directory); so is
+        # each key until it is written (an optional volume skips a missing key).
+        items = [{"key": SERVED_KEY, "path": SERVED_KEY}]
+        if args.records_position:
+            items.append({"key": WITNESS_KEY, "path": WITNESS_KEY})
+        witness = {"name": served_config_map(args.app), "optional": True, "defaultMode": 0o444, "items": items}
+        volumes.append({"name": SERVED_VOLUME, "configMap": witness})
+    if args.upgrade_version is not None:
+        volumes.append({"name": UPGRADE_SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.upgrade_scratch_size}})
+    return volumes
+
+
 class LitestreamBackup(pulumi.ComponentResource):
     """Backup of one application's SQLite database; see the module docstring.
 
@@ -214,23 +264,9 @@ class LitestreamBackup(pulumi.ComponentResource):
     def __init__(self, name: str, args: LitestreamBackupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:litestream:LitestreamBackup", name, None, opts)
         self.resource_name, self.args = name, args
-        litestream = args.settings.litestream
         self.backup_dir = f"{BACKUP_MOUNT}/{args.app}"
-        config_text = render_litestream_config(
-            db_path=args.db_path,
-            replica_path=f"{self.backup_dir}/replica",
-            sync_interval=litestream.sync_interval,
-            retention=litestream.retention,
-            metrics_addr=f":{args.metrics_port}" if args.metrics_port is not None else None,
-        )
-        script = restore_script()
-        scripts = {"restore.sh": script, POSITION_SCRIPT_KEY: packaged_script(POSITION_SCRIPT_NAME)}
-        if args.backup_key is not None:
-            scripts[MANIFEST_SCRIPT_KEY] = manifest_script()
-        if args.records_position:
-            scripts[RECORDER_SCRIPT_KEY] = recorder_script()
-        if args.upgrade_version is not None:
-            scripts[UPGRADE_SCRIPT_KEY] = pre_upgrade_script()
+        config_text = litestream_yml(args)
+        scripts = config_scripts(args)
         self.config_checksum = checksum(config_text, *scripts.values())
         child = pulumi.ResourceOptions(parent=self)
         self.config_map = k8s.core.v1.ConfigMap(
@@ -243,26 +279,7 @@ class LitestreamBackup(pulumi.ComponentResource):
             data={"litestream.yml": config_text, **scripts},
             opts=child,
         )
-        self.volumes = [
-            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim}},
-            {"name": CONFIG_VOLUME, "configMap": {"name": f"{args.app}-litestream", "defaultMode": 0o444}},
-            {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-        ]
-        self.backup_key = None
-        if args.backup_key is not None:
-            # A Pulumi secret end to end: the Secret's data is encrypted in the state and never rendered in plain.
-            self.backup_key = k8s.core.v1.Secret(
-                f"{name}-backup-key",
-                metadata={
-                    "name": backup_key_secret(args.app),
-                    "namespace": args.namespace,
-                    "labels": labels(args.app, "backup", args.part_of),
-                },
-                type="Opaque",
-                string_data={BACKUP_KEY_ITEM: pulumi.Output.secret(args.backup_key)},
-                opts=child,
-            )
-            self.volumes.append(backup_key_volume(backup_key_secret(args.app)))
+        self.backup_key = self._backup_key(name, args) if args.backup_key is not None else None
         self.service_account_name = None
         self.pod_dependencies = []
         if args.records_position:
@@ -275,17 +292,7 @@ class LitestreamBackup(pulumi.ComponentResource):
                 opts=child,
             )
             self.service_account_name = recorder_account(args.app)
-            self.volumes += recorder_volumes()
-        if args.reads_witness:
-            # Optional: absent until the first ready rollout (the kubelet then mounts an empty directory); so is
-            # each key until it is written (an optional volume skips a missing key).
-            items = [{"key": SERVED_KEY, "path": SERVED_KEY}]
-            if args.records_position:
-                items.append({"key": WITNESS_KEY, "path": WITNESS_KEY})
-            witness = {"name": served_config_map(args.app), "optional": True, "defaultMode": 0o444, "items": items}
-            self.volumes.append({"name": SERVED_VOLUME, "configMap": witness})
-        if args.upgrade_version is not None:
-            self.volumes.append({"name": UPGRADE_SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.upgrade_scratch_size}})
+        self.volumes = pod_volumes(args)
         # In order: restore, then (Headscale) the pre-upgrade snapshot while nothing writes, then the sidecar.
         # The signer before Litestream: sidecars stop in reverse order, so it signs the tail Litestream ships last;
         # the recorder before the signer, so it records the signer's last position.
@@ -297,33 +304,51 @@ class LitestreamBackup(pulumi.ComponentResource):
             self._replicate(args),
         ]
         self.replication_source = self._volsync(name, args, child)
-        self.metrics_service = None
-        if args.metrics_port is not None:
-            # Headless, numeric target port: scraped through its endpoints, which need no container port lookup
-            # (the port is a native sidecar's, an init container).
-            self.metrics_service = k8s.core.v1.Service(
-                f"{name}-metrics",
-                metadata={
-                    "name": metrics_service_name(args.app),
-                    "namespace": args.namespace,
-                    "labels": labels(args.app, METRICS_COMPONENT, args.part_of),
-                },
-                spec={
-                    "clusterIP": "None",
-                    "selector": selector(args.app, args.part_of),
-                    "ports": [
-                        {
-                            "name": METRICS_PORT_NAME,
-                            "port": args.metrics_port,
-                            "targetPort": args.metrics_port,
-                            "protocol": "TCP",
-                        }
-                    ],
-                },
-                opts=child,
-            )
+        self.metrics_service = self._metrics_service(name, args) if args.metrics_port is not None else None
         self.register_outputs(
             {"configMap": self.config_map.metadata.apply(lambda m: m.name), "backupDir": self.backup_dir}
+        )
+
+    def _backup_key(self, name: str, args: LitestreamBackupArgs) -> k8s.core.v1.Secret:
+        """The Secret `<app>-backup-key` with the tailnet's backup key, mounted by the signer and the restore."""
+        # A Pulumi secret end to end: the Secret's data is encrypted in the state and never rendered in plain.
+        return k8s.core.v1.Secret(
+            f"{name}-backup-key",
+            metadata={
+                "name": backup_key_secret(args.app),
+                "namespace": args.namespace,
+                "labels": labels(args.app, "backup", args.part_of),
+            },
+            type="Opaque",
+            string_data={BACKUP_KEY_ITEM: pulumi.Output.secret(args.backup_key)},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _metrics_service(self, name: str, args: LitestreamBackupArgs) -> k8s.core.v1.Service:
+        """The headless Service `<app>-litestream` in front of the sidecar's metrics port."""
+        assert args.metrics_port is not None
+        # Headless, numeric target port: scraped through its endpoints, which need no container port lookup
+        # (the port is a native sidecar's, an init container).
+        return k8s.core.v1.Service(
+            f"{name}-metrics",
+            metadata={
+                "name": metrics_service_name(args.app),
+                "namespace": args.namespace,
+                "labels": labels(args.app, METRICS_COMPONENT, args.part_of),
+            },
+            spec={
+                "clusterIP": "None",
+                "selector": selector(args.app, args.part_of),
+                "ports": [
+                    {
+                        "name": METRICS_PORT_NAME,
+                        "port": args.metrics_port,
+                        "targetPort": args.metrics_port,
+                        "protocol": "TCP",
+                    }
+                ],
+            },
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def pod_account(self) -> dict[str, Any]:

@@ -58,6 +58,9 @@ PATHS = HeadscalePaths()
 JOB = "headscale-migrate"
 #: The ConfigMap with litestream.yml and the restore script: the one HeadscaleServer's backup (app `headscale`) owns.
 RESTORE_CONFIG_MAP = f"{APP}-litestream"
+#: Where the restore step puts the database, and the migrate step reads it: the scratch volume.
+DB_PATH = f"{PATHS.data_dir}/db.sqlite"
+SCRATCH_MOUNT: dict[str, Any] = {"name": "scratch", "mountPath": PATHS.data_dir}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +114,121 @@ def database_env(target: PostgresStorage) -> list[dict[str, Any]]:
     ]
 
 
+def _restore_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
+    """Step 1: the latest replica into the scratch volume, as the restore init container restores it (identity
+    contract, REQUIRE_BACKUP), from the backup mounted read-only; with ``authenticate``, only a signed replica."""
+    restore: dict[str, Any] = {
+        "name": "restore",
+        "image": args.restore_image,
+        "command": ["/bin/sh", SCRIPT_FILE],
+        "env": [
+            {"name": "DB_PATH", "value": DB_PATH},
+            {"name": "BACKUP_DIR", "value": f"{BACKUP_MOUNT}/{APP}"},
+            {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
+            {"name": "IDENTITY_FILE", "value": PATHS.noise_key},
+            {"name": "REQUIRE_BACKUP", "value": "true"},
+        ],
+        "volumeMounts": [
+            SCRATCH_MOUNT,
+            backup_mount(APP, read_only=True),
+            {"name": "litestream-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
+            IDENTITY_MOUNT,
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "resources": resources(args.restore_resources),
+        "securityContext": container_security(),
+    }
+    if args.authenticate:
+        # No age limit: Headscale is stopped while it migrates, so its manifest ages by design.
+        restore["env"] += [
+            {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
+            {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
+        ]
+        restore["volumeMounts"].append(BACKUP_KEY_VOLUME_MOUNT)
+    return restore
+
+
+def _schema_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
+    """Step 2 (and, renamed `smoke`, step 4): Headscale's `configtest` against the target, which creates its schema
+    (then opens the loaded database). configtest loads the server's config.yaml: every file it names (identity,
+    OIDC secret, policy) is mounted, and the CA the connection is verified against."""
+    _, file_mounts = server_files(oidc=args.oidc, policy=args.policy)
+    _, ca_mounts, _ = postgres_ca(args.target)
+    return {
+        "name": "schema",
+        "image": args.headscale_image,
+        "args": ["configtest"],
+        "env": database_env(args.target),
+        "volumeMounts": [
+            *file_mounts,
+            *ca_mounts,
+            {"name": "run", "mountPath": PATHS.run_dir},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "resources": resources(args.resources),
+        "securityContext": container_security(),
+    }
+
+
+def _migrate_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
+    """Step 3: the migration tool, from the restored copy into the target (verifying it with the CA, if any)."""
+    _, ca_mounts, _ = postgres_ca(args.target)
+    password = {"secretKeyRef": {"name": args.target.password_secret, "key": args.target.password_key}}
+    run_args = ["run", "--sqlite", DB_PATH, "--version", args.headscale_version, "--workdir", "/work"]
+    return {
+        "name": "migrate",
+        "image": args.image,
+        "command": ["python", "-m", "migration"],
+        "args": [*run_args, *(["--force"] if args.force else [])],
+        "env": [
+            # sslmode and sslrootcert travel in the URL: the tool sets every PG* variable of psql itself.
+            {"name": "MIGRATION_PG_URL", "value": target_url(args.target)},
+            {"name": "PGPASSWORD", "valueFrom": password},
+        ],
+        "volumeMounts": [
+            SCRATCH_MOUNT,
+            {"name": "work", "mountPath": "/work"},
+            {"name": "tmp", "mountPath": "/tmp"},
+            *ca_mounts,
+        ],
+        "resources": resources(args.resources),
+        "securityContext": container_security(),
+    }
+
+
+def _volumes(args: SqliteToPostgresArgs) -> list[dict[str, Any]]:
+    """The pod's volumes: scratch space, the backup (read-only) and its Litestream config, the server's files and
+    the target's CA certificate (nothing when none), and the backup key when the restore authenticates."""
+    file_volumes, _ = server_files(oidc=args.oidc, policy=args.policy)
+    ca_volumes, _, _ = postgres_ca(args.target)
+    return [
+        {"name": "scratch", "emptyDir": {"sizeLimit": "4Gi"}},
+        {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+        {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
+        {"name": "litestream-config", "configMap": {"name": RESTORE_CONFIG_MAP, "defaultMode": 0o444}},
+        *file_volumes,
+        *ca_volumes,
+        *([backup_key_volume(backup_key_secret(APP))] if args.authenticate else []),
+    ]  # fmt: skip
+
+
+def migration_pod_spec(args: SqliteToPostgresArgs) -> dict[str, Any]:
+    """The Job's pod: restore, schema and migrate as init containers, in order, then the smoke test."""
+    schema = _schema_step(args)
+    return {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": pod_security(),
+        **scheduling(args.cluster),
+        "initContainers": [_restore_step(args), schema, _migrate_step(args)],
+        "containers": [{**schema, "name": "smoke"}],
+        "volumes": _volumes(args),
+    }
+
+
 class SqliteToPostgres(pulumi.ComponentResource):
     """The migration Job; see the module docstring.
 
@@ -123,98 +241,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SqliteToPostgresArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:migration:SqliteToPostgres", name, None, opts)
-        namespace = args.namespace
-        password = {"secretKeyRef": {"name": args.target.password_secret, "key": args.target.password_key}}
-        db_path = f"{PATHS.data_dir}/db.sqlite"
-        scratch = {"name": "scratch", "mountPath": PATHS.data_dir}
-        # configtest loads the server's config.yaml: every file it names (identity, OIDC secret, policy) must be
-        # mounted.
-        file_volumes, file_mounts = server_files(oidc=args.oidc, policy=args.policy)
-        # Every step that connects to PostgreSQL verifies it: the CA certificate, read-only (nothing when none).
-        ca_volumes, ca_mounts, _ = postgres_ca(args.target)
-        restore = {
-            "name": "restore",
-            "image": args.restore_image,
-            "command": ["/bin/sh", SCRIPT_FILE],
-            "env": [
-                {"name": "DB_PATH", "value": db_path},
-                {"name": "BACKUP_DIR", "value": f"{BACKUP_MOUNT}/{APP}"},
-                {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
-                {"name": "IDENTITY_FILE", "value": PATHS.noise_key},
-                {"name": "REQUIRE_BACKUP", "value": "true"},
-            ],
-            "volumeMounts": [
-                scratch,
-                backup_mount(APP, read_only=True),
-                {"name": "litestream-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
-                IDENTITY_MOUNT,
-                {"name": "tmp", "mountPath": "/tmp"},
-            ],
-            "resources": resources(args.restore_resources),
-            "securityContext": container_security(),
-        }
-        if args.authenticate:
-            # No age limit: Headscale is stopped while it migrates, so its manifest ages by design.
-            restore["env"] += [
-                {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
-                {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
-            ]
-            restore["volumeMounts"].append(BACKUP_KEY_VOLUME_MOUNT)
-        schema = {
-            "name": "schema",
-            "image": args.headscale_image,
-            "args": ["configtest"],
-            "env": database_env(args.target),
-            "volumeMounts": [
-                *file_mounts,
-                *ca_mounts,
-                {"name": "run", "mountPath": PATHS.run_dir},
-                {"name": "tmp", "mountPath": "/tmp"},
-            ],
-            "resources": resources(args.resources),
-            "securityContext": container_security(),
-        }
-        run_args = ["run", "--sqlite", db_path, "--version", args.headscale_version, "--workdir", "/work"]
-        migrate = {
-            "name": "migrate",
-            "image": args.image,
-            "command": ["python", "-m", "migration"],
-            "args": [*run_args, *(["--force"] if args.force else [])],
-            "env": [
-                # sslmode and sslrootcert travel in the URL: the tool sets every PG* variable of psql itself.
-                {"name": "MIGRATION_PG_URL", "value": target_url(args.target)},
-                {"name": "PGPASSWORD", "valueFrom": password},
-            ],
-            "volumeMounts": [
-                scratch,
-                {"name": "work", "mountPath": "/work"},
-                {"name": "tmp", "mountPath": "/tmp"},
-                *ca_mounts,
-            ],
-            "resources": resources(args.resources),
-            "securityContext": container_security(),
-        }
-        volumes = [
-            {"name": "scratch", "emptyDir": {"sizeLimit": "4Gi"}},
-            {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
-            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
-            {"name": "litestream-config", "configMap": {"name": RESTORE_CONFIG_MAP, "defaultMode": 0o444}},
-            *file_volumes,
-            *ca_volumes,
-            *([backup_key_volume(backup_key_secret(APP))] if args.authenticate else []),
-        ]  # fmt: skip
-        pod_spec = {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": pod_security(),
-            **scheduling(args.cluster),
-            "initContainers": [restore, schema, migrate],
-            "containers": [{**schema, "name": "smoke"}],
-            "volumes": volumes,
-        }
+        pod_spec = migration_pod_spec(args)
         skips = static_check_skips(pod_spec, {"CKV_K8S_35": PASSWORD_ENV_REASON})
         spec = {
             "backoffLimit": 0,
@@ -230,7 +257,7 @@ class SqliteToPostgres(pulumi.ComponentResource):
             f"{name}-job",
             metadata={
                 "name": self.job_name,
-                "namespace": namespace,
+                "namespace": args.namespace,
                 "labels": labels(JOB, "migration"),
                 # A Job that failed (or never finished) is replaced at the next `pulumi up`, so "fix, then
                 # `pulumi up` again" runs it again instead of awaiting the same failed Job.

@@ -108,6 +108,116 @@ def key_metrics(expiries: Sequence[tuple[str, str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class ScrapeMonitor:
+    """One prometheus-operator monitor: the suffix of its Pulumi name, its kind, name, namespace and spec."""
+
+    suffix: str
+    kind: str  # ServiceMonitor or PodMonitor
+    name: str
+    namespace: str
+    spec: dict[str, Any]
+
+
+def scrape_monitors(args: MonitoringArgs) -> list[ScrapeMonitor]:
+    """Every monitor of the stack (see the module docstring): Headscale, the Litestream sidecars (when any serves
+    metrics), the CloudNativePG instances (PostgreSQL stages), CoreDNS in the gateway namespace, the exporter."""
+    ns = args.namespace
+    return [
+        _headscale_monitor(ns),
+        *([_litestream_monitor(ns, args.litestream_apps)] if args.litestream_apps else []),
+        *([_database_monitor(ns, args.cnpg_cluster)] if args.cnpg_cluster is not None else []),
+        _gateway_monitor(args.gateway_namespace),
+        _exporter_monitor(ns),
+    ]
+
+
+def _headscale_monitor(ns: str) -> ScrapeMonitor:
+    return ScrapeMonitor(
+        "servicemonitor-headscale",
+        "ServiceMonitor",
+        HEADSCALE_JOB,
+        ns,
+        {
+            "selector": {"matchLabels": selector(headscale_module.APP)},
+            "namespaceSelector": {"matchNames": [ns]},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": INTERVAL}],
+        },
+    )
+
+
+def _litestream_monitor(ns: str, apps: tuple[str, ...]) -> ScrapeMonitor:
+    return ScrapeMonitor(
+        "servicemonitor-litestream",
+        "ServiceMonitor",
+        f"{RULE}-litestream",
+        ns,
+        {
+            "selector": {
+                "matchLabels": {"app.kubernetes.io/component": METRICS_COMPONENT},
+                "matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "In", "values": list(apps)}],
+            },
+            "namespaceSelector": {"matchNames": [ns]},
+            "endpoints": [
+                {
+                    "port": METRICS_PORT_NAME,
+                    "path": "/metrics",
+                    "interval": INTERVAL,
+                    # Endpoints discovery knows no container for a native sidecar's port: name it here,
+                    # as the alerts select `container="litestream"`.
+                    "relabelings": [
+                        _APP_FROM_SERVICE,
+                        {"targetLabel": "container", "replacement": LITESTREAM_CONTAINER},
+                    ],
+                }
+            ],
+        },
+    )
+
+
+def _database_monitor(ns: str, cnpg_cluster: str) -> ScrapeMonitor:
+    return ScrapeMonitor(
+        "podmonitor-database",
+        "PodMonitor",
+        cnpg_cluster,
+        ns,
+        {
+            "selector": {"matchLabels": {"cnpg.io/cluster": cnpg_cluster}},
+            "namespaceSelector": {"matchNames": [ns]},
+            "podMetricsEndpoints": [{"port": "metrics", "interval": INTERVAL}],
+        },
+    )
+
+
+def _gateway_monitor(gateway_namespace: str) -> ScrapeMonitor:
+    return ScrapeMonitor(
+        "podmonitor-gateway",
+        "PodMonitor",
+        gateway_module.SERVICES,
+        gateway_namespace,
+        {
+            "selector": {"matchLabels": selector(gateway_module.SERVICES)},
+            "namespaceSelector": {"matchNames": [gateway_namespace]},
+            "podMetricsEndpoints": [{"port": "metrics", "interval": INTERVAL}],
+        },
+    )
+
+
+def _exporter_monitor(ns: str) -> ScrapeMonitor:
+    return ScrapeMonitor(
+        "servicemonitor-exporter",
+        "ServiceMonitor",
+        EXPORTER,
+        ns,
+        {
+            "selector": {"matchLabels": selector(EXPORTER)},
+            "namespaceSelector": {"matchNames": [ns]},
+            # The metrics carry their own `app` (the replica's application): keep it, never `exported_app`.
+            "endpoints": [{"port": "metrics", "path": EXPORTER_PATH, "interval": INTERVAL, "honorLabels": True}],
+        },
+    )
+
+
 class StackMonitoring(pulumi.ComponentResource):
     """The monitoring objects of one stack; see the module docstring."""
 
@@ -117,80 +227,17 @@ class StackMonitoring(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:monitoring:StackMonitoring", name, None, opts)
-        self._name, self._args = name, args
         child = pulumi.ResourceOptions(parent=self)
-        extra = dict(args.settings.labels)
         ns = args.namespace
-        self._monitor(
-            "servicemonitor-headscale",
-            "ServiceMonitor",
-            HEADSCALE_JOB,
-            ns,
-            {
-                "selector": {"matchLabels": selector(headscale_module.APP)},
-                "namespaceSelector": {"matchNames": [ns]},
-                "endpoints": [{"port": "metrics", "path": "/metrics", "interval": INTERVAL}],
-            },
-        )
-        if args.litestream_apps:
-            self._monitor(
-                "servicemonitor-litestream",
-                "ServiceMonitor",
-                f"{RULE}-litestream",
-                ns,
-                {
-                    "selector": {
-                        "matchLabels": {"app.kubernetes.io/component": METRICS_COMPONENT},
-                        "matchExpressions": [
-                            {"key": "app.kubernetes.io/name", "operator": "In", "values": list(args.litestream_apps)}
-                        ],
-                    },
-                    "namespaceSelector": {"matchNames": [ns]},
-                    "endpoints": [
-                        {
-                            "port": METRICS_PORT_NAME,
-                            "path": "/metrics",
-                            "interval": INTERVAL,
-                            # Endpoints discovery knows no container for a native sidecar's port: name it here,
-                            # as the alerts select `container="litestream"`.
-                            "relabelings": [
-                                _APP_FROM_SERVICE,
-                                {"targetLabel": "container", "replacement": LITESTREAM_CONTAINER},
-                            ],
-                        }
-                    ],
-                },
-            )
-        if args.cnpg_cluster is not None:
-            self._monitor(
-                "podmonitor-database",
-                "PodMonitor",
-                args.cnpg_cluster,
-                ns,
-                {
-                    "selector": {"matchLabels": {"cnpg.io/cluster": args.cnpg_cluster}},
-                    "namespaceSelector": {"matchNames": [ns]},
-                    "podMetricsEndpoints": [{"port": "metrics", "interval": INTERVAL}],
-                },
-            )
-        self._monitor(
-            "podmonitor-gateway",
-            "PodMonitor",
-            gateway_module.SERVICES,
-            args.gateway_namespace,
-            {
-                "selector": {"matchLabels": selector(gateway_module.SERVICES)},
-                "namespaceSelector": {"matchNames": [args.gateway_namespace]},
-                "podMetricsEndpoints": [{"port": "metrics", "interval": INTERVAL}],
-            },
-        )
+        for monitor in scrape_monitors(args):
+            self._monitor(name, args, monitor)
         # Always: the alerts expect its series (an absent exporter is an alert), and it also serves the key expiries.
         self.exporter = self._exporter(name, args, child)
         self.rule = k8s.apiextensions.CustomResource(
             f"{name}-rule",
             api_version=API_VERSION,
             kind="PrometheusRule",
-            metadata={"name": RULE, "namespace": ns, "labels": {**labels(RULE, "alerts"), **extra}},
+            metadata={"name": RULE, "namespace": ns, "labels": {**labels(RULE, "alerts"), **args.settings.labels}},
             spec={"groups": alert_groups(args.scope)},
             opts=child,
         )
@@ -214,17 +261,17 @@ class StackMonitoring(pulumi.ComponentResource):
             f"{name}-dashboard", metadata=manifest["metadata"], data=manifest["data"], opts=child
         )
 
-    def _monitor(self, suffix: str, kind: str, object_name: str, namespace: str, spec: dict[str, Any]) -> None:
+    def _monitor(self, name: str, args: MonitoringArgs, monitor: ScrapeMonitor) -> None:
         k8s.apiextensions.CustomResource(
-            f"{self._name}-{suffix}",
+            f"{name}-{monitor.suffix}",
             api_version=API_VERSION,
-            kind=kind,
+            kind=monitor.kind,
             metadata={
-                "name": object_name,
-                "namespace": namespace,
-                "labels": {**labels(object_name, "monitoring"), **self._args.settings.labels},
+                "name": monitor.name,
+                "namespace": monitor.namespace,
+                "labels": {**labels(monitor.name, "monitoring"), **args.settings.labels},
             },
-            spec=spec,
+            spec=monitor.spec,
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -274,18 +321,6 @@ class StackMonitoring(pulumi.ComponentResource):
                 "ports": [{"name": "metrics", "port": EXPORTER_PORT, "targetPort": "metrics", "protocol": "TCP"}],
             },
             opts=child,
-        )
-        self._monitor(
-            "servicemonitor-exporter",
-            "ServiceMonitor",
-            EXPORTER,
-            ns,
-            {
-                "selector": {"matchLabels": selector(EXPORTER)},
-                "namespaceSelector": {"matchNames": [ns]},
-                # The metrics carry their own `app` (the replica's application): keep it, never `exported_app`.
-                "endpoints": [{"port": "metrics", "path": EXPORTER_PATH, "interval": INTERVAL, "honorLabels": True}],
-            },
         )
         return deployment
 

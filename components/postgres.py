@@ -8,6 +8,7 @@ this component (see OWNER_SECRET), which CNPG applies to the role on the primary
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -85,6 +86,104 @@ class PostgresDatabaseArgs:
     replica_of: ReplicaOf | None = None  # None: the primary, which archives; set: a standby's replica cluster
 
 
+def object_store_spec(store: ObjectStore) -> dict[str, Any]:
+    """The barman-cloud ObjectStore's spec: where the archive goes, with which credentials, kept how long."""
+    configuration: dict[str, Any] = {
+        "destinationPath": store.destination_path,
+        "s3Credentials": {
+            "accessKeyId": {"name": CREDENTIALS, "key": "ACCESS_KEY_ID"},
+            "secretAccessKey": {"name": CREDENTIALS, "key": "ACCESS_SECRET_KEY"},
+        },
+        "wal": {"compression": "gzip"},
+        "data": {"compression": "gzip"},
+    }
+    if store.endpoint_url:
+        configuration["endpointURL"] = store.endpoint_url
+    return {"configuration": configuration, "retentionPolicy": store.retention}
+
+
+def cluster_spec(args: PostgresDatabaseArgs) -> dict[str, Any]:
+    """The CNPG Cluster's spec: its shape and storage, the owner's managed role, and how it starts (initdb and
+    archiving on a primary; recovery from the active site's archive on a replica cluster)."""
+    storage: dict[str, Any] = {"size": args.storage_size}
+    if args.storage_class:
+        storage["storageClass"] = args.storage_class
+    spec: dict[str, Any] = {
+        "instances": args.instances,
+        "imageName": args.image,
+        "storage": storage,
+        "resources": resources(args.resources),
+        "enableSuperuserAccess": False,
+        # The name clients connect to must be in the server certificate for verify-full; CNPG adds these to
+        # the `-rw`/`-r`/`-ro` names it always lists (operator-generated certificates stay in place).
+        "certificates": {"serverAltDNSNames": [read_write_host(args.namespace)]},
+        "affinity": {
+            "enablePodAntiAffinity": True,
+            "topologyKey": "kubernetes.io/hostname",
+            # Required when there is more than one instance: two instances on one node share its fate.
+            "podAntiAffinityType": "required" if args.instances > 1 else "preferred",
+        },
+    }
+    # The role's password follows the owner Secret on the primary, including right after a promotion.
+    spec["managed"] = {
+        "roles": [{"name": OWNER, "ensure": "present", "login": True, "passwordSecret": {"name": OWNER_SECRET}}]
+    }
+    if args.replica_of is not None:
+        return spec | _replica_start(args.replica_of)
+    spec["bootstrap"] = {"initdb": {"database": DATABASE, "owner": OWNER, "secret": {"name": OWNER_SECRET}}}
+    spec["plugins"] = [{"name": BARMAN_PLUGIN, "isWALArchiver": True, "parameters": {"barmanObjectName": STORE}}]
+    return spec
+
+
+def _replica_start(replica_of: ReplicaOf) -> dict[str, Any]:
+    """A replica cluster's `bootstrap`, `replica` and `externalClusters`: recovered from the active site's archive
+    and following it; it archives nothing (one writer per archive). Promotion = role active: `replica.enabled`
+    false, then the plugin archives."""
+    source: dict[str, Any] = {
+        "name": ACTIVE_SOURCE,
+        "plugin": {
+            "name": BARMAN_PLUGIN,
+            "parameters": {"barmanObjectName": STORE, "serverName": DATABASE_CLUSTER},
+        },
+    }
+    if replica_of.streaming_host is not None:
+        # Streaming first, the archive as fallback; the active's replication certificates are copied here
+        # under names of their own.
+        source["connectionParameters"] = {
+            "host": replica_of.streaming_host,
+            "user": "streaming_replica",
+            "dbname": "postgres",
+            "sslmode": "verify-full",
+        }
+        source["sslKey"] = {"name": ACTIVE_REPLICATION_SECRET, "key": "tls.key"}
+        source["sslCert"] = {"name": ACTIVE_REPLICATION_SECRET, "key": "tls.crt"}
+        source["sslRootCert"] = {"name": ACTIVE_CA_SECRET, "key": "ca.crt"}
+    return {
+        "bootstrap": {
+            "recovery": {
+                "source": ACTIVE_SOURCE,
+                "database": DATABASE,
+                "owner": OWNER,
+                "secret": {"name": OWNER_SECRET},
+            }
+        },
+        "replica": {"enabled": True, "source": ACTIVE_SOURCE},
+        "externalClusters": [source],
+    }
+
+
+def scheduled_backup_spec(schedule: str) -> dict[str, Any]:
+    """The primary's daily base backup through the barman-cloud plugin (a replica cluster takes none)."""
+    return {
+        "schedule": schedule,
+        "cluster": {"name": DATABASE_CLUSTER},
+        "method": "plugin",
+        "pluginConfiguration": {"name": BARMAN_PLUGIN},
+        "backupOwnerReference": "self",
+        "immediate": True,
+    }
+
+
 class PostgresDatabase(pulumi.ComponentResource):
     """CNPG Cluster, its object store and its scheduled backups.
 
@@ -109,111 +208,20 @@ class PostgresDatabase(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PostgresDatabaseArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:postgres:PostgresDatabase", name, None, opts)
-        namespace, store = args.namespace, args.object_store
         self.cluster_name, self.database_name, self.owner_name = DATABASE_CLUSTER, DATABASE, OWNER
         self.owner_secret_name, self.object_store_name, self.credentials_secret_name = OWNER_SECRET, STORE, CREDENTIALS
-        self.host = read_write_host(namespace)
-        child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": namespace, "labels": labels(DATABASE_CLUSTER, "database")}
-        password = random.RandomPassword(f"{name}-owner-password", length=32, special=False, opts=child)
-        owner = k8s.core.v1.Secret(
-            f"{name}-owner",
-            # CNPG reloads a labelled Secret at once: a new password reaches the role without waiting.
-            metadata={**meta, "name": OWNER_SECRET, "labels": {**meta["labels"], "cnpg.io/reload": "true"}},
-            type="kubernetes.io/basic-auth",
-            string_data={"username": OWNER, "password": pulumi.Output.secret(password.result)},
-            opts=child,
-        )
-        credentials = k8s.core.v1.Secret(
-            f"{name}-s3",
-            metadata={**meta, "name": CREDENTIALS},
-            type="Opaque",
-            string_data={
-                "ACCESS_KEY_ID": pulumi.Output.secret(args.object_store_access_key_id),
-                "ACCESS_SECRET_KEY": pulumi.Output.secret(args.object_store_secret_access_key),
-            },
-            opts=child,
-        )
-        configuration: dict[str, object] = {
-            "destinationPath": store.destination_path,
-            "s3Credentials": {
-                "accessKeyId": {"name": CREDENTIALS, "key": "ACCESS_KEY_ID"},
-                "secretAccessKey": {"name": CREDENTIALS, "key": "ACCESS_SECRET_KEY"},
-            },
-            "wal": {"compression": "gzip"},
-            "data": {"compression": "gzip"},
-        }
-        if store.endpoint_url:
-            configuration["endpointURL"] = store.endpoint_url
+        self.host = read_write_host(args.namespace)
+        meta = {"namespace": args.namespace, "labels": labels(DATABASE_CLUSTER, "database")}
+        owner = self._owner_secret(name, meta)
+        credentials = self._credentials_secret(name, args, meta)
         object_store = k8s.apiextensions.CustomResource(
             f"{name}-store",
             api_version="barmancloud.cnpg.io/v1",
             kind="ObjectStore",
             metadata={**meta, "name": STORE},
-            spec={"configuration": configuration, "retentionPolicy": store.retention},
+            spec=object_store_spec(args.object_store),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[credentials]),
         )
-        storage: dict[str, object] = {"size": args.storage_size}
-        if args.storage_class:
-            storage["storageClass"] = args.storage_class
-        spec: dict[str, object] = {
-            "instances": args.instances,
-            "imageName": args.image,
-            "storage": storage,
-            "resources": resources(args.resources),
-            "enableSuperuserAccess": False,
-            # The name clients connect to must be in the server certificate for verify-full; CNPG adds these to
-            # the `-rw`/`-r`/`-ro` names it always lists (operator-generated certificates stay in place).
-            "certificates": {"serverAltDNSNames": [read_write_host(namespace)]},
-            "affinity": {
-                "enablePodAntiAffinity": True,
-                "topologyKey": "kubernetes.io/hostname",
-                # Required when there is more than one instance: two instances on one node share its fate.
-                "podAntiAffinityType": "required" if args.instances > 1 else "preferred",
-            },
-        }
-        # The role's password follows the owner Secret on the primary, including right after a promotion.
-        spec["managed"] = {
-            "roles": [{"name": OWNER, "ensure": "present", "login": True, "passwordSecret": {"name": OWNER_SECRET}}]
-        }
-        replica_of = args.replica_of
-        if replica_of is not None:
-            # A replica cluster: recovered from the active site's archive and following it; it archives nothing
-            # (one writer per archive). Promotion = role active: `replica.enabled` false, then the plugin archives.
-            source: dict[str, object] = {
-                "name": ACTIVE_SOURCE,
-                "plugin": {
-                    "name": BARMAN_PLUGIN,
-                    "parameters": {"barmanObjectName": STORE, "serverName": DATABASE_CLUSTER},
-                },
-            }
-            if replica_of.streaming_host is not None:
-                # Streaming first, the archive as fallback; the active's replication certificates are copied here
-                # under names of their own.
-                source["connectionParameters"] = {
-                    "host": replica_of.streaming_host,
-                    "user": "streaming_replica",
-                    "dbname": "postgres",
-                    "sslmode": "verify-full",
-                }
-                source["sslKey"] = {"name": ACTIVE_REPLICATION_SECRET, "key": "tls.key"}
-                source["sslCert"] = {"name": ACTIVE_REPLICATION_SECRET, "key": "tls.crt"}
-                source["sslRootCert"] = {"name": ACTIVE_CA_SECRET, "key": "ca.crt"}
-            spec["bootstrap"] = {
-                "recovery": {
-                    "source": ACTIVE_SOURCE,
-                    "database": DATABASE,
-                    "owner": OWNER,
-                    "secret": {"name": OWNER_SECRET},
-                }
-            }
-            spec["replica"] = {"enabled": True, "source": ACTIVE_SOURCE}
-            spec["externalClusters"] = [source]
-        else:
-            spec["bootstrap"] = {"initdb": {"database": DATABASE, "owner": OWNER, "secret": {"name": OWNER_SECRET}}}
-            spec["plugins"] = [
-                {"name": BARMAN_PLUGIN, "isWALArchiver": True, "parameters": {"barmanObjectName": STORE}}
-            ]
         self.cluster = k8s.apiextensions.CustomResource(
             f"{name}-cluster",
             api_version="postgresql.cnpg.io/v1",
@@ -221,13 +229,13 @@ class PostgresDatabase(pulumi.ComponentResource):
             # pulumi-kubernetes awaits no custom resource unless told what ready means: what depends on the Cluster
             # (the migration Job, Headscale on PostgreSQL) starts only once CloudNativePG reports it Ready.
             metadata={**meta, "name": DATABASE_CLUSTER, "annotations": READY_AWAIT},
-            spec=spec,
+            spec=cluster_spec(args),
             # Bootstrap only matters when the cluster is created; a promoted replica keeps its data.
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[object_store, owner], retain_on_delete=True, ignore_changes=["spec.bootstrap"]
             ),
         )
-        if replica_of is not None:
+        if args.replica_of is not None:
             self.register_outputs(self._outputs() | {"replicaOf": ACTIVE_SOURCE})
             return
         k8s.apiextensions.CustomResource(
@@ -235,17 +243,36 @@ class PostgresDatabase(pulumi.ComponentResource):
             api_version="postgresql.cnpg.io/v1",
             kind="ScheduledBackup",
             metadata={**meta, "name": f"{DATABASE_CLUSTER}-daily"},
-            spec={
-                "schedule": args.backup_schedule,
-                "cluster": {"name": DATABASE_CLUSTER},
-                "method": "plugin",
-                "pluginConfiguration": {"name": BARMAN_PLUGIN},
-                "backupOwnerReference": "self",
-                "immediate": True,
-            },
+            spec=scheduled_backup_spec(args.backup_schedule),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
         )
         self.register_outputs(self._outputs() | {"host": self.host})
+
+    def _owner_secret(self, name: str, meta: dict[str, Any]) -> k8s.core.v1.Secret:
+        """The owner's credentials (OWNER_SECRET), with a password generated once and kept in Pulumi's state."""
+        child = pulumi.ResourceOptions(parent=self)
+        password = random.RandomPassword(f"{name}-owner-password", length=32, special=False, opts=child)
+        return k8s.core.v1.Secret(
+            f"{name}-owner",
+            # CNPG reloads a labelled Secret at once: a new password reaches the role without waiting.
+            metadata={**meta, "name": OWNER_SECRET, "labels": {**meta["labels"], "cnpg.io/reload": "true"}},
+            type="kubernetes.io/basic-auth",
+            string_data={"username": OWNER, "password": pulumi.Output.secret(password.result)},
+            opts=child,
+        )
+
+    def _credentials_secret(self, name: str, args: PostgresDatabaseArgs, meta: dict[str, Any]) -> k8s.core.v1.Secret:
+        """The object store's S3 credentials, as the ObjectStore names them (CREDENTIALS)."""
+        return k8s.core.v1.Secret(
+            f"{name}-s3",
+            metadata={**meta, "name": CREDENTIALS},
+            type="Opaque",
+            string_data={
+                "ACCESS_KEY_ID": pulumi.Output.secret(args.object_store_access_key_id),
+                "ACCESS_SECRET_KEY": pulumi.Output.secret(args.object_store_secret_access_key),
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _outputs(self) -> dict[str, str]:
         """The names every user of the database needs, primary or replica."""

@@ -96,6 +96,12 @@ class RestoreRehearsalArgs:
     manifest_max_age_seconds: int | None = None
 
     def __post_init__(self) -> None:
+        problems = [*self._name_problems(), *self._timing_problems(), *self._size_problems()]
+        if problems:
+            raise ValueError("RestoreRehearsalArgs: " + "; ".join(problems))
+
+    def _name_problems(self) -> list[str]:
+        """The names the rehearsal's objects are made from: the application, the namespace, the image, the claim."""
         problems = []
         if not _DNS_LABEL.match(self.app) or len(self.app) > _MAX_APP:
             problems.append(f"app {self.app!r}: must be a DNS label of at most {_MAX_APP} characters")
@@ -105,6 +111,11 @@ class RestoreRehearsalArgs:
             problems.append("image '': must name the Litestream image")
         if not self.backup_claim:
             problems.append("backup_claim '': must name the claim of the NFS backup export")
+        return problems
+
+    def _timing_problems(self) -> list[str]:
+        """The schedule, the age a replica may reach, and how long one run may take."""
+        problems = []
         fields = self.schedule.split()
         if len(fields) != 5 or not all(_CRON_FIELD.match(field) for field in fields):
             problems.append(f"schedule {self.schedule!r}: must be a five-field cron expression such as '17 4 * * *'")
@@ -116,13 +127,15 @@ class RestoreRehearsalArgs:
             problems.append(f"deadline_seconds {self.deadline_seconds!r}: must be a whole number of seconds")
         elif self.deadline_seconds <= 0:
             problems.append(f"deadline_seconds {self.deadline_seconds!r}: must be positive")
+        return problems
+
+    def _size_problems(self) -> list[str]:
         try:
             if quantity_value(self.scratch_size) <= 0:
-                problems.append(f"scratch_size {self.scratch_size!r}: must be more than zero")
+                return [f"scratch_size {self.scratch_size!r}: must be more than zero"]
         except ValueError:
-            problems.append(f"scratch_size {self.scratch_size!r}: must be a Kubernetes quantity such as 1Gi")
-        if problems:
-            raise ValueError("RestoreRehearsalArgs: " + "; ".join(problems))
+            return [f"scratch_size {self.scratch_size!r}: must be a Kubernetes quantity such as 1Gi"]
+        return []
 
 
 class RestoreRehearsal(pulumi.ComponentResource):

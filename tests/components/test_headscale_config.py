@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from headscale_ha.components.headscale import headscale_config_args
+from headscale_ha.components.headscale import headscale_config_input
 from headscale_ha.components.headscale_config import (
     PASSWORD_ENV,
-    HeadscaleConfigArgs,
+    HeadscaleConfigInput,
     HeadscalePaths,
     PostgresConnection,
     SqliteDatabase,
@@ -47,13 +47,13 @@ PG = PostgresConnection(host="headscale-pg-rw.headscale.svc", name="headscale", 
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def config_args(
+def config_input(
     config: StackConfig, *, postgres: PostgresConnection = PG, paths: HeadscalePaths = DEFAULT_PATHS
-) -> HeadscaleConfigArgs:
+) -> HeadscaleConfigInput:
     """The renderer's inputs the program derives for a stack (through the server's Args), with this test's paths
     and, in the postgres stage, its connection."""
     server = args.headscale_server_args(config, args.stage_of(config), args.render_stack_policy(config))
-    derived = headscale_config_args(server)
+    derived = headscale_config_input(server)
     database: SqliteDatabase | PostgresConnection = SqliteDatabase(path=f"{paths.data_dir}/db.sqlite")
     if config.database.stage is DatabaseStage.POSTGRES:
         database = postgres
@@ -138,7 +138,7 @@ def test_every_rendered_key_exists_in_the_release_example(
 ) -> None:
     known = example_keys(minor)
     config = stack_config(VERSIONS[minor], stage=stage, oidc=OIDC if with_oidc else None, embedded=embedded)
-    rendered = render_headscale_config(config_args(config))
+    rendered = render_headscale_config(config_input(config))
     unknown = sorted(".".join(p) for p in key_paths(rendered, leaves=USER_DATA_MAPS) - known)
     assert not unknown, f"keys not in Headscale {VERSIONS[minor]}'s config-example.yaml: {unknown}"
     assert ("oidc" in rendered) is with_oidc
@@ -147,7 +147,7 @@ def test_every_rendered_key_exists_in_the_release_example(
 
 def test_029_render_has_none_of_the_keys_it_refuses_or_deprecates() -> None:
     rendered = render_headscale_config(
-        config_args(stack_config("0.29.2", oidc=OIDC, headscale={"ephemeralInactivityTimeout": "45m"}))
+        config_input(stack_config("0.29.2", oidc=OIDC, headscale={"ephemeralInactivityTimeout": "45m"}))
     )
     assert "randomize_client_port" not in rendered
     assert "ephemeral_node_inactivity_timeout" not in rendered
@@ -157,7 +157,7 @@ def test_029_render_has_none_of_the_keys_it_refuses_or_deprecates() -> None:
 
 def test_028_render_keeps_the_ephemeral_timeout_at_top_level() -> None:
     rendered = render_headscale_config(
-        config_args(stack_config("0.28.0", headscale={"ephemeralInactivityTimeout": "45m"}))
+        config_input(stack_config("0.28.0", headscale={"ephemeralInactivityTimeout": "45m"}))
     )
     assert rendered["ephemeral_node_inactivity_timeout"] == "45m"
     assert "node" not in rendered
@@ -167,7 +167,7 @@ def test_028_render_keeps_the_ephemeral_timeout_at_top_level() -> None:
 
 
 def test_public_url_and_listeners() -> None:
-    rendered = render_headscale_config(config_args(stack_config()))
+    rendered = render_headscale_config(config_input(stack_config()))
     assert rendered["server_url"] == "https://headscale.example.com"
     assert rendered["listen_addr"] == "0.0.0.0:8080"
     assert rendered["metrics_listen_addr"] == "0.0.0.0:9090"
@@ -184,7 +184,7 @@ def test_keys_socket_and_database_follow_the_mount_paths() -> None:
         run_dir="/run/hs",
     )
     args = replace(
-        config_args(stack_config(oidc=OIDC, embedded=True), paths=paths), database=SqliteDatabase(path="/data/hs.db")
+        config_input(stack_config(oidc=OIDC, embedded=True), paths=paths), database=SqliteDatabase(path="/data/hs.db")
     )
     rendered = render_headscale_config(args)
     assert rendered["noise"] == {"private_key_path": "/keys/noise"}
@@ -195,7 +195,7 @@ def test_keys_socket_and_database_follow_the_mount_paths() -> None:
 
 
 def test_default_paths_are_the_secret_mounts() -> None:
-    rendered = render_headscale_config(config_args(stack_config(embedded=True)))
+    rendered = render_headscale_config(config_input(stack_config(embedded=True)))
     assert rendered["noise"]["private_key_path"] == "/etc/headscale/identity/noise_private.key"
     assert rendered["derp"]["server"]["private_key_path"] == "/etc/headscale/identity/derp_private.key"
     assert rendered["unix_socket"] == "/var/run/headscale/headscale.sock"
@@ -203,7 +203,7 @@ def test_default_paths_are_the_secret_mounts() -> None:
 
 def test_prefixes_come_from_the_tailnet() -> None:
     tailnet = {**section("hydra", "tailnet"), "prefixes": {"v4": "100.64.8.0/22", "allocation": "random"}}
-    rendered = render_headscale_config(config_args(stack_config(tailnet=tailnet)))
+    rendered = render_headscale_config(config_input(stack_config(tailnet=tailnet)))
     assert rendered["prefixes"] == {"v4": "100.64.8.0/22", "v6": "fd7a:115c:a1e0::/48", "allocation": "random"}
 
 
@@ -211,13 +211,13 @@ def test_prefixes_come_from_the_tailnet() -> None:
 
 
 def test_without_embedded_derp_only_the_maps_are_configured() -> None:
-    derp = render_headscale_config(config_args(stack_config()))["derp"]
+    derp = render_headscale_config(config_input(stack_config()))["derp"]
     assert derp == {"server": {"enabled": False}, "urls": ["https://controlplane.tailscale.com/derpmap/default"]}
 
 
 def test_embedded_derp_uses_the_configured_region_and_stun_port() -> None:
     config = stack_config(headscale={"derp": {"embedded": True, "regionId": 901, "regionCode": "hydra", "urls": []}})
-    derp = render_headscale_config(config_args(config))["derp"]
+    derp = render_headscale_config(config_input(config))["derp"]
     server = derp["server"]
     assert server["enabled"] is True
     assert (server["region_id"], server["region_code"]) == (901, "hydra")
@@ -233,7 +233,7 @@ def test_no_relay_at_all_is_refused() -> None:
     derp = valid.headscale.derp.model_copy(update={"embedded": False, "urls": []})
     config = valid.model_copy(update={"headscale": valid.headscale.model_copy(update={"derp": derp})})
     with pytest.raises(ValueError, match=r"derp: urls is empty"):
-        render_headscale_config(config_args(config))
+        render_headscale_config(config_input(config))
 
 
 # ------------------------------------------------------------------------------------------ database
@@ -241,7 +241,7 @@ def test_no_relay_at_all_is_refused() -> None:
 
 @pytest.mark.parametrize("stage", ["sqlite", "migrating"])
 def test_sqlite_and_migrating_stages_use_sqlite_on_the_volume(stage: str) -> None:
-    database = render_headscale_config(config_args(stack_config(stage=stage)))["database"]
+    database = render_headscale_config(config_input(stack_config(stage=stage)))["database"]
     assert database == {"type": "sqlite", "sqlite": {"path": "/var/lib/headscale/db.sqlite", "write_ahead_log": True}}
 
 
@@ -249,13 +249,13 @@ def test_sqlite_and_migrating_stages_use_sqlite_on_the_volume(stage: str) -> Non
 def test_no_busy_timeout_key_is_invented(minor: str) -> None:
     """Neither release has a config key for SQLite's busy timeout (Headscale sets it in code)."""
     assert not any("busy" in part for path in example_keys(minor) for part in path)
-    sqlite = render_headscale_config(config_args(stack_config(VERSIONS[minor])))["database"]["sqlite"]
+    sqlite = render_headscale_config(config_input(stack_config(VERSIONS[minor])))["database"]["sqlite"]
     assert not any("busy" in key for key in sqlite)
 
 
 def test_postgres_stage_connects_without_a_password_key() -> None:
     connection = PostgresConnection(host="pg-rw", port=6432, name="hs", user="hs_app", ssl="verify-full")
-    database = render_headscale_config(config_args(stack_config(stage="postgres"), postgres=connection))["database"]
+    database = render_headscale_config(config_input(stack_config(stage="postgres"), postgres=connection))["database"]
     assert database == {
         "type": "postgres",
         "postgres": {"host": "pg-rw", "port": 6432, "name": "hs", "user": "hs_app", "ssl": "verify-full"},
@@ -264,7 +264,7 @@ def test_postgres_stage_connects_without_a_password_key() -> None:
 
 
 def test_a_release_whose_keys_are_unknown_is_refused() -> None:
-    args = replace(config_args(stack_config()), version="0.30.0")
+    args = replace(config_input(stack_config()), version="0.30.0")
     with pytest.raises(ValueError, match=r"version 0\.30\.0: no config keys known for 0\.30"):
         render_headscale_config(args)
 
@@ -274,10 +274,10 @@ def test_a_release_whose_keys_are_unknown_is_refused() -> None:
 
 def test_the_policy_is_the_mounted_file_by_default_and_the_database_only_when_chosen() -> None:
     """File mode from the first start; the `apply` and `databaseUnmanaged` modes keep it in the database."""
-    rendered = render_headscale_config(config_args(stack_config()))
+    rendered = render_headscale_config(config_input(stack_config()))
     assert rendered["policy"] == {"mode": "file", "path": DEFAULT_PATHS.policy}
     for mode in ("apply", "databaseUnmanaged"):
-        args = config_args(stack_config(policy={"mode": mode}))
+        args = config_input(stack_config(policy={"mode": mode}))
         assert render_headscale_config(args)["policy"] == {"mode": "database", "path": ""}, mode
 
 
@@ -290,7 +290,7 @@ def test_both_policy_modes_are_keys_of_the_release(minor: str) -> None:
 
 
 def test_log_level_comes_from_config_as_json() -> None:
-    rendered = render_headscale_config(config_args(stack_config(headscale={"logLevel": "debug"})))
+    rendered = render_headscale_config(config_input(stack_config(headscale={"logLevel": "debug"})))
     assert rendered["log"] == {"level": "debug", "format": "json"}
 
 
@@ -305,7 +305,7 @@ def _three_site_tailnet(*, reverse: bool = False) -> dict[str, Any]:
 
 def test_split_dns_sends_every_site_zone_to_its_gateway() -> None:
     config = stack_config(tailnet=_three_site_tailnet())
-    dns = render_headscale_config(config_args(config))["dns"]
+    dns = render_headscale_config(config_input(config))["dns"]
     split = dns["nameservers"]["split"]
     assert split == {config.tailnet.zone_of(site): [site.gateway_ip] for site in config.tailnet.sites}
     assert split["lab.corp.example.net"] == ["172.29.250.10"], "an explicit dnsZone wins"
@@ -314,7 +314,7 @@ def test_split_dns_sends_every_site_zone_to_its_gateway() -> None:
 
 
 def test_dns_pushes_magic_dns_and_the_global_resolvers() -> None:
-    dns = render_headscale_config(config_args(stack_config(tailnet=_three_site_tailnet())))["dns"]
+    dns = render_headscale_config(config_input(stack_config(tailnet=_three_site_tailnet())))["dns"]
     assert dns["magic_dns"] is True
     assert dns["base_domain"] == "ts.example.com"
     assert dns["override_local_dns"] is True
@@ -325,11 +325,11 @@ def test_dns_pushes_magic_dns_and_the_global_resolvers() -> None:
 
 
 def test_no_oidc_block_without_oidc() -> None:
-    assert "oidc" not in render_headscale_config(config_args(stack_config()))
+    assert "oidc" not in render_headscale_config(config_input(stack_config()))
 
 
 def test_oidc_block_reads_the_secret_from_a_file() -> None:
-    oidc = render_headscale_config(config_args(stack_config(oidc=OIDC)))["oidc"]
+    oidc = render_headscale_config(config_input(stack_config(oidc=OIDC)))["oidc"]
     assert oidc == {
         "only_start_if_oidc_is_available": True,
         "issuer": "https://id.example.com/realms/ops",
@@ -347,7 +347,7 @@ def test_oidc_without_allow_lists_lets_every_idp_user_in_only_on_purpose_and_pkc
     open_oidc = {"issuer": "https://id.example.com", "clientId": "hs", "pkce": False}
     with pytest.raises(ConfigError, match=r"headscale-ha:headscale\.oidc: .* set allowAnyAccount: true on purpose"):
         stack_config(oidc=open_oidc)
-    oidc = render_headscale_config(config_args(stack_config(oidc={**open_oidc, "allowAnyAccount": True})))["oidc"]
+    oidc = render_headscale_config(config_input(stack_config(oidc={**open_oidc, "allowAnyAccount": True})))["oidc"]
     assert not {"allowed_domains", "allowed_users", "allowed_groups"} & set(oidc)
     assert oidc["pkce"] == {"enabled": False, "method": "S256"}
     assert oidc["only_start_if_oidc_is_available"] is False
@@ -359,7 +359,7 @@ def test_oidc_without_allow_lists_lets_every_idp_user_in_only_on_purpose_and_pkc
 @pytest.mark.parametrize("minor", sorted(VERSIONS))
 def test_no_secret_value_is_ever_rendered(minor: str) -> None:
     config = stack_config(VERSIONS[minor], stage="postgres", oidc=OIDC, embedded=True)
-    text = headscale_config_yaml(config_args(config))
+    text = headscale_config_yaml(config_input(config))
     secrets = secret_values(config)
     assert len(secrets) >= 3, "the fixture must actually carry the identity keys and the OIDC secret"
     for secret in secrets:
@@ -372,13 +372,13 @@ def test_no_secret_value_is_ever_rendered(minor: str) -> None:
 
 def test_yaml_is_the_rendered_mapping_and_identical_every_time() -> None:
     config = stack_config(stage="postgres", oidc=OIDC, embedded=True)
-    first, second = headscale_config_yaml(config_args(config)), headscale_config_yaml(config_args(config))
+    first, second = headscale_config_yaml(config_input(config)), headscale_config_yaml(config_input(config))
     assert first == second
-    assert yaml.safe_load(first) == render_headscale_config(config_args(config))
+    assert yaml.safe_load(first) == render_headscale_config(config_input(config))
     assert first.startswith("# Headscale 0.29.2 config")
 
 
 def test_site_order_does_not_change_the_output() -> None:
-    forward = headscale_config_yaml(config_args(stack_config(tailnet=_three_site_tailnet())))
-    backward = headscale_config_yaml(config_args(stack_config(tailnet=_three_site_tailnet(reverse=True))))
+    forward = headscale_config_yaml(config_input(stack_config(tailnet=_three_site_tailnet())))
+    backward = headscale_config_yaml(config_input(stack_config(tailnet=_three_site_tailnet(reverse=True))))
     assert forward == backward
