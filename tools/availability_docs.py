@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from headscale_ha.components.settings import PROJECT
-from headscale_ha.program.availability import availability_report, render_markdown
+from headscale_ha.program.availability import availability_report
+from headscale_ha.program.availability.page import render_markdown
 from headscale_ha.program.config import StackConfig, parse_stack_config
 from tools.harness import PROJECT_DIR
 from tools.plan import PLACEHOLDERS, plan_all

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -10,15 +11,23 @@ from typing import Any
 import pytest
 import yaml
 
-from headscale_ha.components.settings import DatabaseStage, OidcSettings
-from headscale_ha.program.availability import (
-    SOURCE,
-    _cell,
-    availability_output,
-    availability_report,
-    recovery_rows,
-    render_markdown,
+from headscale_ha.components.settings import (
+    DatabaseStage,
+    FailoverMode,
+    LocalStorage,
+    Nfs,
+    ObjectStore,
+    OidcSettings,
+    PolicyMode,
+    Role,
+    RouteKind,
+    VolSyncSettings,
 )
+from headscale_ha.program.availability import availability_output, availability_report
+from headscale_ha.program.availability.figures import recovery_rows
+from headscale_ha.program.availability.page import render_markdown, table_cell
+from headscale_ha.program.availability.phrases import SOURCE
+from headscale_ha.program.config import StackConfig
 from tests.support.stack_snippets import POSTGRES
 from tools.availability_docs import stack_config
 from tools.harness import PROJECT_DIR, ProgramRun
@@ -296,7 +305,7 @@ def test_the_stack_output_is_the_summary_of_the_report_of_its_config(run_stack) 
     assert not {"redundancy", "maintenance", "limits", "improvements", "assumptions"} & set(output)
     page = (PROJECT_DIR / output["details"]).read_text(encoding="utf-8")
     for row in report["failures"]:
-        assert _cell(row["whatStops"]) in page, "what the output leaves out is on the page it names"
+        assert table_cell(row["whatStops"]) in page, "what the output leaves out is on the page it names"
     assert len(json.dumps(output)) < len(json.dumps(report)) / 3
 
 
@@ -321,3 +330,57 @@ def test_the_markdown_is_deterministic_tables_line_up_and_it_says_how_to_regener
         widths = {len(re.findall(r"(?<!\\)\|", line)) for line in block.splitlines()}
         assert len(widths) == 1, block
     assert len(re.findall(r"^\| ", page, flags=re.MULTILINE)) >= len(report["failures"]) + len(report["redundancy"])
+
+
+def _replaced(model: Any, key: str, value: Any) -> Any:
+    """``model`` with the dotted ``key`` set to ``value`` (unvalidated: the report reads what it is given)."""
+    head, _, rest = key.partition(".")
+    return model.model_copy(update={head: _replaced(getattr(model, head), rest, value) if rest else value})
+
+
+def _modes(config: StackConfig) -> dict[str, list[Any]]:
+    """The settings the report's sentences depend on, each with the values it tells apart."""
+    own_site = [site for site in config.tailnet.sites if site.name == config.site.name]
+    return {
+        "role": list(Role),
+        "database.stage": list(DatabaseStage),
+        "backup.local.storage": list(LocalStorage),
+        "cluster.nodes": [1, 3],
+        "headplane.enabled": [True, False],
+        "headscale.replicas": [1, 0],
+        "gateway.routers.replicas": [1, 2],
+        "gateway.services.replicas": [1, 2],
+        "database.postgres.instances": [1, 3],
+        "database.postgres.streaming_host": [None, "pg.example.com"],
+        "database.postgres.object_store": [None, ObjectStore(destination_path="s3://wal/lab")],
+        "endpoint.failover": list(FailoverMode),
+        "endpoint.route": list(RouteKind),
+        "policy.mode": list(PolicyMode),
+        "headscale.oidc": [None, _oidc(True), _oidc(False)],
+        "headscale.derp.embedded": [False, True],
+        "headscale.derp.urls": [config.headscale.derp.urls, []],
+        "backup.rehearsal.enabled": [True, False],
+        "backup.volsync": [None, VolSyncSettings(repository="restic")],
+        "backup.nfs": [config.backup.nfs, Nfs(storage_class="nfs-csi"), None],
+        "backup.local.ephemeral_storage_class": [None, "fast"],
+        "cluster.storage_class": [None, "local-path"],
+        "cluster.workloads_on_control_plane": [False, True],
+        "cluster.exclude_nodes": [[], ["gpu-1"]],
+        "tailnet.sites": [config.tailnet.sites, own_site],
+    }
+
+
+def test_every_template_finds_its_words_whatever_the_configuration(run_stack) -> None:
+    """Many configurations drawn from the settings the report depends on (a fixed draw), with and without `recovery`
+    figures: the templates find every word they name, and the page renders."""
+    figures = run_stack("hydra").exports["recovery"]
+    base = stack_config("hydra")
+    modes = _modes(base)
+    draw = random.Random(28)
+    for number in range(200):
+        config = base
+        for key, values in modes.items():
+            config = _replaced(config, key, draw.choice(values))
+        report = availability_report(config, figures if number % 4 else {})
+        assert [text for text in _texts(report) if re.search(r"[{}]", text)] == []
+        assert render_markdown("lab", report).startswith("# Availability of `lab`")
