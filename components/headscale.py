@@ -520,7 +520,7 @@ class HeadscaleServer(pulumi.ComponentResource):
 
     def _register_names(self, args: HeadscaleServerArgs) -> None:
         """The names other programs need, as attributes and as the registered outputs."""
-        self.api_url = f"http://{APP}.{args.namespace}.svc.cluster.local:{HTTP_PORT}"
+        self.api_url = in_cluster_url(args.namespace)
         self.service_name = APP
         self.stun_service_name = STUN_SERVICE if args.derp.embedded else None
         self.identity_secret_name = IDENTITY_SECRET
