@@ -47,6 +47,7 @@ from headscale_ha.program.recovery import (
     RestoreFigures,
     application_model,
     load_promotion_figures,
+    recovery_inputs,
 )
 from tests.support.litestream_lab import (
     App,
@@ -244,14 +245,12 @@ def print_node_loss(figures: RestoreFigures) -> None:
             readiness_period_seconds=5,
             restores=True,
         )
-        sync = parse_go_duration(config.backup.litestream.sync_interval, argument="syncInterval") / 1e9
         rows = {
             row["failure"]: row
             for row in application_model(
                 facts,
-                config=config,
+                inputs=recovery_inputs(config),
                 figures=figures,
-                sync_seconds=sync,
                 promotion_figures=load_promotion_figures(),
             )
         }

@@ -13,6 +13,7 @@ import difflib
 import functools
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin
 
 import pulumi
@@ -151,10 +152,10 @@ def _model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:
     for part in path:
         if isinstance(part, int):
             continue
-        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
-        if field is None:
+        info = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if info is None:
             return None
-        model = model_in(field.annotation)
+        model = model_in(info.annotation)
         if model is None:
             return None
     return model
@@ -245,11 +246,74 @@ def _without_bad_leaves(key: str, value: Any, exc: ValidationError) -> Any | Non
 @functools.cache
 def _adapter(key: str) -> TypeAdapter[Any]:
     """Validator of one top-level key, with the constraints declared on its field."""
-    field = next(f for n, f in StackConfig.model_fields.items() if key in (n, f.alias))
-    return TypeAdapter(Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation)
+    info = next(f for n, f in StackConfig.model_fields.items() if key in (n, f.alias))
+    return TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
 
 
 # --------------------------------------------------------------------------------------------- parsing
+
+
+def _unknown_keys(raw: Mapping[str, str], fields: Mapping[str, Any], secret_keys: set[str]) -> list[str]:
+    """Keys this program no longer reads (with what replaced them) or never read (with the closest it does)."""
+    problems = []
+    for key in sorted(raw):
+        if key in RETIRED_KEYS:
+            problems.append(problem(key, RETIRED_KEYS[key], raw[key], secret=key in secret_keys, brief=True))
+        elif key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            # A misspelt secret is still a secret: set as one, named like one, or close to one of SECRET_KEYS.
+            hidden = key in secret_keys or looks_secret(key) or bool(close and close[0] in SECRET_KEYS)
+            problems.append(problem(key, f"unknown key{hint}", raw[key], secret=hidden, brief=True))
+    return problems
+
+
+@dataclass
+class _Sections:
+    """The top-level keys as they validate one by one: the valid ones, the invalid ones without their bad leaves
+    (for the rules across keys), what the files gave, and the problems found."""
+
+    valid: dict[str, Any] = field(default_factory=dict)
+    fallback: dict[str, Any] = field(default_factory=dict)
+    given: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def for_rules(self) -> dict[str, Any]:
+        return {**{k: v for k, v in self.fallback.items() if v is not None}, **self.valid}
+
+
+def _raw_value(key: str, field_info: Any, raw: Mapping[str, str], secret_keys: set[str]) -> tuple[Any, str | None]:
+    """The key's value as given (JSON decoded where the field takes an object or a list), or its problem."""
+    value: Any = raw.get(key, GONE)
+    if value is not GONE and key in SECRET_KEYS and key not in secret_keys:
+        what = f"must be a secret (pulumi config set --secret {key} ...), a plain value would be stored in clear"
+        return GONE, problem(key, what, value)
+    if value is not GONE and _needs_json(field_info.annotation) and isinstance(value, str):
+        try:
+            return json.loads(value), None
+        except json.JSONDecodeError:
+            return GONE, problem(key, "must be an object or a list", value, secret=key in secret_keys)
+    return value, None
+
+
+def _validate_section(key: str, field_info: Any, value: Any, sections: _Sections, *, stack: str, secret: bool) -> None:
+    """Validate one top-level key into ``sections``: its default when unset, else its value (the cluster's name
+    defaulting to the stack's)."""
+    if value is GONE:
+        if field_info.is_required():
+            sections.problems.append(problem(key, "is required", GONE))
+        else:
+            sections.valid[key] = field_info.get_default(call_default_factory=True)
+        return
+    sections.given[key] = value
+    if key == "cluster" and isinstance(value, dict) and value.get("name") is None:
+        value = {**value, "name": stack}
+    try:
+        sections.valid[key] = _adapter(key).validate_python(value, by_alias=True)
+    except ValidationError as exc:
+        sections.problems += _validation_problems(key, exc, secret=secret)
+        # Without its bad leaves the section may still be good enough for the cross-key rules.
+        sections.fallback[key] = _without_bad_leaves(key, value, exc)
 
 
 def parse_stack_config(
@@ -267,58 +331,23 @@ def parse_stack_config(
     (a namespace close to this project's name is refused as a typo). ``files``: what the project's files set, for
     the hints that name a file (``read_config_files``). Raises ConfigError with every problem found.
     """
-    fields = {field.alias or name: field for name, field in StackConfig.model_fields.items()}
+    fields = {info.alias or name: info for name, info in StackConfig.model_fields.items()}
     secret_keys = set(secret_keys)
-    problems: list[str] = namespace_problems(other_keys, files, known=list(fields))
-    sections: dict[str, Any] = {}
-    fallback: dict[str, Any] = {}
-    given: dict[str, Any] = {}
-    for key in sorted(raw):
-        if key in RETIRED_KEYS:
-            problems.append(problem(key, RETIRED_KEYS[key], raw[key], secret=key in secret_keys, brief=True))
-        elif key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            # A misspelt secret is still a secret: set as one, named like one, or close to one of SECRET_KEYS.
-            hidden = key in secret_keys or looks_secret(key) or bool(close and close[0] in SECRET_KEYS)
-            problems.append(problem(key, f"unknown key{hint}", raw[key], secret=hidden, brief=True))
-    for key, field in fields.items():
-        value: Any = raw.get(key, GONE)
-        if value is not GONE and key in SECRET_KEYS and key not in secret_keys:
-            problems.append(
-                problem(
-                    key,
-                    f"must be a secret (pulumi config set --secret {key} ...), a plain value would be stored in clear",
-                    value,
-                )
-            )
+    sections = _Sections()
+    sections.problems += namespace_problems(other_keys, files, known=list(fields))
+    sections.problems += _unknown_keys(raw, fields, secret_keys)
+    for key, field_info in fields.items():
+        value, refused = _raw_value(key, field_info, raw, secret_keys)
+        if refused is not None:
+            sections.problems.append(refused)
             continue
-        if value is not GONE and _needs_json(field.annotation) and isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                problems.append(problem(key, "must be an object or a list", value, secret=key in secret_keys))
-                continue
-        if value is GONE:
-            if field.is_required():
-                problems.append(problem(key, "is required", GONE))
-                continue
-            sections[key] = field.get_default(call_default_factory=True)
-            continue
-        given[key] = value
-        if key == "cluster" and isinstance(value, dict) and value.get("name") is None:
-            value = {**value, "name": stack}
-        try:
-            sections[key] = _adapter(key).validate_python(value, by_alias=True)
-        except ValidationError as exc:
-            problems += _validation_problems(key, exc, secret=key in secret_keys)
-            # Without its bad leaves the section may still be good enough for the cross-key rules.
-            fallback[key] = _without_bad_leaves(key, value, exc)
-    problems += cross_key_problems({**{k: v for k, v in fallback.items() if v is not None}, **sections})
-    problems += replaced_objects(problems, given, files)
+        _validate_section(key, field_info, value, sections, stack=stack, secret=key in secret_keys)
+    problems = sections.problems
+    problems += cross_key_problems(sections.for_rules())
+    problems += replaced_objects(problems, sections.given, files)
     if problems:
         raise ConfigError(problems)
-    return StackConfig.model_validate({key: sections[key] for key in fields if key in sections})
+    return StackConfig.model_validate({key: sections.valid[key] for key in fields if key in sections.valid})
 
 
 # --------------------------------------------------------------------------------------------- loading

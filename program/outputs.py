@@ -20,11 +20,11 @@ from headscale_ha.components.release import VERSION
 from headscale_ha.components.settings import PROJECT, Role
 from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, TailnetPolicy
 from headscale_ha.program import args
-from headscale_ha.program.availability import availability_output, availability_report
+from headscale_ha.program.availability import StackFacts, availability_output, facts_report, stack_facts
 from headscale_ha.program.config import StackConfig
 from headscale_ha.program.failover import kubectl, promotion_steps
 from headscale_ha.program.inventory import must_back_up
-from headscale_ha.program.recovery import recovery_model
+from headscale_ha.program.recovery import RecoveryInputs, recovery_inputs, recovery_model
 from headscale_ha.program.standby import StandbyGate
 
 
@@ -101,6 +101,14 @@ def tailnet_kubeconfig(config: StackConfig) -> str | None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReportInputs:
+    """The config as the two reports read it: completed by the pods' facts once the site has rendered them."""
+
+    recovery: RecoveryInputs
+    availability: StackFacts
+
+
+@dataclass(frozen=True, kw_only=True)
 class SiteOutputArgs:
     """The outputs the stack config decides alone; ``stack_outputs`` adds those of the built components."""
 
@@ -115,8 +123,8 @@ class SiteOutputArgs:
     policy_mode: str
     policy_config_map: str  # `<namespace>/<name>` of the ConfigMap the rendered policy is published in
     kubeconfig: str | None  # secret
-    #: What the recovery and availability reports read, with the facts of the pods the site renders.
-    reports: StackConfig
+    #: What the recovery and availability reports read of the config (with the facts of the pods the site renders).
+    reports: ReportInputs
 
 
 def site_output_args(config: StackConfig) -> SiteOutputArgs:
@@ -133,7 +141,7 @@ def site_output_args(config: StackConfig) -> SiteOutputArgs:
         policy_mode=config.policy.mode.value,
         policy_config_map=f"{config.namespace}/{POLICY_CONFIG_MAP}",
         kubeconfig=tailnet_kubeconfig(config),
-        reports=config,
+        reports=ReportInputs(recovery=recovery_inputs(config), availability=stack_facts(config)),
     )
 
 
@@ -166,9 +174,8 @@ def stack_outputs(
     gate: StandbyGate | None,
 ) -> dict[str, Any]:
     """Every output of the stack ``name``, from the config's and from what the site built."""
-    config = out.reports
     pods = {"headscale": headscale.recovery_facts, **({"headplane": headplane.recovery_facts} if headplane else {})}
-    recovery = recovery_model(config, pods)
+    recovery = recovery_model(out.reports.recovery, pods)
     outputs: dict[str, Any] = {
         "namespace": namespace,
         "endpoints": out.endpoints,
@@ -182,7 +189,7 @@ def stack_outputs(
         # RTO and RPO per failure, from the pods rendered here, bench/measured and the `recovery` config.
         "recovery": recovery,
         # What the configuration promises, in short; the whole report is docs/availability/<stack>.md.
-        "availability": availability_output(name, availability_report(config, recovery)),
+        "availability": availability_output(name, facts_report(out.reports.availability, recovery)),
         "failover": out.failover,
         "gateway": out.gateway,
         **({} if out.next_steps is None else {"nextSteps": out.next_steps}),

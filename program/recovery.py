@@ -154,126 +154,180 @@ def _row(
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class RecoveryInputs:
+    """What the recovery model reads of the stack config: the stated figures, and what the stack renders that is
+    not in a pod spec (the pods' own facts come from the components that render them)."""
+
+    serving: bool  # the active site
+    storage: str  # backup.local.storage: disposable or persistent
+    stage: str  # database.stage
+    sync_seconds: float  # Litestream's sync interval
+    nodes: int
+    dns_ttl_seconds: int  # the public record's TTL
+    stated: RecoverySettings  # the `recovery` section
+
+
+def recovery_inputs(config: StackConfig) -> RecoveryInputs:
+    litestream = config.backup.litestream
+    return RecoveryInputs(
+        serving=config.role is Role.ACTIVE,
+        storage=config.backup.local.storage.value,
+        stage=config.database.stage.value,
+        sync_seconds=parse_go_duration(litestream.sync_interval, argument="backup.litestream.syncInterval") / 1e9,
+        nodes=config.cluster.nodes,
+        dns_ttl_seconds=config.endpoint.ttl,
+        stated=config.recovery,
+    )
+
+
 def _size_mb(recovery: RecoverySettings, app: str) -> float:
     size = recovery.headscale_database_size if app == "headscale" else recovery.headplane_database_size
     return quantity_value(size) / 1e6
 
 
-def application_model(
-    facts: PodRecoveryFacts,
-    *,
-    config: StackConfig,
-    figures: RestoreFigures,
-    sync_seconds: float,
-    promotion_figures: PromotionFigures,
-) -> list[dict[str, Any]]:
-    """RTO and RPO of one SQLite application per failure, from its pod facts."""
-    recovery = config.recovery
-    pull, start = float(recovery.image_pull_seconds), float(recovery.start_seconds + facts.readiness_period_seconds)
-    restore = figures.restore_seconds(_size_mb(recovery, facts.app), facts.restore_cpu_limit)
-    disposable = facts.volume != "persistentVolumeClaim"
-    tail = sync_seconds + LITESTREAM_MONITOR_SECONDS
-    rows = [
+@dataclass(frozen=True, kw_only=True)
+class _Steps:
+    """The durations one application's recovery is made of, from its pod facts and the inputs."""
+
+    pull: float  # images pulled on a node that has none
+    start: float  # from the start to the first ready answer
+    restore: float  # the restore of the replica (disposable storage)
+    detect: dict[str, float]  # a silent node marked unreachable, then the pod evicted
+    tail: float  # what Litestream has not shipped when a node dies
+    disposable: bool
+
+
+def _steps(facts: PodRecoveryFacts, inputs: RecoveryInputs, figures: RestoreFigures) -> _Steps:
+    stated = inputs.stated
+    return _Steps(
+        pull=float(stated.image_pull_seconds),
+        start=float(stated.start_seconds + facts.readiness_period_seconds),
+        restore=figures.restore_seconds(_size_mb(stated, facts.app), facts.restore_cpu_limit),
+        detect={"detection": float(stated.node_monitor_grace_seconds + facts.eviction_seconds)},
+        tail=inputs.sync_seconds + LITESTREAM_MONITOR_SECONDS,
+        disposable=facts.volume != "persistentVolumeClaim",
+    )
+
+
+def _restarts(s: _Steps) -> list[dict[str, Any]]:
+    return [
         _row(
             "containerCrash",
-            {"restartBackoff": FIRST_RESTART_BACKOFF_SECONDS, "start": start},
+            {"restartBackoff": FIRST_RESTART_BACKOFF_SECONDS, "start": s.start},
             0,
             "The kubelet restarts the container in the same pod; the local volume and the sidecar stay.",
         ),
         _row(
             "podReplaced",
-            {"imagePull": pull, "restore": restore if disposable else 0.0, "start": start},
+            {"imagePull": s.pull, "restore": s.restore if s.disposable else 0.0, "start": s.start},
             0,
             "A graceful stop (drain, eviction, rollout; Recreate stops the old pod first): the sidecar stops last "
             "and ships the tail, so nothing is lost; "
-            + ("the new pod restores from the replica." if disposable else "the claim moves with the pod."),
+            + ("the new pod restores from the replica." if s.disposable else "the claim moves with the pod."),
         ),
     ]
-    detect = {"detection": float(recovery.node_monitor_grace_seconds + facts.eviction_seconds)}
-    if config.cluster.nodes == 1:
-        rows.append(
-            _row(
-                "nodeLoss",
-                detect,
-                tail,
-                "The only node: losing it is losing the site (see clusterLoss).",
-                until="the node returns",
-            )
+
+
+def _node_loss(s: _Steps, nodes: int) -> dict[str, Any]:
+    if nodes == 1:
+        how = "The only node: losing it is losing the site (see clusterLoss)."
+        return _row("nodeLoss", s.detect, s.tail, how, until="the node returns")
+    if s.disposable:
+        return _row(
+            "nodeLoss",
+            {**s.detect, "volumeDetach": 0.0, "imagePull": s.pull, "restore": s.restore, "start": s.start},
+            s.tail,
+            "The replacement starts on another node with a new disposable volume and restores; commits not yet "
+            "replicated (at most the sync interval plus Litestream's 1 s monitor tick) are lost.",
         )
-    elif disposable:
-        rows.append(
-            _row(
-                "nodeLoss",
-                {**detect, "volumeDetach": 0.0, "imagePull": pull, "restore": restore, "start": start},
-                tail,
-                "The replacement starts on another node with a new disposable volume and restores; commits not yet "
-                "replicated (at most the sync interval plus Litestream's 1 s monitor tick) are lost.",
-            )
-        )
-    else:
-        rows.append(
-            _row(
-                "nodeLoss",
-                {**detect, "volumeDetach": float(FORCE_DETACH_SECONDS), "imagePull": pull, "start": start},
-                0,
-                "The claim stays attached to the dead node until the attach-detach controller forces it off "
-                "(6 minutes; sooner if you taint the node out-of-service); network storage only: a node-local "
-                "class never moves.",
-            )
-        )
-    rows.append(
-        _row(
-            "nfsLoss",
+    return _row(
+        "nodeLoss",
+        {**s.detect, "volumeDetach": float(FORCE_DETACH_SECONDS), "imagePull": s.pull, "start": s.start},
+        0,
+        "The claim stays attached to the dead node until the attach-detach controller forces it off "
+        "(6 minutes; sooner if you taint the node out-of-service); network storage only: a node-local "
+        "class never moves.",
+    )
+
+
+def _nfs_loss(s: _Steps) -> list[dict[str, Any]]:
+    lost = _row(
+        "nfsLoss",
+        {},
+        0,
+        "The application keeps serving from its local copy; replication stops (the rehearsal and the "
+        "sidecar fail), so the replica falls behind until the export is back.",
+    )
+    if s.disposable:
+        replaced = _row(
+            "nfsLossThenPodReplaced",
             {},
-            0,
-            "The application keeps serving from its local copy; replication stops (the rehearsal and the "
-            "sidecar fail), so the replica falls behind until the export is back.",
-        )
-    )
-    if disposable:
-        rows.append(
-            _row(
-                "nfsLossThenPodReplaced",
-                {},
-                "writes since the export was lost",
-                "A disposable pod replaced during the outage has nothing to restore from: the restore refuses to "
-                "start empty (exit 20) and the application stays down; the stopped pod's final sync failed too.",
-                until="the NFS export is back",
-            )
+            "writes since the export was lost",
+            "A disposable pod replaced during the outage has nothing to restore from: the restore refuses to "
+            "start empty (exit 20) and the application stays down; the stopped pod's final sync failed too.",
+            until="the NFS export is back",
         )
     else:
-        rows.append(
-            _row(
-                "nfsLossThenPodReplaced",
-                {"imagePull": pull, "start": start},
-                0,
-                "The claim still holds the database: the restore serves it as it is (and warns).",
-            )
+        replaced = _row(
+            "nfsLossThenPodReplaced",
+            {"imagePull": s.pull, "start": s.start},
+            0,
+            "The claim still holds the database: the restore serves it as it is (and warns).",
         )
+    return [lost, replaced]
+
+
+def _cluster_loss(s: _Steps, inputs: RecoveryInputs, promotion_figures: PromotionFigures) -> dict[str, Any]:
     promotion = {
-        "decision": float(recovery.promotion_seconds),
+        "decision": float(inputs.stated.promotion_seconds),
         "promoteCommand": promotion_figures.lost_seconds,
-        "imagePull": pull,
-        "restore": restore,
-        "start": start,
-        "dnsTtl": float(config.endpoint.ttl),
+        "imagePull": s.pull,
+        "restore": s.restore,
+        "start": s.start,
+        "dnsTtl": float(inputs.dns_ttl_seconds),
     }
-    rows.append(
-        _row(
-            "clusterLoss",
-            promotion,
-            tail,
-            "An operator notices and decides (decision, stated in recovery.promotionSeconds), then runs "
-            "`make promote SITE=<standby> LOST=<active>` (its own run time measured by bench/promotion.py); the "
-            "standby restores the replica from the NFS export outside both clusters before serving; clients follow "
-            "the public name after its TTL.",
-        )
+    return _row(
+        "clusterLoss",
+        promotion,
+        s.tail,
+        "An operator notices and decides (decision, stated in recovery.promotionSeconds), then runs "
+        "`make promote SITE=<standby> LOST=<active>` (its own run time measured by bench/promotion.py); the "
+        "standby restores the replica from the NFS export outside both clusters before serving; clients follow "
+        "the public name after its TTL.",
     )
-    return rows
+
+
+def application_model(
+    facts: PodRecoveryFacts,
+    *,
+    inputs: RecoveryInputs,
+    figures: RestoreFigures,
+    promotion_figures: PromotionFigures,
+) -> list[dict[str, Any]]:
+    """RTO and RPO of one SQLite application per failure, from its pod facts."""
+    steps = _steps(facts, inputs, figures)
+    return [
+        *_restarts(steps),
+        _node_loss(steps, inputs.nodes),
+        *_nfs_loss(steps),
+        _cluster_loss(steps, inputs, promotion_figures),
+    ]
+
+
+def _read_inputs(facts: PodRecoveryFacts, inputs: RecoveryInputs) -> dict[str, Any]:
+    """What the model read of one application's pod (the `inputs.rendered` of the output)."""
+    return {
+        "dataVolume": facts.volume,
+        "evictionSeconds": facts.eviction_seconds,
+        "restoreCpuLimit": facts.restore_cpu_limit,
+        "readinessPeriodSeconds": facts.readiness_period_seconds,
+        "databaseMB": round(_size_mb(inputs.stated, facts.app), 1),
+    }
 
 
 def recovery_model(
-    config: StackConfig,
+    inputs: RecoveryInputs,
     pods: Mapping[str, PodRecoveryFacts],
     figures: RestoreFigures | None = None,
     promotion: PromotionFigures | None = None,
@@ -281,8 +335,6 @@ def recovery_model(
     """The `recovery` output: per application, RTO and RPO per failure, with every input and its source."""
     figures = figures or load_restore_figures()
     promotion = promotion or load_promotion_figures()
-    litestream = config.backup.litestream
-    sync_seconds = parse_go_duration(litestream.sync_interval, argument="backup.litestream.syncInterval") / 1e9
     applications: dict[str, Any] = {}
     read: dict[str, Any] = {}
     for app in APPS:
@@ -296,38 +348,30 @@ def recovery_model(
                 "not a restore.",
             }
             continue
-        failures = application_model(
-            facts, config=config, figures=figures, sync_seconds=sync_seconds, promotion_figures=promotion
-        )
+        failures = application_model(facts, inputs=inputs, figures=figures, promotion_figures=promotion)
         applications[app] = {"modelled": True, "failures": failures}
-        read[app] = {
-            "dataVolume": facts.volume,
-            "evictionSeconds": facts.eviction_seconds,
-            "restoreCpuLimit": facts.restore_cpu_limit,
-            "readinessPeriodSeconds": facts.readiness_period_seconds,
-            "databaseMB": round(_size_mb(config.recovery, app), 1),
-        }
-    recovery = config.recovery
+        read[app] = _read_inputs(facts, inputs)
+    stated = inputs.stated
     return {
-        "serving": config.role is Role.ACTIVE,
-        "storage": config.backup.local.storage.value,
-        "stage": config.database.stage.value,
+        "serving": inputs.serving,
+        "storage": inputs.storage,
+        "stage": inputs.stage,
         "applications": applications,
         "inputs": {
             "rendered": {
                 **read,
-                "syncIntervalSeconds": sync_seconds,
-                "nodes": config.cluster.nodes,
-                "dnsTtlSeconds": config.endpoint.ttl,
+                "syncIntervalSeconds": inputs.sync_seconds,
+                "nodes": inputs.nodes,
+                "dnsTtlSeconds": inputs.dns_ttl_seconds,
             },
             "measured": {**figures.as_output(), "promotion": promotion.as_output()},
             "stated": {
-                "imagePullSeconds": recovery.image_pull_seconds,
-                "startSeconds": recovery.start_seconds,
-                "headscaleDatabaseSize": recovery.headscale_database_size,
-                "headplaneDatabaseSize": recovery.headplane_database_size,
-                "nodeMonitorGraceSeconds": recovery.node_monitor_grace_seconds,
-                "promotionSeconds": recovery.promotion_seconds,
+                "imagePullSeconds": stated.image_pull_seconds,
+                "startSeconds": stated.start_seconds,
+                "headscaleDatabaseSize": stated.headscale_database_size,
+                "headplaneDatabaseSize": stated.headplane_database_size,
+                "nodeMonitorGraceSeconds": stated.node_monitor_grace_seconds,
+                "promotionSeconds": stated.promotion_seconds,
             },
             "facts": {
                 "forceDetachSeconds": FORCE_DETACH_SECONDS,

@@ -2,10 +2,10 @@
 
 ``site_args(config)`` is the whole mapping: the args of every component the stack has (None for one it does not
 have), the namespaces it owns, its Kubernetes provider, a standby's check of its active, and the outputs the
-config decides alone. It is a plain value: print it to see what a config does, compare it in a test. TailnetSite
-(program/site.py) builds the components from it and adds the edges between them (a pod that waits for a ConfigMap,
-a key one component makes and another reads); nothing after this function reads the stack config, but the recovery
-and availability reports, which read it with the facts of the pods the site rendered (``SiteOutputArgs.reports``).
+config decides alone, and what the recovery and availability reports read of it (they are completed with the facts
+of the pods the site renders). It is a plain value: print it to see what a config does, compare it in a test.
+TailnetSite (program/site.py) builds the components from it and adds the edges between them (a pod that waits for a
+ConfigMap, a key one component makes and another reads); nothing after this function reads the stack config.
 """
 
 from __future__ import annotations

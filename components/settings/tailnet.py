@@ -12,11 +12,14 @@ from headscale_ha.components.settings.base import (
     PROJECT,
     FieldProblem,
     FieldProblemsError,
+    Location,
     SettingsModel,
     location_text,
     raise_problems,
 )
 
+#: A network of a site (one of its routes, or its lbPool).
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _STACK_PART = r"[A-Za-z0-9_.-]+"
 _STACK_PREFIX = rf"^{_STACK_PART}/{_STACK_PART}$"
 #: A stack name as `pulumi stack init` accepts it (no organization, no project).
@@ -161,32 +164,36 @@ class TailnetSettings(SettingsModel):
             problems.append(
                 FieldProblem(("activeSite",), f"is not one of the sites ({', '.join(names)})", self.active_site)
             )
-        # Of two sites that share a value, the one that sets it is reported (the later when both do), naming the other.
+        problems += self._shared_values()
+        networks = self._site_networks()
+        problems += self._inside_the_tailnet(networks)
+        problems += self._overlapping(networks)
+        raise_problems(problems)
+        return self
+
+    def _shared_values(self) -> list[FieldProblem]:
+        """Of two sites that share a value, the one that sets it is reported (the later when both do), naming the
+        other."""
+        problems: list[FieldProblem] = []
         for i, site in enumerate(self.sites):
             for j, other in enumerate(self.sites[:i]):
                 if site.name == other.name:
-                    problems.append(
-                        FieldProblem(
-                            ("sites", i, "name"), f"is also the name of sites[{j}]: site names are unique", site.name
-                        )
-                    )
+                    what = f"is also the name of sites[{j}]: site names are unique"
+                    problems.append(FieldProblem(("sites", i, "name"), what, site.name))
                     continue  # its default stack and zone repeat the name: fixing the name fixes them
                 if site.gateway_ip == other.gateway_ip:
-                    problems.append(
-                        FieldProblem(
-                            ("sites", i, "gatewayIp"),
-                            f"is also the gatewayIp of sites[{j}] ({other.name}): each site needs its own",
-                            site.gateway_ip,
-                        )
-                    )
+                    what = f"is also the gatewayIp of sites[{j}] ({other.name}): each site needs its own"
+                    problems.append(FieldProblem(("sites", i, "gatewayIp"), what, site.gateway_ip))
                 if site.stack_name == other.stack_name:
                     problems.append(self._shared(i, j, "stack", "stack", site.stack_name, "the site name"))
                 if self.zone_of(site) == self.zone_of(other):
-                    problems.append(
-                        self._shared(i, j, "dnsZone", "DNS zone", self.zone_of(site), "<name>.tn.<internalDomain>")
-                    )
-        tailnet_ranges = [("prefixes.v4", self.prefixes.v4), ("prefixes.v6", self.prefixes.v6)]
-        networks = [
+                    zone = self.zone_of(site)
+                    problems.append(self._shared(i, j, "dnsZone", "DNS zone", zone, "<name>.tn.<internalDomain>"))
+        return problems
+
+    def _site_networks(self) -> list[tuple[int, Location, IpNetwork]]:
+        """(site index, location in the site, network) of every site's routes and lbPool."""
+        return [
             (i, location, ipaddress.ip_network(network))
             for i, site in enumerate(self.sites)
             for location, network in [
@@ -194,31 +201,33 @@ class TailnetSettings(SettingsModel):
                 (("lbPool",), site.lb_pool),
             ]
         ]
+
+    def _inside_the_tailnet(self, networks: list[tuple[int, Location, IpNetwork]]) -> list[FieldProblem]:
+        """A site network overlapping the tailnet's own prefixes: its gateway would be a per-node tailnet IP."""
+        problems = []
         for i, location, network in networks:
-            for field, prefix in tailnet_ranges:
+            for field, prefix in (("prefixes.v4", self.prefixes.v4), ("prefixes.v6", self.prefixes.v6)):
                 own = ipaddress.ip_network(prefix)
                 if network.version == own.version and network.overlaps(own):
-                    problems.append(
-                        FieldProblem(
-                            ("sites", i, *location),
-                            f"overlaps the tailnet's own addresses ({field} {prefix}): a gateway there would be a "
-                            "per-node tailnet IP, not a stable one",
-                            str(network),
-                        )
+                    what = (
+                        f"overlaps the tailnet's own addresses ({field} {prefix}): a gateway there would be a "
+                        "per-node tailnet IP, not a stable one"
                     )
+                    problems.append(FieldProblem(("sites", i, *location), what, str(network)))
+        return problems
+
+    def _overlapping(self, networks: list[tuple[int, Location, IpNetwork]]) -> list[FieldProblem]:
+        """The routes and lbPools of two sites overlapping (reported at the later one)."""
+        problems = []
         for n, (i, location, network) in enumerate(networks):
             for j, other_location, other in networks[:n]:
                 if i != j and network.version == other.version and network.overlaps(other):
-                    problems.append(
-                        FieldProblem(
-                            ("sites", i, *location),
-                            f"overlaps {location_text(('sites', j, *other_location))} ({other}) of site "
-                            f"{self.sites[j].name}: the routes and lbPools of two sites must not overlap",
-                            str(network),
-                        )
+                    what = (
+                        f"overlaps {location_text(('sites', j, *other_location))} ({other}) of site "
+                        f"{self.sites[j].name}: the routes and lbPools of two sites must not overlap"
                     )
-        raise_problems(problems)
-        return self
+                    problems.append(FieldProblem(("sites", i, *location), what, str(network)))
+        return problems
 
     def _shared(self, i: int, j: int, field: str, what: str, value: str, default: str) -> FieldProblem:
         """sites[i] and sites[j] share a value of ``field``: reported at the site that sets it (i when both do)."""

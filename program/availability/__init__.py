@@ -13,10 +13,12 @@ The report is data: `facts` reads the config once (and `figures` the `recovery` 
 classification and the lists), `redundancy`, `scenarios` and `maintenance` are tables of what applies under which
 condition; `phrases` holds every sentence as a template and `words` the values of its placeholders; `model` is the
 typed report and its JSON; `page` (with page.md) the Markdown page; `report` puts them together. The package's
-public API is the two entry points the site program uses, re-exported here from `report`: `availability_report`
-(the whole report, as JSON) and `availability_output` (the stack output).
+public API is re-exported here from `report` and `facts`: `availability_report` (the whole report, as JSON, from
+the config), `stack_facts` and `facts_report` (the same in two steps: the site carries the facts, not the config)
+and `availability_output` (the stack output).
 """
 
-from headscale_ha.program.availability.report import availability_output, availability_report
+from headscale_ha.program.availability.facts import StackFacts, stack_facts
+from headscale_ha.program.availability.report import availability_output, availability_report, facts_report
 
-__all__ = ["availability_output", "availability_report"]
+__all__ = ["StackFacts", "availability_output", "availability_report", "facts_report", "stack_facts"]

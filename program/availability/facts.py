@@ -9,7 +9,7 @@ and the entry itself (a sentence, a table row, a failure scenario).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -44,8 +44,8 @@ class State(StrEnum):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Facts:
-    """What the report's sentences are made of, read once from the config (`read_facts`)."""
+class StackFacts:
+    """What the report's sentences are made of that the config decides, read once from it (`stack_facts`)."""
 
     site: str
     role: Role
@@ -92,7 +92,6 @@ class Facts:
     oidc: bool
     oidc_required: bool
     """OIDC with onlyStartIfAvailable: no Headscale start succeeds while the issuer is down."""
-    recovery: RecoveryFacts
 
     @property
     def active(self) -> bool:
@@ -145,13 +144,13 @@ class Facts:
         return self.nfs is not None and bool(self.litestream_apps)
 
 
-def read_facts(config: StackConfig, recovery: Mapping[str, Any]) -> Facts:
-    """The facts of ``config`` (and of its stack's ``recovery`` output)."""
+def stack_facts(config: StackConfig) -> StackFacts:
+    """The facts of ``config``."""
     sites = config.tailnet.sites
     postgres = config.database.postgres
     endpoint = config.endpoint
     oidc = config.headscale.oidc
-    return Facts(
+    return StackFacts(
         site=config.site.name,
         role=config.role,
         active_site=config.tailnet.active_site,
@@ -189,7 +188,20 @@ def read_facts(config: StackConfig, recovery: Mapping[str, Any]) -> Facts:
         policy_mode=config.policy.mode,
         oidc=oidc is not None,
         oidc_required=oidc is not None and oidc.only_start_if_available,
-        recovery=recovery_facts(recovery),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts(StackFacts):
+    """Every fact of the report: the config's, and the few figures of the `recovery` output its sentences quote."""
+
+    recovery: RecoveryFacts
+
+
+def with_recovery(facts: StackFacts, recovery: Mapping[str, Any]) -> Facts:
+    """``facts`` with the figures of the stack's ``recovery`` output."""
+    return Facts(
+        **{item.name: getattr(facts, item.name) for item in fields(StackFacts)}, recovery=recovery_facts(recovery)
     )
 
 

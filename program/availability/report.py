@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from headscale_ha.program.availability.claims import assumptions, classification, improvements, limits
-from headscale_ha.program.availability.facts import read_facts
+from headscale_ha.program.availability.facts import StackFacts, stack_facts, with_recovery
 from headscale_ha.program.availability.maintenance import maintenance
 from headscale_ha.program.availability.model import AvailabilityReport
 from headscale_ha.program.availability.phrases import SOURCE
@@ -23,9 +23,9 @@ SUMMARY_KEYS = ("site", "role", "serving", "stage", "storage", "nodes", "classif
 FAILURE_KEYS = ("scenario", "rto", "rpo", "recovery", "figures")
 
 
-def build_report(config: StackConfig, recovery: Mapping[str, Any]) -> AvailabilityReport:
-    """The report of ``config``; every figure in it is ``recovery``'s (the stack's `recovery` output)."""
-    f = read_facts(config, recovery)
+def build_report(facts: StackFacts, recovery: Mapping[str, Any]) -> AvailabilityReport:
+    """The report of a stack with ``facts``; every figure in it is ``recovery``'s (the stack's `recovery` output)."""
+    f = with_recovery(facts, recovery)
     words = shared_words(f)
     return AvailabilityReport(
         source=SOURCE,
@@ -48,7 +48,12 @@ def build_report(config: StackConfig, recovery: Mapping[str, Any]) -> Availabili
 def availability_report(config: StackConfig, recovery: dict[str, Any]) -> dict[str, Any]:
     """The `availability` output: classification, redundancy, failure scenarios, maintenance, limits and what would
     improve them, from ``config`` and the stack's ``recovery`` output (every figure is that output's)."""
-    return build_report(config, recovery).to_json()
+    return build_report(stack_facts(config), recovery).to_json()
+
+
+def facts_report(facts: StackFacts, recovery: dict[str, Any]) -> dict[str, Any]:
+    """``availability_report`` from the facts of the config (what the site carries, not the config itself)."""
+    return build_report(facts, recovery).to_json()
 
 
 def availability_output(stack: str, report: dict[str, Any]) -> dict[str, Any]:
