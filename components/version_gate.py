@@ -33,8 +33,9 @@ __all__ = [
 README_SECTION = "docs/upgrades.md"
 #: The id every gate carries: one gate per Headscale, the version lives in its outputs.
 GATE_ID = "headscale-version"
-# What the engine passes for a value not known yet (pulumi.runtime.rpc.UNKNOWN), here so the module stays small.
-_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+#: What the engine passes for a value not known yet: the SDK's pulumi.runtime.rpc.UNKNOWN, copied so the pickled
+#: provider stays small (tests/tools/test_pulumi_internals.py checks the copy against the pinned SDK).
+ENGINE_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 # X.Y.Z as the pre-upgrade script accepts it: no leading zeros, at most 9 digits per part.
 _PART = r"(0|[1-9][0-9]{0,8})"
 _VERSION = re.compile(rf"{_PART}\.{_PART}\.{_PART}")
@@ -68,14 +69,14 @@ class VersionGateProvider(ResourceProvider):
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         version = news.get("version")
-        if version == _UNKNOWN:
+        if version == ENGINE_UNKNOWN:
             return CheckResult(news, [])  # a preview with the version not known yet: checked again at `up`
         requested = parse_version(version)
         if requested is None:
             reason = f"version: {version!r} is not a Headscale version X.Y.Z (for example '0.29.2')"
             return CheckResult(news, [CheckFailure("version", reason)])
         allowed = news.get("allowDowngradeFrom")
-        if allowed not in (None, "", _UNKNOWN) and parse_version(allowed) is None:
+        if allowed not in (None, "", ENGINE_UNKNOWN) and parse_version(allowed) is None:
             reason = f"allowDowngradeFrom: {allowed!r} is not a Headscale version X.Y.Z (or empty)"
             return CheckResult(news, [CheckFailure("allowDowngradeFrom", reason)])
         current = olds.get("version")

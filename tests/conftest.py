@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pulumi
 import pytest
-from pulumi.runtime import settings
 
 from tests.support.stacks import LAB_STACK
 from tools import harness
+from tools import pulumi_internals as sdk
 from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs
 from tools.plan import offline_stack_outputs, plan_stack
 
@@ -30,7 +30,7 @@ STACKS = ("hydra", "cosmos")
 def _reset_pulumi_runtime() -> Iterator[None]:
     failed_before = harness.failed_runs
     yield
-    settings.reset_options()
+    sdk.reset_runtime()
     pulumi.runtime.set_all_config({}, [])
     if harness.failed_runs != failed_before:
         harness.collect_stranded_coroutines()  # now, not as warnings in the middle of a later test

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 from pulumi.dynamic import ResourceProvider
-from pulumi.dynamic.dynamic import serialize_provider
 
 from headscale_ha.class_paths import CURRENT, LEGACY
 from tools.harness import PROJECT_DIR
+from tools.pulumi_internals import serialize_provider
 from tools.source_tree import package_dirs
 
 LEGACY_PICKLES = json.loads((PROJECT_DIR / "tests" / "support" / "legacy_providers.json").read_text())["providers"]

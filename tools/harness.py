@@ -12,7 +12,6 @@ import contextlib
 import gc
 import hashlib
 import logging
-import pickle
 import runpy
 import string
 import sys
@@ -25,12 +24,9 @@ from typing import Any
 
 import pulumi
 from google.protobuf import json_format
-from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import rpc, settings
-from pulumi.runtime.stack import wait_for_rpcs
-from pulumi.runtime.sync_await import _ensure_event_loop
 
 from headscale_ha.program.config import stack_reference_hint
+from tools import pulumi_internals as sdk
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -142,17 +138,17 @@ def _secret_leaves(value: Any) -> Any:
 def _plain(value: Any) -> Any:
     """Wire properties → Python values, with secrets and unknowns replaced by markers."""
     if isinstance(value, dict):
-        sig = value.get(rpc._special_sig_key)
-        if sig == rpc._special_secret_sig:
+        sig = value.get(sdk.SIGNATURE_KEY)
+        if sig == sdk.SECRET_SIGNATURE:
             return _secret_leaves(value.get("value"))
-        if sig is not None and sig == rpc._special_resource_sig:
+        if sig is not None and sig == sdk.RESOURCE_SIGNATURE:
             return value.get("urn")
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if value == rpc.UNKNOWN:
+    if value == sdk.UNKNOWN:
         return UNKNOWN
     return value
 
@@ -196,7 +192,7 @@ def _wire_output(value: Any) -> Any:
     if isinstance(value, Secret):
         raise TypeError("a secret output needs its value: pass secret(value), not the SECRET marker")
     if isinstance(value, Unknown):
-        return rpc.UNKNOWN
+        return sdk.UNKNOWN
     if isinstance(value, Mapping):
         return {str(k): _wire_output(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -233,7 +229,7 @@ def stack_reference_state(name: str, stack_outputs: StackOutputs) -> dict[str, A
     }
 
 
-class _Mocks(pulumi_mocks.Mocks):
+class _Mocks(sdk.Mocks):
     """Echo inputs as state, the way a provider would for objects it creates as asked."""
 
     def __init__(self, stack_outputs: StackOutputs, hint: Callable[[str], str | None] = lambda _stack: None) -> None:
@@ -243,7 +239,7 @@ class _Mocks(pulumi_mocks.Mocks):
         #: only names the stack; offline, the message says which key names it too).
         self.hint = hint
 
-    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
+    def new_resource(self, args: sdk.MockResourceArgs) -> tuple[str | None, dict]:
         if args.typ == "pulumi:pulumi:StackReference":
             stack_name = str(args.inputs.get("name") or args.resource_id or args.name)
             try:
@@ -268,14 +264,14 @@ class _Mocks(pulumi_mocks.Mocks):
             return resource_id, state
         return f"{args.name}-id", state
 
-    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
+    def call(self, args: sdk.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
         return {}, None
 
 
-class _RecordingMonitor(pulumi_mocks.MockMonitor):
+class _RecordingMonitor(sdk.MockMonitor):
     """The SDK's mock monitor, also keeping parent links and secret markers (the SDK drops both)."""
 
-    def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
+    def __init__(self, mocks: sdk.Mocks) -> None:
         super().__init__(mocks)
         self.lock = threading.Lock()
         self.registered: list[RegisteredResource] = []
@@ -283,7 +279,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def _track_thread_loop(self) -> None:
         # The SDK gives each executor thread an event loop; keep them so the run can close them.
-        loop = _ensure_event_loop()
+        loop = sdk.thread_event_loop()
         with self.lock:
             self.thread_loops.add(loop)
 
@@ -363,28 +359,6 @@ async def _resolve(value: Any) -> Any:
     return value
 
 
-def undo_dynamic_pickler_patch() -> None:
-    """Undo what the SDK's ``serialize_provider`` leaves behind on ``pickle._Pickler``.
-
-    Each dynamic resource's construction wraps ``pickle._Pickler._batch_setitems`` in one more sorting wrapper and
-    never restores it (pulumi/dynamic/dynamic.py), so every wrapper calls the one before: after about 900 dynamic
-    resources in one process, pickling a provider exceeds the recursion limit. A real `pulumi up` builds a handful;
-    a test process runs the program hundreds of times, so each run starts again from the unwrapped method.
-    """
-    method = pickle._Pickler.__dict__.get("_batch_setitems")
-    original = method
-    while callable(original) and original.__name__.startswith("batch_set_items_sorted") and original.__closure__:
-        inner = next(
-            (cell.cell_contents for cell in original.__closure__ if callable(cell.cell_contents)),
-            None,
-        )
-        if inner is None:
-            break
-        original = inner
-    if original is not method:
-        pickle._Pickler._batch_setitems = original
-
-
 #: How many runs failed so far in this process (each may strand SDK coroutines; see collect_stranded_coroutines).
 failed_runs = 0
 
@@ -432,6 +406,113 @@ def _run_file(program: Path) -> None:
     runpy.run_path(str(target), run_name="__main__")
 
 
+def _check_stack_outputs(stack_outputs: StackOutputs | None) -> None:
+    """Refuse what no engine could hold: a bare SECRET marker, a stack name that is not `org/project/stack`."""
+    for name, outputs in (stack_outputs or {}).items():
+        _wire_output(outputs)  # a bare SECRET marker is refused before the run, not inside the engine's read
+        if name.count("/") != 2:
+            raise ValueError(f"stack_outputs: {name!r} is not a fully qualified `org/project/stack` name")
+
+
+def _start_runtime(
+    monitor: _RecordingMonitor, *, project: str, stack: str, config: Mapping[str, str], secret_keys: Any, preview: bool
+) -> _Diagnostics:
+    """A fresh runtime for one run, answering through ``monitor``; returns where the engine's log goes."""
+    sdk.reset_runtime(project=project, stack=stack)
+    pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
+    diagnostics = _Diagnostics()
+    pulumi.runtime.set_mocks(
+        monitor.mocks,
+        project=project,
+        stack=stack,
+        preview=preview,
+        monitor=monitor,
+        logger=_engine_logger(diagnostics),
+    )
+    sdk.clear_output_tasks()
+    return diagnostics
+
+
+def _execute(program: Path | Callable[[], object], loop: asyncio.AbstractEventLoop, mocks: _Mocks) -> None:
+    """Run the program and wait for everything it started; an error the engine (the mocks) raised comes first."""
+    try:
+        if isinstance(program, Path):
+            _run_file(program)
+        else:
+            program()
+        loop.run_until_complete(sdk.drain_rpcs())
+    except Exception:
+        if mocks.errors:
+            raise mocks.errors[0] from None
+        raise
+    if mocks.errors:
+        raise mocks.errors[0]
+
+
+def _result(
+    loop: asyncio.AbstractEventLoop, monitor: _RecordingMonitor, diagnostics: _Diagnostics, project: str, stack: str
+) -> ProgramRun:
+    """What the run registered and exported."""
+    exported = getattr(sdk.root_resource(), "outputs", {}) or {}
+    outputs = loop.run_until_complete(_resolve(dict(exported)))
+    exports = loop.run_until_complete(_export(dict(exported)))
+    with monitor.lock:
+        resources = list(monitor.registered)
+    return ProgramRun(
+        project=project,
+        stack=stack,
+        resources=resources,
+        outputs=outputs,
+        exports=exports,
+        diagnostics=list(diagnostics.records),
+    )
+
+
+def _cancel_pending(loop: asyncio.AbstractEventLoop) -> None:
+    """A failed run leaves tasks that will never finish: cancel them, and do not let asyncio report them (or
+    exceptions nobody retrieved) later, in the middle of whatever runs next."""
+    loop.set_exception_handler(lambda _loop, _context: None)
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    with contextlib.suppress(Exception):
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+def _finish(
+    loop: asyncio.AbstractEventLoop,
+    monitor: _RecordingMonitor,
+    *,
+    failed: bool,
+    registered: list[RegisteredResource] | None,
+) -> None:
+    """Leave the process as before the run: the SDK reset, every event loop closed, no task kept; ``registered``
+    gets what the run registered, the RPCs still in flight drained first."""
+    sdk.undo_dynamic_pickler_patch()
+    # Drain what is left; the program's own error, if any, is the one worth reporting.
+    with contextlib.suppress(Exception):
+        loop.run_until_complete(sdk.drain_rpcs(all_outstanding=False))
+    if registered is not None:
+        with monitor.lock:
+            registered.extend(monitor.registered)
+    if failed:
+        _cancel_pending(loop)
+    sdk.reset_runtime()
+    pulumi.runtime.set_all_config({}, [])
+    loop.run_until_complete(loop.shutdown_default_executor())
+    for thread_loop in monitor.thread_loops - {loop}:
+        thread_loop.close()
+    asyncio.set_event_loop(None)
+    loop.close()
+    # The SDK keeps every Output's task until the next run clears it; clear it now and, after a failure, collect
+    # the coroutines that were never started while their warnings are ignored.
+    sdk.clear_output_tasks()
+    if failed:
+        global failed_runs  # a counter the test suite reads
+        failed_runs += 1
+        collect_stranded_coroutines()
+
+
 def run_program(
     *,
     project: str,
@@ -442,7 +523,7 @@ def run_program(
     registered: list[RegisteredResource] | None = None,
     stack_outputs: StackOutputs | None = None,
     preview: bool = False,
-    monitor_factory: Callable[[pulumi_mocks.Mocks], _RecordingMonitor] | None = None,
+    monitor_factory: Callable[[sdk.Mocks], _RecordingMonitor] | None = None,
 ) -> ProgramRun:
     """Run ``program`` as stack ``stack`` of ``project`` with ``config`` (CLI wire form) under mocks.
 
@@ -457,10 +538,7 @@ def run_program(
     still learn what had been registered when it failed. ``preview`` runs it as `pulumi preview` does (dry run);
     ``monitor_factory`` replaces the monitor that answers registrations (the engine model in the tests).
     """
-    for name, outputs in (stack_outputs or {}).items():
-        _wire_output(outputs)  # a bare SECRET marker is refused before the run, not inside the engine's read
-        if name.count("/") != 2:
-            raise ValueError(f"stack_outputs: {name!r} is not a fully qualified `org/project/stack` name")
+    _check_stack_outputs(stack_outputs)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     mocks = _Mocks(
@@ -471,74 +549,10 @@ def run_program(
     )
     monitor = (monitor_factory or _RecordingMonitor)(mocks)
     try:
-        settings.reset_options(project=project, stack=stack)
-        pulumi.runtime.set_all_config(dict(config), sorted(secret_keys))
-        diagnostics = _Diagnostics()
-        pulumi.runtime.set_mocks(
-            monitor.mocks,
-            project=project,
-            stack=stack,
-            preview=preview,
-            monitor=monitor,
-            logger=_engine_logger(diagnostics),
+        diagnostics = _start_runtime(
+            monitor, project=project, stack=stack, config=config, secret_keys=secret_keys, preview=preview
         )
-        settings.SETTINGS.outputs.clear()
-        try:
-            if isinstance(program, Path):
-                _run_file(program)
-            else:
-                program()
-            loop.run_until_complete(wait_for_rpcs())
-        except Exception:
-            if mocks.errors:
-                raise mocks.errors[0] from None
-            raise
-        if mocks.errors:
-            raise mocks.errors[0]
-        stack_resource = settings.get_root_resource()
-        exported = getattr(stack_resource, "outputs", {}) or {}
-        outputs = loop.run_until_complete(_resolve(dict(exported)))
-        exports = loop.run_until_complete(_export(dict(exported)))
-        with monitor.lock:
-            resources = list(monitor.registered)
-        return ProgramRun(
-            project=project,
-            stack=stack,
-            resources=resources,
-            outputs=outputs,
-            exports=exports,
-            diagnostics=list(diagnostics.records),
-        )
+        _execute(program, loop, mocks)
+        return _result(loop, monitor, diagnostics, project, stack)
     finally:
-        undo_dynamic_pickler_patch()
-        failed = sys.exc_info()[0] is not None
-        # Drain what is left; the program's own error, if any, is the one worth reporting.
-        with contextlib.suppress(Exception):
-            loop.run_until_complete(wait_for_rpcs(await_all_outstanding_tasks=False))
-        if registered is not None:
-            with monitor.lock:
-                registered.extend(monitor.registered)
-        if failed:
-            # A failed run leaves tasks that will never finish: cancel them here, and do not let asyncio report
-            # them (or exceptions nobody retrieved) later, in the middle of whatever runs next.
-            loop.set_exception_handler(lambda _loop, _context: None)
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        settings.reset_options()
-        pulumi.runtime.set_all_config({}, [])
-        loop.run_until_complete(loop.shutdown_default_executor())
-        for thread_loop in monitor.thread_loops - {loop}:
-            thread_loop.close()
-        asyncio.set_event_loop(None)
-        loop.close()
-        # The SDK keeps every Output's task in a global set (the next run clears it); clear it now and, after a
-        # failure, collect the coroutines that were never started while their warnings are ignored.
-        with settings.SETTINGS.lock:
-            settings.SETTINGS.outputs.clear()
-        if failed:
-            global failed_runs  # a counter the test suite reads
-            failed_runs += 1
-            collect_stranded_coroutines()
+        _finish(loop, monitor, failed=sys.exc_info()[0] is not None, registered=registered)

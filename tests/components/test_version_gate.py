@@ -11,8 +11,6 @@ from pathlib import Path
 import dill
 import pytest
 from pulumi.dynamic import CheckResult
-from pulumi.dynamic.dynamic import serialize_provider
-from pulumi.runtime.rpc import UNKNOWN
 
 from headscale_ha.components.upgrade import parse_version as pod_parse_version
 from headscale_ha.components.version_gate import (
@@ -22,6 +20,7 @@ from headscale_ha.components.version_gate import (
     parse_version,
 )
 from tools.harness import run_program
+from tools.pulumi_internals import UNKNOWN, serialize_provider
 
 TYPE = "pulumi-python:dynamic/upgrade:VersionGate"
 

@@ -23,8 +23,6 @@ from typing import Any
 
 import grpc
 import pytest
-from pulumi.dynamic.dynamic import serialize_provider
-from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from headscale_ha.provider.base import (
@@ -39,6 +37,8 @@ from headscale_ha.provider.resources import (
 )
 from tests.support.fake_headscale import FakeHeadscale, Unreachable
 from tests.support.litestream_lab import stop_process
+from tools import pulumi_internals as sdk
+from tools.pulumi_internals import serialize_provider
 
 PROJECT = Path(__file__).resolve().parents[2]
 PROVIDER_KEY = "__provider"
@@ -55,11 +55,11 @@ KEY_INPUTS = {
 
 
 def _struct(values: dict[str, Any]) -> Any:
-    return asyncio.run(rpc.serialize_properties(values, {}))
+    return asyncio.run(sdk.serialize_properties(values, {}))
 
 
 def _values(struct: Any) -> dict[str, Any]:
-    return rpc.deserialize_properties(struct)
+    return sdk.deserialize_properties(struct)
 
 
 def _urn(kind: str, name: str) -> str:

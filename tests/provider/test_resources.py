@@ -14,7 +14,6 @@ import re
 import dill
 import pytest
 from pulumi.dynamic import Config, ConfigureRequest
-from pulumi.dynamic.dynamic import serialize_provider
 
 from headscale_ha.provider.client import (
     HeadscaleClient,
@@ -42,6 +41,7 @@ from tests.support.provider_resources import (
     policy_props,
     stack_config,
 )
+from tools.pulumi_internals import serialize_provider
 
 
 @pytest.fixture
@@ -140,8 +140,6 @@ def test_an_oidc_namesake_is_refused_not_adopted(providers, client, fake) -> Non
     with pytest.raises(ProviderError, match=r"'frida' exists in Headscale only as an OIDC user"):
         providers(UserProvider).create({"name": "frida", "displayName": "", "email": "", "forceDelete": False})
     assert [u.id for u in client.list_users(name="frida")] == [oidc.id]
-
-
 
 
 def _user_config(force: bool) -> dict:
@@ -378,9 +376,6 @@ def test_node_tags_are_set(providers, client, fake) -> None:
 # ------------------------------------------------------------------------------------------------ policy
 
 
-
-
-
 def test_apply_writes_and_a_no_op_diff_reads_once(providers, client, fake) -> None:
     policies = providers(PolicyProvider)
     created = policies.create(policy_props())
@@ -512,7 +507,6 @@ def test_every_resource_reads_its_live_state(providers, client, fake) -> None:
     assert node_provider.read(node.id, node.outs).id is None
 
 
-
 # ------------------------------------------------------------------------------------------------ orphan clean-up
 
 
@@ -559,4 +553,3 @@ def test_a_create_that_was_not_sent_cleans_up_nothing(fake, clock) -> None:
         with pytest.raises(UnreachableError, match=rf"{down.url} is unreachable: connection refused"):
             keys.create(dict(ROUTER_KEY))
         assert keys.client.calls.by_call == {"Version": 2}, "no listing for orphans: nothing can have been minted"
-

@@ -15,7 +15,6 @@ from collections.abc import Callable
 import dill
 import pytest
 from pulumi.dynamic import Config, ConfigureRequest
-from pulumi.dynamic.dynamic import serialize_provider
 
 from headscale_ha.provider.base import (
     StackSettings,
@@ -43,6 +42,7 @@ from tests.support.provider_resources import (
     policy_props,
     stack_config,
 )
+from tools.pulumi_internals import serialize_provider
 
 # ------------------------------------------------------------------------------------------------ live version
 
@@ -111,7 +111,6 @@ def test_every_provider_of_a_run_shares_one_client_and_one_fetch_per_listing(fak
     assert paths.count("/version") == 1
     assert paths.count("/api/v1/preauthkey") == 1
     assert paths.count("/api/v1/user") == 1
-
 
 
 # ------------------------------------------------------------------------------------------------ an unreachable server

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import pickle
 import sys
 
 import pulumi_kubernetes as k8s
 import pytest
-from pulumi.dynamic.dynamic import serialize_provider
 
 from headscale_ha.program.config import ConfigError
-from headscale_ha.provider.resources import UserProvider
 from tools.harness import (
     PROJECT_DIR,
     SECRET,
@@ -21,7 +18,6 @@ from tools.harness import (
     run_program,
     secret,
     stack_reference_state,
-    undo_dynamic_pickler_patch,
 )
 from tools.stack_files import read_stack_settings
 
@@ -165,15 +161,3 @@ def test_reference_state_is_what_the_engine_reads() -> None:
     assert state["outputs"]["u"] != UNKNOWN  # the wire form of an unknown value
 
 
-def test_the_sdks_pickler_patch_is_undone_so_runs_never_accumulate_wrappers() -> None:
-    """serialize_provider wraps pickle._Pickler._batch_setitems once per dynamic resource and never restores it:
-    past ~900 in one process pickling fails with RecursionError. The harness undoes it after every run."""
-    undo_dynamic_pickler_patch()
-    original = pickle._Pickler.__dict__["_batch_setitems"]
-    for _ in range(3):
-        serialize_provider(UserProvider(api_url="http://127.0.0.1:1", version="0.29.2"))
-    wrapped = pickle._Pickler.__dict__["_batch_setitems"]
-    assert wrapped is not original
-    assert wrapped.__closure__ is not None
-    undo_dynamic_pickler_patch()
-    assert pickle._Pickler.__dict__["_batch_setitems"] is original
