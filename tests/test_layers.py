@@ -131,6 +131,18 @@ def test_only_the_program_knows_the_stack_config() -> None:
         assert "StackConfig" not in path.read_text(), path
 
 
+def test_the_site_wires_components_from_its_args_alone() -> None:
+    """One pass: program/site_args.py maps the config to SiteArgs; the site reads neither the config nor the mapping."""
+    site = PROJECT_DIR / "program" / "site.py"
+    modules = {
+        node.module
+        for node in ast.walk(ast.parse(site.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module is not None
+    }
+    assert not modules & {"headscale_ha.program.config", "headscale_ha.program.args"}
+    assert "StackConfig" not in site.read_text()
+
+
 def test_the_checks_see_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text(

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tools.harness import SECRET
+from headscale_ha.components.settings import HeadplaneSettings, Role
+from headscale_ha.program.config import ConfigError
+from headscale_ha.program.site_args import site_args
+from tests.support.headscale_config_samples import stack_config
+from tools.harness import SECRET, run_program
+from tools.plan import PLACEHOLDERS
 from tools.render import outputs_json, resource_tree
+from tools.stack_files import read_stack_settings
 
 SITE_TYPE = "headscale-ha:site:TailnetSite"
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
@@ -91,3 +97,41 @@ def test_one_explicit_provider_from_the_first_up_with_the_ambient_kubeconfig(run
     assert all(r.provider and r.provider.startswith(provider.urn) for r in kubernetes), [
         r.name for r in kubernetes if not (r.provider or "").startswith(provider.urn)
     ]
+
+
+# ------------------------------------------------------------------------------------------ the one pass
+
+
+def test_the_whole_mapping_is_one_value_a_test_can_compare() -> None:
+    """site_args is a pure function of the config: the same config gives an equal value, another role another
+    value, and every component the stack has is in it (None for one it does not have)."""
+    hydra = stack_config()
+    assert site_args(hydra) == site_args(stack_config())
+    standby = site_args(hydra.model_copy(update={"role": Role.STANDBY}))
+    assert standby != site_args(hydra)
+    assert standby.headscale.replicas == 0
+    assert standby.standby_gate is not None
+    assert standby.standby_gate.active_stack == "organization/headscale-ha/hydra"
+    without = site_args(hydra.model_copy(update={"headplane": HeadplaneSettings(enabled=False)}))
+    assert without.headplane is None
+    assert without.endpoint.headplane is None
+
+
+def test_a_config_error_is_raised_before_any_resource_is_registered(project_copy, stack_outputs) -> None:
+    """The mapping runs first: a policy the config refuses fails the run with nothing registered (before, the
+    provider, the namespace and the database were registered when the policy was refused)."""
+    project = project_copy()
+    stack_file = project / "Pulumi.cosmos.yaml"
+    stack_file.write_text(stack_file.read_text() + "  headscale-ha:policy: {mode: apply}\n")
+    settings = read_stack_settings(project, "cosmos", placeholders=PLACEHOLDERS)
+    registered: list = []
+    with pytest.raises(ConfigError, match=r"policy\.mode: apply needs API access"):
+        run_program(
+            project=settings.project,
+            stack="cosmos",
+            config=settings.config,
+            secret_keys=settings.secret_keys,
+            stack_outputs=stack_outputs,
+            registered=registered,
+        )
+    assert registered == []
