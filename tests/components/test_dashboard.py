@@ -4,7 +4,7 @@ promtool. What the stacks' config renders (hydra's dashboard, the keys a bootstr
 `monitoring.dashboard*` settings) is in tests/program/test_site_dashboard.py.
 
 The queries also run against a real Prometheus scraping real Litestream and the state exporter: see
-``test_e2e_every_dashboard_query_over_what_the_lab_serves_returns_series`` in test_alerts.py.
+``test_e2e_every_dashboard_query_over_what_the_lab_serves_returns_series`` in test_alerts_e2e.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Helpers to run the real Prometheus tools: promtool's checks and unit tests, and a throwaway Prometheus server (plus
-the busybox httpd that serves the state exporter's file), for tests/components/test_alerts.py.
+the busybox httpd that serves the state exporter's file), for tests/components/test_alerts_e2e.py.
 
 Every process started here listens on loopback only, on a free port, is bounded by timeouts, and is killed when its
 context manager exits, whatever happened inside.
