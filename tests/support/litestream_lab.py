@@ -623,7 +623,7 @@ def write_then_stop(
     return writer, stopped_at
 
 
-# --- state exporter (components/scripts/state-exporter.sh) and replica breakage, for tests/components/test_alerts_exporter.py and test_alerts_e2e.py
+# --- state exporter (components/scripts/state-exporter.sh) and replica breakage, for the alert tests
 
 STATE_EXPORTER_SCRIPT = ROOT / "components" / "scripts" / "state-exporter.sh"
 
