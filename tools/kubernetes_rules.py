@@ -9,14 +9,17 @@ the pinned pulumi-kubernetes 4.34 and of Kubernetes:
   provider's ``enableConfigMapMutable`` / ``enableSecretMutable`` is on (and the object is not ``immutable``).
 - REFUSE rows are the API server's update validation (pkg/apis/*/validation): pulumi-kubernetes shows an update,
   and the server refuses the patch ("field is immutable"), so ``pulumi up`` fails.
-- metadata.name and metadata.namespace replace every kind (an identity change). Custom resources (CloudNativePG's
+- metadata.name and metadata.namespace replace every kind (``changes_identity``). Custom resources (CloudNativePG's
   Cluster, Gateway API, cert-manager) have no forceNew fields of their own.
+- A replaced object that keeps its own name is deleted before its replacement is created (``deletes_before_replace``).
+- The other providers: pulumi-random replaces on any input change, this project's dynamic providers on the inputs
+  of ``DYNAMIC_REPLACES`` (``replacing_inputs``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -40,7 +43,7 @@ class ImmutableField:
     effect: str
     why: str
     unless: tuple[str, ...] = ()  # sub-paths that stay mutable
-    condition: str = ""  # see _condition_holds
+    condition: str = ""  # see condition_holds
     api_versions: tuple[str, ...] = ()  # only these apiVersions (default: any)
     #: The API server refuses the update too (False: only pulumi-kubernetes replaces; an adopted object takes it).
     api_refuses: bool = True
@@ -70,7 +73,7 @@ _STS_MUTABLE = (
 
 #: Facts: pulumi-kubernetes 4.x's forceNew table (provider/pkg/provider/diff.go) for REPLACE, the API server's
 #: update validation (pkg/apis/*/validation) for REFUSE. metadata.name and metadata.namespace replace every kind
-#: (handled as an identity change). Only API groups of Kubernetes itself: custom resources (CloudNativePG's Cluster,
+#: (``changes_identity``). Only API groups of Kubernetes itself: custom resources (CloudNativePG's Cluster,
 #: Gateway API, cert-manager) replace only on a name or namespace change.
 IMMUTABLE_FIELDS: tuple[ImmutableField, ...] = (
     ImmutableField(("Deployment", "DaemonSet"), "apps", "spec.selector", REPLACE, "the selector is immutable"),
@@ -175,8 +178,23 @@ IMMUTABLE_FIELDS: tuple[ImmutableField, ...] = (
         )
         for f in ("data", "binaryData")
     ),
+    # An `immutable: true` ConfigMap or Secret (pkg/apis/core/validation/validation.go, ValidateConfigMapUpdate and
+    # ValidateSecretUpdate): `immutable` cannot go back, and its data cannot change (a Secret's stringData is
+    # written into its data).
     ImmutableField(
         ("Secret", "ConfigMap"), "", "immutable", REFUSE, "`immutable: true` cannot be unset", condition="was-immutable"
+    ),
+    *(
+        ImmutableField(
+            (kind,),
+            "",
+            f,
+            REFUSE,
+            f"the {f} of an `immutable: true` {kind} cannot change",
+            condition="stored-immutable",
+        )
+        for kind, fields in (("ConfigMap", ("data", "binaryData")), ("Secret", ("data", "stringData")))
+        for f in fields
     ),
     ImmutableField(
         ("RoleBinding", "ClusterRoleBinding"), "rbac.authorization.k8s.io", "roleRef", REPLACE, "roleRef is immutable"
@@ -206,13 +224,34 @@ IMMUTABLE_FIELDS: tuple[ImmutableField, ...] = (
     ),
 )
 
-#: Inputs whose change makes this project's dynamic providers replace the resource (their diff()).
+#: Inputs whose change makes this project's dynamic providers replace the resource: facts of their ``diff()``
+#: (headscale_ha/provider/resources.py: UserProvider, PreAuthKeyProvider, ApiKeyProvider, NodeSettingsProvider;
+#: PolicyProvider replaces on nothing). tests/tools/test_kubernetes_rules.py calls each real ``diff()`` against it.
 DYNAMIC_REPLACES: dict[str, tuple[str, ...]] = {
     "pulumi-python:dynamic/headscale:User": ("displayName", "email"),
     "pulumi-python:dynamic/headscale:PreAuthKey": ("user", "reusable", "ephemeral", "aclTags", "lifetime"),
     "pulumi-python:dynamic/headscale:ApiKey": ("lifetime",),
     "pulumi-python:dynamic/headscale:NodeSettings": ("nodeName", "user"),
 }
+
+
+def is_random(type_: str) -> bool:
+    """A pulumi-random resource (type tokens ``random:index/...``)."""
+    return type_.startswith("random:")
+
+
+def replacing_inputs(type_: str, changes: Sequence[FieldChange]) -> list[FieldChange]:
+    """The input changes that make a pulumi-random or dynamic provider replace its resource (a Kubernetes object's:
+    ``replacing_rule``).
+
+    Facts: pulumi-random bridges hashicorp/terraform-provider-random, whose resources mark every input attribute
+    RequiresReplace (internal/provider/resource_password.go, passwordSchemaV3; resource_bytes.go, bytesSchemaV0), so
+    any input change replaces; this project's dynamic providers replace on the inputs of ``DYNAMIC_REPLACES``.
+    """
+    if is_random(type_):
+        return list(changes)
+    replacing = DYNAMIC_REPLACES.get(type_, ())
+    return [c for c in changes if c.path and c.path[0] in replacing]
 
 
 def api_group(api_version: Any) -> str:
@@ -252,6 +291,25 @@ class ProviderFlags:
     config_map_mutable: bool = False
     secret_mutable: bool = False
 
+    @classmethod
+    def of(cls, inputs: Mapping[str, Any], env: Mapping[str, str] | None = None) -> ProviderFlags:
+        """The flags of a provider with these inputs, run with this environment (None: the variables are unset).
+
+        Facts (provider/pkg/provider/provider.go, Configure): ``enableConfigMapMutable`` / ``enableSecretMutable``
+        when the provider has them, else PULUMI_K8S_ENABLE_CONFIGMAP_MUTABLE / PULUMI_K8S_ENABLE_SECRET_MUTABLE is
+        "true"; off by default.
+        """
+
+        def flag(key: str, variable: str) -> bool:
+            if inputs.get(key) is not None:
+                return truthy(inputs[key])
+            return (env or {}).get(variable) == "true"
+
+        return cls(
+            config_map_mutable=flag("enableConfigMapMutable", "PULUMI_K8S_ENABLE_CONFIGMAP_MUTABLE"),
+            secret_mutable=flag("enableSecretMutable", "PULUMI_K8S_ENABLE_SECRET_MUTABLE"),
+        )
+
 
 def kind_of(inputs: Mapping[str, Any]) -> str:
     return str(inputs.get("kind", ""))
@@ -279,6 +337,8 @@ def condition_holds(rule: ImmutableField, old: Mapping[str, Any], new: Mapping[s
         return value_at(old, rule_tokens(rule)) is not ABSENT
     if rule.condition == "was-immutable":
         return truthy(old.get("immutable")) and not truthy(new.get("immutable"))
+    if rule.condition == "stored-immutable":
+        return truthy(old.get("immutable"))
     if rule.condition == "not-external-name-switch":
         types = {str((o.get("spec") or {}).get("type", "ClusterIP")) for o in (old, new)}
         return "ExternalName" not in types or len(types) == 1
@@ -318,6 +378,43 @@ def refusal(change: FieldChange, old: Mapping[str, Any], new: Mapping[str, Any],
         if before is not None and after is not None and after < before:
             return "storage shrink is refused: a claim's storage request can only grow"
     return None
+
+
+#: The fields that name an object (``changes_identity``).
+IDENTITY_FIELDS = ("metadata.name", "metadata.namespace")
+#: The annotation pulumi-kubernetes' Check sets on an object it named itself (``<resource name>-<random>``).
+AUTONAMED = "pulumi.com/autonamed"
+
+
+def changes_identity(change: FieldChange) -> bool:
+    """Whether the change renames the object or moves it to another namespace: pulumi-kubernetes replaces the
+    object then, whatever its kind (custom resources and Patch resources too).
+
+    Facts (provider/pkg/provider/diff.go, forceNewProperties: every kind's forceNew list starts with
+    metadataForceNewProperties(".metadata"); provider/pkg/provider/provider.go, Diff: a Patch resource's forceNew
+    fields are these two alone).
+    """
+    return any(covers(pattern(field), change.path) for field in IDENTITY_FIELDS)
+
+
+def deletes_before_replace(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether pulumi-kubernetes deletes the old object before it creates the new one, when it replaces it: only
+    when the program names the object (metadata.name set, not autonamed) and the replacement keeps the old name and
+    namespace, since two objects of one name cannot exist at once. An object without metadata.name gets a fresh
+    name for its replacement, which is created first.
+
+    Facts (provider/pkg/provider/provider.go, Diff: ``deleteBeforeReplace``; provider/pkg/metadata/naming.go,
+    IsNamed and IsAutonamed: the ``pulumi.com/autonamed`` annotation its Check sets).
+    """
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    name = new_meta.get("name")
+    autonamed = truthy((new_meta.get("annotations") or {}).get(AUTONAMED))
+    return (
+        bool(name)
+        and not autonamed
+        and name == old_meta.get("name")
+        and new_meta.get("namespace") == old_meta.get("namespace")
+    )
 
 
 # ------------------------------------------------------------------------------------------------ provider config

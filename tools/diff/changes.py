@@ -1,9 +1,10 @@
 """What changes for one resource, from its base to its head inputs: an update or a replacement, and why.
 
-Replacements are predicted as the providers decide them: pulumi-kubernetes from the one rule table
-(tools/kubernetes_rules.py, which the engine model in the tests reads too), pulumi-random on any input change, this
-project's dynamic providers on the inputs of ``DYNAMIC_REPLACES``, the engine on ``replaceOnChanges``, a new URN
-(not through an alias) and a move to a provider that takes the object for another cluster.
+Replacements are predicted as the providers decide them, from the one rule table (tools/kubernetes_rules.py, which
+the engine model in the tests reads too): pulumi-kubernetes on a name, namespace or forceNew field change,
+pulumi-random on any input change, this project's dynamic providers on the inputs of ``DYNAMIC_REPLACES``; and as
+the engine does, on ``replaceOnChanges``, a new URN (not through an alias) and a move to a provider that takes the
+object for another cluster.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from tools.diff.report import Change, short_change
 from tools.diff.resources import Pair, Resource
 from tools.fields import IGNORED_INPUTS, FieldChange, covers, diff_values, pattern
 from tools.kubernetes_rules import (
-    DYNAMIC_REPLACES,
     ProviderFlags,
+    changes_identity,
+    deletes_before_replace,
+    is_random,
     provider_replacement,
     quantity,
     refusal,
+    replacing_inputs,
     replacing_rule,
-    truthy,
 )
 
 
@@ -36,22 +39,21 @@ class StackContext:
     stateful_namespaces: Mapping[str, list[str]]
 
 
+def _provider_inputs(ref: str | None, resources: Mapping[str, Resource], config: Mapping[str, Any]) -> dict:
+    """The inputs of the provider a resource names (None: the default provider, from the ``kubernetes:`` config)."""
+    if ref:
+        provider = resources.get(ref.rsplit("::", 1)[0])
+        if provider is not None and isinstance(provider.inputs, dict):
+            return dict(provider.inputs)
+    return {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith("kubernetes:")}
+
+
 def _provider_flags(resource: Resource, ctx: StackContext) -> ProviderFlags:
     """The pulumi-kubernetes options of the resource's provider (explicit, or the default's stack config).
 
     Assumption: PULUMI_K8S_ENABLE_CONFIGMAP_MUTABLE / ..._SECRET_MUTABLE are not set where `pulumi up` runs.
     """
-    inputs: Mapping[str, Any] = {
-        key.split(":", 1)[1]: value for key, value in ctx.head_config.items() if key.startswith("kubernetes:")
-    }
-    if resource.provider:
-        provider = ctx.head.get(resource.provider.rsplit("::", 1)[0])
-        if provider is not None and isinstance(provider.inputs, dict):
-            inputs = provider.inputs
-    return ProviderFlags(
-        config_map_mutable=truthy(inputs.get("enableConfigMapMutable")),
-        secret_mutable=truthy(inputs.get("enableSecretMutable")),
-    )
+    return ProviderFlags.of(_provider_inputs(resource.provider, ctx.head, ctx.head_config))
 
 
 def _ignored(change: FieldChange, patterns: Sequence[str]) -> bool:
@@ -69,7 +71,7 @@ def _kubernetes_rules(
     for change in fields:
         replaced_by = replacing_rule(change, old.inputs, new.inputs, flags)
         if replaced_by is not None:
-            refuses = replaced_by.api_refuses or any(truthy(r.inputs.get("immutable")) for r in (old, new))
+            refuses = replaced_by.api_refuses or refusal(change, old.inputs, new.inputs, flags) is not None
             why = (
                 replaced_by.why
                 if "pulumi-kubernetes" in replaced_by.why
@@ -88,15 +90,6 @@ def _kubernetes_rules(
             note = "to or from ExternalName: the API releases or allocates the cluster IP"
         marked.append(FieldChange(change.path, change.old, change.new, refused=refused, note=note or change.note))
     return reasons, marked
-
-
-def _provider_inputs(ref: str | None, resources: Mapping[str, Resource], config: Mapping[str, Any]) -> dict:
-    """The inputs of the provider a resource names (None: the default provider, from the ``kubernetes:`` config)."""
-    if ref:
-        provider = resources.get(ref.rsplit("::", 1)[0])
-        if provider is not None and isinstance(provider.inputs, dict):
-            return dict(provider.inputs)
-    return {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith("kubernetes:")}
 
 
 def _provider_move(old: Resource, new: Resource, ctx: StackContext) -> str | None:
@@ -120,10 +113,11 @@ def _options(old: Resource, new: Resource, *, provider_moves: bool = True) -> li
 
 
 def deletes_first(change: Change, old: Resource, new: Resource) -> bool:
-    """pulumi-kubernetes deletes before it creates when the replacement keeps the name and namespace."""
+    """Whether the replacement deletes the old object first: the ``deleteBeforeReplace`` option when set, else
+    pulumi-kubernetes' answer (tools/kubernetes_rules.deletes_before_replace) for the same resource."""
     if new.delete_before_replace is not None:
         return new.delete_before_replace
-    return change.old_urn is None and old.object_id == new.object_id
+    return change.old_urn is None and deletes_before_replace(old.inputs, new.inputs)
 
 
 def _identity(change: Change, pair: Pair) -> None:
@@ -145,13 +139,17 @@ def _kubernetes_object(
     change: Change, old: Resource, new: Resource, fields: list[FieldChange], ctx: StackContext
 ) -> list[FieldChange]:
     """The replacement reasons and notes of a Kubernetes object's change; returns its fields, refusals marked (a
-    name or namespace change is the identity's, not a field's)."""
-    if old.object_text != new.object_text and old.object_id != new.object_id:
-        moved = [f for f in fields if f.path in (("metadata", "name"), ("metadata", "namespace"))]
+    name or namespace change is the identity's, not a field's). An object without metadata.name goes by its Pulumi
+    name here, so a new one of those is another object too; one that gains or loses metadata.name under the same
+    text is another object all the same (pulumi-kubernetes names it itself, or no longer does)."""
+    moved = [f for f in fields if changes_identity(f)]
+    if moved or old.object_text != new.object_text:
+        cause = ", ".join(short_change(f) for f in moved) or "object identity changed"
+        names = f"{old.kind} {old.object_text} -> {new.kind} {new.object_text}"
         change.replace_because(
-            ", ".join(short_change(f) for f in moved) or "object identity changed",
-            f"the Kubernetes object changed identity, {old.kind} {old.object_text} -> {new.kind} "
-            f"{new.object_text}: pulumi-kubernetes creates the new object, then deletes the old one",
+            cause,
+            f"the Kubernetes object changed identity, {names if old.object_text != new.object_text else cause}: "
+            "pulumi-kubernetes creates the new object, then deletes the old one",
         )
         fields = [f for f in fields if f not in moved]
     if old.inputs.get("apiVersion") != new.inputs.get("apiVersion"):
@@ -167,16 +165,15 @@ def _kubernetes_object(
 
 def _other_provider(change: Change, new: Resource, fields: list[FieldChange]) -> None:
     """The replacement reasons of a pulumi-random or dynamic provider resource's change."""
-    if new.type.startswith("random:") and fields:
-        change.replace_because(
-            ", ".join(short_change(f) for f in fields),
-            "pulumi-random replaces on any input change: " + ", ".join(short_change(f) for f in fields),
+    replacing = replacing_inputs(new.type, fields)
+    if replacing:
+        text = ", ".join(short_change(f) for f in replacing)
+        why = (
+            f"pulumi-random replaces on any input change: {text}"
+            if is_random(new.type)
+            else f"its provider replaces on {text}"
         )
-    elif new.type in DYNAMIC_REPLACES:
-        replacing = [f for f in fields if f.path and f.path[0] in DYNAMIC_REPLACES[new.type]]
-        if replacing:
-            text = ", ".join(short_change(f) for f in replacing)
-            change.replace_because(text, f"its provider replaces on {text}")
+        change.replace_because(text, why)
 
 
 def _provider_moves(change: Change, old: Resource, new: Resource, ctx: StackContext) -> bool:

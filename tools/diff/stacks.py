@@ -10,7 +10,7 @@ from typing import Any
 from tools.diff.changes import StackContext, compare
 from tools.diff.effects import policy_changes, policy_document, workload_effect
 from tools.diff.findings import findings_for, stateful_namespaces
-from tools.diff.report import Change, Report, StackDiff, show_value
+from tools.diff.report import Change, Finding, Report, StackDiff, show_value
 from tools.diff.resources import Pair, Resource, match_resources
 from tools.fields import ABSENT, OUTPUT_RECORD_KEYS, diff_values
 
@@ -78,12 +78,14 @@ def diff_stack(name: str, base: Mapping[str, Any] | None, head: Mapping[str, Any
     )
     pairs, deleted, created = match_resources(old_resources, new_resources)
     recovery = (head.get("outputs") or {}).get("recovery")
+    # Findings by URN: a dump lists resources in registration order, which varies between runs.
+    findings: list[tuple[str, list[Finding]]] = []
     for pair in pairs:
         change = compare(pair, ctx)
         if change is not None:
             _describe_effects(change, pair, recovery)
             result.changes.append(change)
-            result.findings += findings_for(change, pair.base, pair.head, ctx)
+            findings.append((change.urn, findings_for(change, pair.base, pair.head, ctx)))
     for resource in deleted:
         change = Change("delete", resource.label, resource.urn, resource.type, resource.name)
         if resource.retain:
@@ -91,7 +93,8 @@ def diff_stack(name: str, base: Mapping[str, Any] | None, head: Mapping[str, Any
         if resource.protect:
             change.notes.append("protected: `pulumi up` refuses to delete it until `pulumi state unprotect`")
         result.changes.append(change)
-        result.findings += findings_for(change, resource, None, ctx)
+        findings.append((change.urn, findings_for(change, resource, None, ctx)))
+    result.findings = [f for _, found in sorted(findings, key=lambda item: item[0]) for f in found]
     for resource in created:
         result.changes.append(Change("create", resource.label, resource.urn, resource.type, resource.name))
     if base is not None:

@@ -3,7 +3,8 @@
 What it enforces, each as the real server does it:
 - create of an object whose kind, namespace and name exist fails with 409 AlreadyExists ("... already exists");
 - update of an immutable field fails with 422 Invalid ("field is immutable"), from the REFUSE rows of the one rule
-  table (tools/kubernetes_rules.py), so the model refuses exactly what ``make diff`` says the server refuses;
+  table (tools/kubernetes_rules.py), so the model refuses exactly what ``make diff`` says the server refuses (the
+  data of an ``immutable: true`` ConfigMap or Secret among them);
 - delete of an absent object is a 404;
 - a namespaced object needs its Namespace (404 "namespaces ... not found"), and deleting a Namespace deletes
   everything in it (the namespace controller's cascade).

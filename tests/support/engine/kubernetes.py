@@ -16,7 +16,14 @@ from typing import Any
 from tests.support.engine.apiserver import ApiError, Cluster, object_key
 from tests.support.engine.state import holds_unknown
 from tools.fields import FieldChange, diff_values
-from tools.kubernetes_rules import ProviderFlags, replacing_rule, truthy
+from tools.kubernetes_rules import (
+    AUTONAMED,
+    ProviderFlags,
+    changes_identity,
+    deletes_before_replace,
+    replacing_rule,
+    truthy,
+)
 
 SKIP_AWAIT = "pulumi.com/skipAwait"
 WAIT_FOR = "pulumi.com/waitFor"
@@ -58,28 +65,26 @@ class KubernetesProvider:
     def __init__(self, inputs: Mapping[str, Any], cluster: Cluster, env: Mapping[str, str]) -> None:
         self.inputs = dict(inputs)
         self.cluster = cluster
-        self.flags = ProviderFlags(
-            config_map_mutable=truthy(inputs.get("enableConfigMapMutable"))
-            or env.get("PULUMI_K8S_ENABLE_CONFIGMAP_MUTABLE") == "true",
-            secret_mutable=truthy(inputs.get("enableSecretMutable"))
-            or env.get("PULUMI_K8S_ENABLE_SECRET_MUTABLE") == "true",
-        )
+        self.flags = ProviderFlags.of(inputs, env)
         self.upsert = env.get(UPSERT_ENV) == "true"
 
     # ---------------------------------------------------------------------------------------------- check, diff
 
     def check(self, name: str, urn: str, olds: Mapping[str, Any] | None, news: dict[str, Any]) -> dict[str, Any]:
-        """Autonaming (metadata.autonaming): an object without metadata.name gets ``<name>-<8 random>``, kept from
-        the old inputs while it stays autonamed; a Check without olds (a create, or the engine's second Check of a
+        """Autonaming (metadata/naming.go, AssignNameIfAutonamable and AdoptOldAutonameIfUnnamed): an object without
+        metadata.name gets ``<name>-<8 random>``, kept from the old inputs while it stays autonamed (a name the
+        program gave it before is not kept); a Check without olds (a create, or the engine's second Check of a
         replacement) draws a new one. (The random part is a hash of the URN and a counter here, the first that
         names no object of its kind in the cluster, to stay reproducible.)"""
         checked = dict(news)
         metadata = dict(checked.get("metadata") or {})
         if not metadata.get("name"):
-            old_name = ((olds or {}).get("metadata") or {}).get("name")
+            old_metadata = (olds or {}).get("metadata") or {}
+            old_autonamed = truthy((old_metadata.get("annotations") or {}).get(AUTONAMED))
+            old_name = old_metadata.get("name") if old_autonamed else None
             metadata["name"] = old_name or self._autoname(name, urn, str(news.get("kind")))
             metadata.setdefault("annotations", {})
-            metadata["annotations"] = {**metadata["annotations"], "pulumi.com/autonamed": "true"}
+            metadata["annotations"] = {**metadata["annotations"], AUTONAMED: "true"}
         checked["metadata"] = metadata
         # The server-side apply field manager of this resource: drawn at its first Check, kept in its state
         # (provider.go, fieldManagerName: `pulumi-kubernetes-<random>`), so a new resource of the same URN (after a
@@ -97,18 +102,15 @@ class KubernetesProvider:
         raise AssertionError("unreachable")
 
     def diff(self, olds: Mapping[str, Any], old_outputs: Mapping[str, Any], news: Mapping[str, Any]) -> KubeDiff:
-        """Facts (provider.go, Diff): a change of a forceNew field replaces (the rule table); a changed name or
-        namespace replaces; ``replaceUnready`` on a Job whose last await failed replaces it. deleteBeforeReplace
-        when the object is replaced and keeps its (not autonamed) name and namespace: two objects of one name
-        cannot exist at once."""
+        """Facts (provider.go, Diff): a changed name or namespace replaces, as does a change of a forceNew field;
+        ``replaceUnready`` on a Job whose last await failed replaces it; deleteBeforeReplace when the replaced object
+        keeps its own name. Each rule but replaceUnready is the table's (tools/kubernetes_rules.py:
+        ``changes_identity``, ``replacing_rule``, ``deletes_before_replace``)."""
         fields = tuple(f for f in diff_values(olds, news) if f.path[:1] not in (("__inputs",), (FIELD_MANAGER,)))
         reasons: list[str] = []
         for change in fields:
-            if change.path in (("metadata", "name"), ("metadata", "namespace")):
+            if changes_identity(change):
                 reasons.append(f"{change.text} changed")
-                continue
-            if holds_unknown(change.new) and _is_identity(change):
-                reasons.append(f"{change.text} is unknown")
                 continue
             rule = replacing_rule(change, olds, news, self.flags)
             if rule is not None:
@@ -119,15 +121,10 @@ class KubernetesProvider:
             and not _job_succeeded(old_outputs)
         ):
             reasons.append(f"{REPLACE_UNREADY}: the Job is not complete")
-        old_meta, new_meta = olds.get("metadata") or {}, news.get("metadata") or {}
-        autonamed = truthy((new_meta.get("annotations") or {}).get("pulumi.com/autonamed"))
-        same_identity = old_meta.get("name") == new_meta.get("name") and old_meta.get("namespace") == new_meta.get(
-            "namespace"
-        )
         return KubeDiff(
             changed=bool(fields) or bool(reasons),
             replace_reasons=tuple(reasons),
-            delete_before_replace=bool(reasons) and not autonamed and same_identity,
+            delete_before_replace=bool(reasons) and deletes_before_replace(olds, news),
             fields=fields,
         )
 
@@ -279,10 +276,6 @@ class KubernetesProvider:
 
 def _selects(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
-
-
-def _is_identity(change: FieldChange) -> bool:
-    return change.path[:2] in (("metadata", "name"), ("metadata", "namespace"))
 
 
 def _job_conditions(live: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

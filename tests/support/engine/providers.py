@@ -18,6 +18,7 @@ from tests.support.engine.kubernetes import FIELD_MANAGER, KubernetesProvider
 from tests.support.engine.state import UNKNOWN, holds_unknown
 from tools.fields import diff_values
 from tools.harness import _random_state
+from tools.kubernetes_rules import replacing_inputs
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class Provider(Protocol):
 
 def _field_texts(old: Any, new: Any) -> tuple[str, ...]:
     return tuple(sorted({c.text for c in diff_values(old, new) if c.path[:1] != ("__provider",)}))
+
+
+def _type(urn: str) -> str:
+    """The resource's own type token (the last of the URN's type chain)."""
+    return urn.split("::")[2].rsplit("$", 1)[-1]
 
 
 class KubernetesAdapter:
@@ -79,26 +85,27 @@ def _manager(urn: str, inputs: Mapping[str, Any]) -> str:
 
 def _is_patch(urn: str) -> bool:
     """pulumi-kubernetes' Patch resources (``kubernetes:core/v1:ConfigMapPatch``): server-side apply only."""
-    return urn.split("::")[2].rsplit("$", 1)[-1].endswith("Patch")
+    return _type(urn).endswith("Patch")
 
 
 class RandomAdapter:
-    """pulumi-random: every input forces a new resource (the bridged schema's ForceNew), values computed once."""
+    """pulumi-random: an input change replaces (the rule table's ``replacing_inputs``), values computed once."""
 
     def check(self, urn: str, olds: Mapping[str, Any] | None, news: dict[str, Any]) -> dict[str, Any]:
         return news
 
     def diff(self, urn: str, id_: str, old_inputs: dict, old_outputs: dict, news: dict) -> Diff:
-        fields = _field_texts(old_inputs, news)
-        return Diff(bool(fields), tuple(f"{f} changed: pulumi-random replaces" for f in fields), False, fields)
+        changes = [c for c in diff_values(old_inputs, news) if c.path[:1] != ("__provider",)]
+        replacing = sorted({c.text for c in replacing_inputs(_type(urn), changes)})
+        fields = tuple(sorted({c.text for c in changes}))
+        return Diff(bool(fields), tuple(f"{f} changed: pulumi-random replaces" for f in replacing), False, fields)
 
     def create(self, urn: str, inputs: dict[str, Any], *, preview: bool) -> tuple[str, dict[str, Any]]:
         if preview or holds_unknown(inputs):
             return "", dict(inputs)
         name = urn.rsplit("::", 1)[1]
-        type_ = urn.split("::")[2].rsplit("$", 1)[-1]
         # New values on every create (a replacement rotates them), as pulumi-random draws them.
-        computed = _random_state(type_, f"{name} {uuid.uuid4()}", inputs) or {}
+        computed = _random_state(_type(urn), f"{name} {uuid.uuid4()}", inputs) or {}
         return f"{name}-id", {**inputs, **computed}
 
     def update(self, urn: str, id_: str, old_outputs: dict, news: dict, *, preview: bool) -> dict[str, Any]:

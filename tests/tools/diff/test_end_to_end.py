@@ -159,8 +159,12 @@ def test_a_renamed_resource_in_the_program_is_reported_replaced_with_both_urns(
 ) -> None:
     site = work / "program" / "site.py"
     source = site.read_text()
-    assert 'f"{name}-namespace", metadata=' in source
-    site.write_text(source.replace('f"{name}-namespace", metadata=', 'f"{name}-control-namespace", metadata='))
+    assert 'self._namespace("namespace", args.namespace,' in source
+    site.write_text(
+        source.replace(
+            'self._namespace("namespace", args.namespace,', 'self._namespace("control-namespace", args.namespace,'
+        )
+    )
     report, text = _head_diff(work, base_dump)
     old = "urn:pulumi:hydra::headscale-ha::headscale-ha:site:TailnetSite$kubernetes:core/v1:Namespace::hydra-namespace"
     assert (

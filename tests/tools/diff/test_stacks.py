@@ -6,6 +6,8 @@ The cases compare small hand-written dumps (tests/support/diff_dumps.py): no git
 from __future__ import annotations
 
 import copy
+import re
+from typing import Any
 
 from tests.support.diff_dumps import CLAIM, DEPLOYMENT, STACK, changed, compare, dump, k8s, only_change
 from tools.diff.render import render
@@ -115,3 +117,25 @@ def test_output_records_are_paired_by_their_key_not_their_position() -> None:
         ("limits[1]", ABSENT, "new"),
     ]
     assert "availability.failures[scenario=nfs]: absent -> " in render(report)
+
+
+# ------------------------------------------------------------------------------------------------ determinism
+
+
+def _claim(name: str, **spec: Any) -> dict[str, Any]:
+    return k8s("PersistentVolumeClaim", name, spec=spec)
+
+
+def test_data_loss_lines_follow_the_urns_not_the_registration_order() -> None:
+    """A dump lists resources in the order the program registered them, which async registration varies between
+    runs: the DATA LOSS lines (of replaced and of deleted objects) and the warnings read the same either way."""
+    base = [_claim(f"data-{n}", storageClassName="a") for n in "ab"]
+    base += [_claim(f"small-{n}", resources={"requests": {"storage": "2Gi"}}) for n in "ab"]
+    base += [_claim(f"old-{n}") for n in "ab"]
+    head = [changed(c, lambda i: i["spec"].update(storageClassName="b")) for c in base[:2]]
+    head += [changed(c, lambda i: i["spec"].update(resources={"requests": {"storage": "1Gi"}})) for c in base[2:4]]
+    runs = [compare(b, h) for b in (base, base[::-1]) for h in (head, head[::-1])]
+    assert len({text for _, text in runs}) == 1, "the report depends on the order of the dumps"
+    (stack,) = runs[0][0].stacks
+    objects = [re.search(r"PersistentVolumeClaim headscale/([\w-]+)", f.text)[1] for f in stack.findings]
+    assert objects == ["data-a", "data-b", "old-a", "old-b", "small-a", "small-b"]
