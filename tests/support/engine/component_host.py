@@ -59,7 +59,6 @@ from typing import Any
 
 import grpc
 from google.protobuf import empty_pb2, json_format, struct_pb2
-from pulumi.runtime import rpc
 from pulumi.runtime.proto import (
     engine_pb2,
     engine_pb2_grpc,
@@ -72,6 +71,7 @@ from pulumi.runtime.proto import (
 )
 
 from tests.support.litestream_lab import stop_process
+from tools import pulumi_internals as sdk
 
 # Private names (_Mocks, _RecordingMonitor, _plain), imported here only: the fake monitor must record exactly as an
 # in-process run does, which takes the harness's own monitor, mocks and wire-to-Python conversion (a copy here
@@ -202,11 +202,11 @@ def _wire(value: Any) -> Any:
     """Test values -> what the SDK serializes: ``tools.harness.secret(v)`` as the secret signature, UNKNOWN as
     the unknown sentinel (the forms a program's secret and unknown inputs reach the engine in)."""
     if isinstance(value, SecretOutput):
-        return rpc.wrap_rpc_secret(_wire(value.value))
+        return sdk.wrap_rpc_secret(_wire(value.value))
     if isinstance(value, Secret):
         raise TypeError("a secret input needs its value: pass tools.harness.secret(value), not the SECRET marker")
     if isinstance(value, Unknown):
-        return rpc.UNKNOWN
+        return sdk.UNKNOWN
     if isinstance(value, Mapping):
         return {str(k): _wire(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -215,7 +215,7 @@ def _wire(value: Any) -> Any:
 
 
 def _struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
-    return asyncio.run(rpc.serialize_properties(_wire(values), {}))
+    return asyncio.run(sdk.serialize_properties(_wire(values), {}))
 
 
 def _values(struct: struct_pb2.Struct) -> dict[str, Any]:

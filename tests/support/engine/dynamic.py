@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from tests.support.litestream_lab import stop_process
+from tools import pulumi_internals as sdk
 
 PROJECT = Path(__file__).resolve().parents[3]
 PROVIDER_KEY = "__provider"
@@ -35,11 +35,11 @@ class ProviderCallError(Exception):
 
 
 def _struct(values: Mapping[str, Any]) -> Any:
-    return asyncio.run(rpc.serialize_properties(dict(values), {}))
+    return asyncio.run(sdk.serialize_properties(dict(values), {}))
 
 
 def _values(struct: Any) -> dict[str, Any]:
-    return rpc.deserialize_properties(struct, keep_unknowns=True)
+    return sdk.deserialize_properties(struct, keep_unknowns=True)
 
 
 def _last_line(details: str) -> str:

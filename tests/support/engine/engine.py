@@ -40,9 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pulumi.runtime import rpc
 from pulumi.runtime.proto import resource_pb2
-from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from tests.support.engine.apiserver import ApiError
 from tests.support.engine.dynamic import DynamicHost, ProviderCallError
@@ -58,6 +56,7 @@ from tests.support.engine.world import (
     registration,
 )
 from tools import harness
+from tools import pulumi_internals as sdk
 from tools.fields import covers, diff_values, pattern
 from tools.kubernetes_rules import provider_replacement
 
@@ -230,7 +229,7 @@ class Deployment:
                 self._fail(f"{reg.type} {reg.name}: {error}")
             finally:
                 self.world.sync_headscale()
-            outputs = {k: rpc.wrap_rpc_secret(v) if k in state.secret_keys else v for k, v in state.outputs.items()}
+            outputs = {k: sdk.wrap_rpc_secret(v) if k in state.secret_keys else v for k, v in state.outputs.items()}
             return state.id, outputs
 
     def _old(self, reg: Registration) -> ResourceState | None:
@@ -547,8 +546,8 @@ class _EngineMonitor(harness._RecordingMonitor):
         urn = self.make_urn(request.parent, request.type, request.name)
         if request.type == "pulumi:pulumi:Stack":
             return resource_pb2.RegisterResourceResponse(urn=urn)
-        _ensure_event_loop()
+        sdk.thread_event_loop()
         self.record_registration(request, urn)
         id_, outputs = self.deployment.register(registration(request, urn))
-        wire = _sync_await(rpc.serialize_properties(outputs, {}))
+        wire = sdk.sync_await(sdk.serialize_properties(outputs, {}))
         return resource_pb2.RegisterResourceResponse(urn=urn, id="" if id_ == UNKNOWN else id_, object=wire)

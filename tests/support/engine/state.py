@@ -7,14 +7,14 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi.runtime import rpc
+from tools import pulumi_internals as sdk
 
-UNKNOWN = rpc.UNKNOWN
+UNKNOWN = sdk.UNKNOWN
 
 
 def unwrap_secrets(value: Any) -> Any:
     """Plain values, secrets unwrapped (what a provider that does not accept secrets receives)."""
-    if rpc.is_rpc_secret(value):
+    if sdk.is_rpc_secret(value):
         return unwrap_secrets(value["value"])
     if isinstance(value, dict):
         return {k: unwrap_secrets(v) for k, v in value.items()}
@@ -24,7 +24,7 @@ def unwrap_secrets(value: Any) -> Any:
 
 
 def holds_secret(value: Any) -> bool:
-    if rpc.is_rpc_secret(value):
+    if sdk.is_rpc_secret(value):
         return True
     if isinstance(value, dict):
         return any(holds_secret(v) for v in value.values())

@@ -8,10 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi.runtime import rpc
-
 from tests.support.engine.apiserver import Cluster
 from tests.support.engine.state import ResourceState, holds_secret, unwrap_secrets
+from tools import pulumi_internals as sdk
 from tools.fields import pattern
 from tools.kubernetes_rules import active_cluster
 
@@ -155,7 +154,7 @@ def alias_urns(request: Any, urn: str) -> list[str]:
 
 
 def registration(request: Any, urn: str) -> Registration:
-    raw = rpc.deserialize_properties(request.object, keep_unknowns=True)
+    raw = sdk.deserialize_properties(request.object, keep_unknowns=True)
     dependencies = list(request.dependencies)
     property_dependencies: list[str] = []
     for deps in request.propertyDependencies.values():
