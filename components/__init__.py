@@ -3,5 +3,5 @@
 Names: a ComponentResource takes ``<Component>Args`` (``HeadscaleServerArgs``); a pure renderer takes one
 ``<Output>Input`` (``HeadscaleConfigInput`` renders Headscale's config.yaml), whose parts keep their noun
 (``HeadscalePaths``, ``HeadscaleDns``, ``PostgresConnection``); ``<Section>Settings`` is a section of the stack
-config (settings/). One renderer input predates this: ``alerts.AlertScope`` (the alert rules' and the dashboard's).
+config (settings/).
 """

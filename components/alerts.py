@@ -51,7 +51,7 @@ __all__ = [
     "EXPORTER_SCRIPT_NAME",
     "HEADSCALE_JOB",
     "LITESTREAM_CONTAINER",
-    "AlertScope",
+    "AlertRulesInput",
     "alert_groups",
     "any_of",
     "matchers",
@@ -63,14 +63,16 @@ __all__ = [
 
 #: The ``job`` label of Headscale's metrics target (ServiceMonitor on the Service ``headscale``, port ``metrics``).
 HEADSCALE_JOB = "headscale"
-#: The ``job`` label of the state exporter's metrics target.
+#: The ``job`` label of the state exporter's metrics target: the name of its Service (prometheus-operator names the
+#: job after it), and so of every object of the exporter (components/monitoring.py).
 EXPORTER_JOB = "headscale-ha-exporter"
 #: The name of the Litestream sidecar container (the ``container`` label of its series).
 LITESTREAM_CONTAINER = "litestream"
 #: The init containers that refuse to start an application (components/litestream.py, components/upgrade.py).
 REFUSING_INIT_CONTAINERS = ("restore", "pre-upgrade")
 EXPORTER_SCRIPT_NAME = "state-exporter.sh"
-#: Where the exporter pod's busybox httpd serves the metrics file (OUT_FILE is ``<httpd home>/metrics.prom``).
+#: Where the exporter pod's busybox httpd serves the metrics file (OUT_FILE is ``<httpd home>/metrics.prom``): a
+#: ``.prom`` file, so that ``EXPORTER_HTTPD_CONF`` below gives it the text format's Content-Type.
 EXPORTER_METRICS_PATH = "/metrics.prom"
 #: busybox httpd's config (``-c``): the Content-Type of ``.prom`` files. Without it busybox sends no Content-Type for
 #: an unknown extension, which Prometheus 3 refuses unless the scrape sets ``fallback_scrape_protocol``. (busybox
@@ -133,7 +135,7 @@ def replication_lag_bound(
 
 
 @dataclass(frozen=True, kw_only=True)
-class AlertScope:
+class AlertRulesInput:
     """What one stack's rules watch. Validated on construction (ValueError naming the field and the value)."""
 
     namespace: str  # the applications' namespace
@@ -285,7 +287,7 @@ def _ready_alert(
     )
 
 
-def _availability(scope: AlertScope) -> list[_Alert]:
+def _availability(scope: AlertRulesInput) -> list[_Alert]:
     ns = scope.namespace
     headscale_up = matchers(namespace=ns, job=HEADSCALE_JOB)
     headscale_ready = f"max(kube_deployment_status_replicas_ready{matchers(namespace=ns, deployment='headscale')})"
@@ -343,13 +345,13 @@ def _availability(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _replication(scope: AlertScope) -> list[_Alert]:
+def _replication(scope: AlertRulesInput) -> list[_Alert]:
     """Replication of each application Litestream replicates: its replica on the backup volume (as the state
     exporter lists it), the Litestream sidecar's own health, and the signatures of the replica's manifest."""
     return [*_replica_alerts(scope), *_sidecar_alerts(scope), *_signature_alerts(scope)]
 
 
-def _replica_alerts(scope: AlertScope) -> list[_Alert]:
+def _replica_alerts(scope: AlertRulesInput) -> list[_Alert]:
     """The replica itself, as the state exporter lists it: not advancing, or not readable."""
     ns = scope.namespace
     apps = any_of(scope.apps)
@@ -391,7 +393,7 @@ def _replica_alerts(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _sidecar_alerts(scope: AlertScope) -> list[_Alert]:
+def _sidecar_alerts(scope: AlertRulesInput) -> list[_Alert]:
     """The Litestream sidecar's own metrics: sync errors, a full disk, or none at all while the application runs."""
     ns = scope.namespace
     local = matchers(namespace=ns, container=LITESTREAM_CONTAINER, app=any_of(scope.apps))
@@ -434,7 +436,7 @@ def _sidecar_alerts(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _signature_alerts(scope: AlertScope) -> list[_Alert]:
+def _signature_alerts(scope: AlertRulesInput) -> list[_Alert]:
     """The backup-signer sidecar no longer re-signing the replica's manifest."""
     ns = scope.namespace
     # The backup-signer sidecar (scripts/litestream-manifest.sh) re-signs at least every heartbeat while the
@@ -468,7 +470,7 @@ def _signature_alerts(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _restore(scope: AlertScope) -> list[_Alert]:
+def _restore(scope: AlertRulesInput) -> list[_Alert]:
     return [
         _Alert(
             "RestoreRefused",
@@ -485,7 +487,7 @@ def _restore(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _restore_refused(scope: AlertScope) -> str:
+def _restore_refused(scope: AlertRulesInput) -> str:
     sel = matchers(namespace=scope.namespace, container=any_of(list(REFUSING_INIT_CONTAINERS)))
     crash = matchers(
         namespace=scope.namespace, container=any_of(list(REFUSING_INIT_CONTAINERS)), reason="CrashLoopBackOff"
@@ -500,7 +502,7 @@ def _restore_refused(scope: AlertScope) -> str:
     )
 
 
-def _exporter(scope: AlertScope) -> list[_Alert]:
+def _exporter(scope: AlertRulesInput) -> list[_Alert]:
     ns = scope.namespace
     up = matchers(namespace=ns, job=EXPORTER_JOB)
     last_run = f"max by (namespace) (headscale_ha_exporter_last_run_timestamp_seconds{matchers(namespace=ns)})"
@@ -523,7 +525,7 @@ def _exporter(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _rehearsal(scope: AlertScope) -> list[_Alert]:
+def _rehearsal(scope: AlertRulesInput) -> list[_Alert]:
     ns = scope.namespace
     cronjobs = [f"{app}-restore-rehearsal" for app in scope.apps]
     sel = matchers(namespace=ns, cronjob=any_of(cronjobs))
@@ -568,7 +570,7 @@ def _rehearsal(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _postgres(scope: AlertScope) -> list[_Alert]:
+def _postgres(scope: AlertRulesInput) -> list[_Alert]:
     assert scope.cnpg_cluster is not None
     sel = matchers(namespace=scope.namespace, pod=f"~{scope.cnpg_cluster}-[0-9]+")
     by = "(namespace, pod)"
@@ -590,7 +592,7 @@ def _postgres(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _certificates(scope: AlertScope) -> list[_Alert]:
+def _certificates(scope: AlertRulesInput) -> list[_Alert]:
     assert scope.certificate is not None
     sel = matchers(namespace=scope.namespace, name=scope.certificate)
     return [
@@ -608,7 +610,7 @@ def _certificates(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _keys(scope: AlertScope) -> list[_Alert]:
+def _keys(scope: AlertRulesInput) -> list[_Alert]:
     sel = matchers(namespace=scope.namespace, kind="api")
     remaining = f"max by (namespace, kind, name, user) (headscale_ha_key_expiry_timestamp_seconds{sel}) - time()"
     window = _human(scope.api_key_rotate_before_seconds)
@@ -636,7 +638,7 @@ def _keys(scope: AlertScope) -> list[_Alert]:
     ]
 
 
-def _rule(alert: _Alert, scope: AlertScope) -> dict[str, Any]:
+def _rule(alert: _Alert, scope: AlertRulesInput) -> dict[str, Any]:
     return {
         "alert": alert.name,
         "expr": alert.expr,
@@ -650,7 +652,7 @@ def _rule(alert: _Alert, scope: AlertScope) -> dict[str, Any]:
     }
 
 
-def _groups(scope: AlertScope) -> list[tuple[str, list[_Alert]]]:
+def _groups(scope: AlertRulesInput) -> list[tuple[str, list[_Alert]]]:
     groups: list[tuple[str, list[_Alert]]] = [("availability", _availability(scope))]
     if scope.apps:
         groups.append(("replication", _replication(scope)))
@@ -667,7 +669,7 @@ def _groups(scope: AlertScope) -> list[tuple[str, list[_Alert]]]:
     return groups
 
 
-def alert_groups(scope: AlertScope) -> list[dict[str, Any]]:
+def alert_groups(scope: AlertRulesInput) -> list[dict[str, Any]]:
     """The PrometheusRule's ``spec.groups`` for one stack: deterministic (same scope, same list).
 
     Scope decides which groups exist: replication and the restore refusal with Litestream apps, rehearsal when the
@@ -691,7 +693,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def rule_file(scope: AlertScope) -> str:
+def rule_file(scope: AlertRulesInput) -> str:
     """The rules as a Prometheus rule file (YAML ``{"groups": ...}``), for promtool and a plain Prometheus."""
     return yaml.dump({"groups": alert_groups(scope)}, Dumper=_Dumper, sort_keys=False, width=1000, allow_unicode=True)
 
@@ -703,7 +705,7 @@ def state_exporter_script() -> str:
 
 def _all_alerts() -> tuple[str, ...]:
     """Every alert any scope renders, in rendering order."""
-    everything = AlertScope(
+    everything = AlertRulesInput(
         namespace="n",
         apps=("headscale",),
         serving=True,

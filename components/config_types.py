@@ -33,7 +33,6 @@ _QUANTITY_FACTORS = {
     "Ti": 2.0**40,
     "Pi": 2.0**50,
 }
-_DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def _dns_label(value: str) -> str:
@@ -140,6 +139,8 @@ def _quantity(value: str) -> str:
 
 
 def _duration(value: str) -> str:
+    """Go's duration grammar without a sign, µs or a number with nothing before or after its point (Headscale and
+    Litestream read the text as Go does; its value is :func:`headscale_ha.policy.values.go_duration_ns`'s)."""
     if not value or (value != "0" and "".join(m.group(0) for m in _DURATION_PART.finditer(value)) != value):
         raise ValueError("must be a Go duration such as 90s, 30m or 1h30m")
     return value
@@ -170,11 +171,6 @@ def quantity_value(quantity: str) -> float:
     if not match:
         raise ValueError(f"not a quantity: {quantity!r}")
     return float(match.group(1)) * _QUANTITY_FACTORS[match.group(3)]
-
-
-def duration_seconds(duration: str) -> float:
-    """Seconds in a Go duration string."""
-    return sum(float(n) * _DURATION_SECONDS[unit] for n, unit in _DURATION_PART.findall(duration))
 
 
 def _image(value: str, *, exact_tag: re.Pattern[str] = EXACT_VERSION_TAG, example: str = "1.2.3") -> str:

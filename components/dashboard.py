@@ -34,7 +34,7 @@ from headscale_ha.components.alerts import (
     HEADSCALE_JOB,
     LITESTREAM_CONTAINER,
     REFUSING_INIT_CONTAINERS,
-    AlertScope,
+    AlertRulesInput,
     any_of,
     matchers,
     prom_duration,
@@ -139,7 +139,7 @@ def _ready(title: str, kind: str, namespace: str, names: tuple[str, ...], descri
     )
 
 
-def _control_plane(scope: AlertScope) -> list[_Panel]:
+def _control_plane(scope: AlertRulesInput) -> list[_Panel]:
     ns = scope.namespace
     last_run = f"max by (namespace) (headscale_ha_exporter_last_run_timestamp_seconds{matchers(namespace=ns)})"
     panels = [
@@ -193,7 +193,7 @@ def _control_plane(scope: AlertScope) -> list[_Panel]:
     return panels
 
 
-def _litestream(scope: AlertScope) -> list[_Panel]:
+def _litestream(scope: AlertRulesInput) -> list[_Panel]:
     ns, apps = scope.namespace, any_of(scope.apps)
     local = matchers(namespace=ns, container=LITESTREAM_CONTAINER, app=apps)
     replica = matchers(namespace=ns, app=apps)
@@ -276,7 +276,7 @@ def _postgres(cluster: str, namespace: str) -> list[_Panel]:
     ]
 
 
-def _keys(scope: AlertScope, keys: bool) -> list[_Panel]:
+def _keys(scope: AlertRulesInput, keys: bool) -> list[_Panel]:
     ns, panels = scope.namespace, []
     if keys:
         expiry = f"max by (namespace, kind, name) (headscale_ha_key_expiry_timestamp_seconds{matchers(namespace=ns)})"
@@ -312,7 +312,7 @@ def _keys(scope: AlertScope, keys: bool) -> list[_Panel]:
     return panels
 
 
-def _rows(scope: AlertScope, keys: bool) -> list[tuple[str, list[_Panel]]]:
+def _rows(scope: AlertRulesInput, keys: bool) -> list[tuple[str, list[_Panel]]]:
     replication = _litestream(scope) if scope.apps else []
     if scope.cnpg_cluster is not None:
         replication += _postgres(scope.cnpg_cluster, scope.namespace)
@@ -369,7 +369,7 @@ def _layout(rows: list[tuple[str, list[_Panel]]]) -> list[dict[str, Any]]:
     return out
 
 
-def dashboard_model(scope: AlertScope, *, keys: bool) -> dict[str, Any]:
+def dashboard_model(scope: AlertRulesInput, *, keys: bool) -> dict[str, Any]:
     """The dashboard's JSON model for one stack: deterministic (same scope, same model).
 
     ``keys``: the state exporter publishes provider-managed key expiries (the stack has ``bootstrapApiKey``); without

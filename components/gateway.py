@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from headscale_ha.components import gateway_config
 from headscale_ha.components.gateway_config import render_corefile, render_hosts
 from headscale_ha.components.pod import (
     checksum,
@@ -614,8 +615,8 @@ class GatewayServices(pulumi.ComponentResource):
                 {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
                 *([{"name": "metrics", "containerPort": DNS_METRICS_PORT, "protocol": "TCP"}] if args.metrics else []),
             ],
-            "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 15},
-            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 10},
+            "livenessProbe": {"httpGet": {"path": "/health", "port": gateway_config.HEALTH_PORT}, "periodSeconds": 15},
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": gateway_config.READY_PORT}, "periodSeconds": 10},
             "resources": resources(_SMALL),
             "securityContext": container_security(),
             "volumeMounts": [

@@ -16,14 +16,18 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from headscale_ha.components.backed_up_volume import backed_up_volume
-from headscale_ha.components.headplane_config import HeadplaneConfigInput, HeadplanePaths, headplane_config_yaml
+from headscale_ha.components.headplane_config import (
+    HTTP_PORT,
+    HeadplaneConfigInput,
+    HeadplanePaths,
+    headplane_config_yaml,
+)
 from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
 from headscale_ha.components.settings import BackupSettings, ClusterSettings, ComputeResources, OidcSettings
 from headscale_ha.components.workload import PodRecoveryFacts, cluster_service, recovery_facts, singleton_deployment
 
 APP = "headplane"
-PORT = 3000
 PATHS = HeadplanePaths()
 HEADPLANE_SECRET = "headplane-secrets"
 CONFIG_MAP_NAME = "headplane-config"
@@ -149,7 +153,7 @@ class Headplane(pulumi.ComponentResource):
         )
         # The served witness, once this rollout is ready (Headplane's own: its restore is separate from Headscale's).
         record_served(self.backup, self.deployment, replicas=args.replicas, parent=self)
-        self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": PORT}, parent=self)
+        self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT}, parent=self)
         self._register_names(args)
 
     def _secrets(self, name: str, args: HeadplaneArgs, meta: dict[str, Any]) -> tuple[k8s.core.v1.Secret, list[str]]:
@@ -171,7 +175,7 @@ class Headplane(pulumi.ComponentResource):
     def _register_names(self, args: HeadplaneArgs) -> None:
         """The names other programs need, as attributes and as the registered outputs."""
         self.url = f"https://{args.public_hostname}/admin"
-        self.service_name, self.service_port = APP, PORT
+        self.service_name, self.service_port = APP, HTTP_PORT
         self.secret_name = HEADPLANE_SECRET
         self.config_map_name = CONFIG_MAP_NAME
         self.data_claim_name = self.volume.metadata.apply(lambda metadata: metadata.name) if self.volume else None
@@ -205,7 +209,7 @@ class Headplane(pulumi.ComponentResource):
         container = {
             "name": APP,
             "image": args.image,
-            "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+            "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
             # Liveness must not depend on Headscale: /admin/healthz fails whenever Headscale is down.
             "livenessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 15, "failureThreshold": 4},
             "readinessProbe": {"httpGet": {"path": "/admin/healthz", "port": "http"}, "periodSeconds": 10},

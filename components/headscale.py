@@ -17,6 +17,8 @@ import pulumi_random as random
 
 from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.headscale_config import (
+    HTTP_PORT,
+    METRICS_PORT,
     PASSWORD_ENV,
     STUN_PORT,
     HeadscaleConfigInput,
@@ -55,8 +57,6 @@ from headscale_ha.components.workload import (
 )
 
 APP = "headscale"
-HTTP_PORT = 8080
-METRICS_PORT = 9090
 
 
 def in_cluster_url(namespace: str) -> str:

@@ -14,10 +14,13 @@ No Pulumi import and no I/O except :func:`restore_script`, which reads packaged 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import re
 from importlib import resources
+
+from headscale_ha.policy.values import go_duration_ns
 
 __all__ = [
     "RESTORE_SCRIPT_NAME",
@@ -30,26 +33,17 @@ __all__ = [
 
 RESTORE_SCRIPT_NAME = "litestream-restore.sh"
 
-# Go's time.ParseDuration grammar: an optional sign then one or more <decimal><unit>, or a bare "0".
-_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_GO_DURATION = re.compile(r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+|[-+]?0")
-_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9}
-_UNIT_NS["h"] = 3600 * 10**9
-
 
 def parse_go_duration(value: str, *, argument: str) -> int:
     """Return a Go duration string in nanoseconds; Litestream unmarshals these with time.ParseDuration.
 
-    Raises ValueError naming ``argument`` when the text is not a Go duration (e.g. "1d", "5", "") so a bad knob
-    fails at plan time instead of crash-looping the sidecar.
+    Raises ValueError naming ``argument`` when the text is not a Go duration (e.g. "1d", "5", "") or one too long
+    for Go to hold, so a bad knob fails at plan time instead of crash-looping the sidecar.
     """
-    if not isinstance(value, str) or not _GO_DURATION.fullmatch(value):
-        raise ValueError(f"{argument}: {value!r} is not a Go duration (examples: '1s', '500ms', '1h30m', '72h')")
-    sign = -1 if value.startswith("-") else 1
-    total = 0.0
-    for number, unit in _GO_DURATION_PART.findall(value):
-        total += float(number) * _UNIT_NS[unit]
-    return sign * int(total)
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return go_duration_ns(value)
+    raise ValueError(f"{argument}: {value!r} is not a Go duration (examples: '1s', '500ms', '1h30m', '72h')")
 
 
 def duration_seconds(value: str, *, argument: str) -> int:

@@ -35,7 +35,7 @@ from headscale_ha.components.alerts import (
     EXPORTER_SCRIPT_NAME,
     HEADSCALE_JOB,
     LITESTREAM_CONTAINER,
-    AlertScope,
+    AlertRulesInput,
     alert_groups,
     state_exporter_script,
 )
@@ -54,12 +54,7 @@ from headscale_ha.components.pod import (
 from headscale_ha.components.settings import ClusterSettings, ComputeResources, MonitoringSettings, ResourceAmounts
 from headscale_ha.components.tailnet_objects import KeyExpiry
 
-#: The exporter's Service is its scrape job's name, which the alerts select on.
-EXPORTER = EXPORTER_JOB
 EXPORTER_PORT = 8080
-#: busybox httpd answers with the MIME type its config gives the extension (none for a file without one); Prometheus
-#: 3 refuses a scrape whose Content-Type it does not know, so the file is served as `.prom`, typed as text format.
-EXPORTER_PATH = EXPORTER_METRICS_PATH
 KEYS_FILE = "keys.prom"
 #: The scrape interval of every monitor here; the replication alert's allowed lag is derived from it.
 SCRAPE_INTERVAL_SECONDS = 30
@@ -79,7 +74,7 @@ class MonitoringArgs:
 
     namespace: str  # the control plane's namespace: every object here except the gateway's PodMonitor
     settings: MonitoringSettings  # labels for the Prometheus selectors, runbook URL, exporter image and interval
-    scope: AlertScope  # what the alert rules cover (components/alerts.py)
+    scope: AlertRulesInput  # what the alert rules cover (components/alerts.py)
     litestream_apps: tuple[str, ...]  # applications whose Litestream sidecar serves metrics (and whose replica to list)
     litestream_image: str  # the exporter's collector runs `litestream ltx` from this image
     backup_claim: str | None  # the NFS backup claim the exporter lists read-only; None: no replica to watch
@@ -207,13 +202,15 @@ def _exporter_monitor(ns: str) -> ScrapeMonitor:
     return ScrapeMonitor(
         "servicemonitor-exporter",
         "ServiceMonitor",
-        EXPORTER,
+        EXPORTER_JOB,
         ns,
         {
-            "selector": {"matchLabels": selector(EXPORTER)},
+            "selector": {"matchLabels": selector(EXPORTER_JOB)},
             "namespaceSelector": {"matchNames": [ns]},
             # The metrics carry their own `app` (the replica's application): keep it, never `exported_app`.
-            "endpoints": [{"port": "metrics", "path": EXPORTER_PATH, "interval": INTERVAL, "honorLabels": True}],
+            "endpoints": [
+                {"port": "metrics", "path": EXPORTER_METRICS_PATH, "interval": INTERVAL, "honorLabels": True}
+            ],
         },
     )
 
@@ -242,7 +239,7 @@ class StackMonitoring(pulumi.ComponentResource):
             opts=child,
         )
         self.dashboard = self._dashboard(name, args, child) if args.settings.dashboard else None
-        outputs = {"rule": f"{ns}/{RULE}", "exporter": f"{ns}/{EXPORTER}"}
+        outputs = {"rule": f"{ns}/{RULE}", "exporter": f"{ns}/{EXPORTER_JOB}"}
         if self.dashboard is not None:
             outputs["dashboard"] = f"{args.settings.dashboard_namespace or ns}/{DASHBOARD}"
         self.register_outputs(outputs)
@@ -277,11 +274,11 @@ class StackMonitoring(pulumi.ComponentResource):
 
     def _exporter(self, name: str, args: MonitoringArgs, child: pulumi.ResourceOptions) -> k8s.apps.v1.Deployment:
         ns = args.namespace
-        meta = {"namespace": ns, "labels": labels(EXPORTER, "monitoring")}
+        meta = {"namespace": ns, "labels": labels(EXPORTER_JOB, "monitoring")}
         script = state_exporter_script()
         config = k8s.core.v1.ConfigMap(
             f"{name}-exporter-config",
-            metadata={**meta, "name": EXPORTER},
+            metadata={**meta, "name": EXPORTER_JOB},
             data={EXPORTER_SCRIPT_NAME: script, "httpd.conf": EXPORTER_HTTPD_CONF},
             opts=child,
         )
@@ -289,22 +286,22 @@ class StackMonitoring(pulumi.ComponentResource):
         keys_text = pulumi.Output.all(*expiries).apply(lambda rows: key_metrics([tuple(r) for r in rows]))
         keys = k8s.core.v1.ConfigMap(
             f"{name}-exporter-keys",
-            metadata={**meta, "name": f"{EXPORTER}-keys"},
+            metadata={**meta, "name": f"{EXPORTER_JOB}-keys"},
             data={KEYS_FILE: keys_text},
             opts=child,
         )
         pod = self._exporter_pod(args)
         deployment = k8s.apps.v1.Deployment(
             f"{name}-exporter",
-            metadata={**meta, "name": EXPORTER, "annotations": static_check_skips(pod)},
+            metadata={**meta, "name": EXPORTER_JOB, "annotations": static_check_skips(pod)},
             spec={
                 "replicas": 1,
                 "strategy": {"type": "Recreate"},
                 "revisionHistoryLimit": 3,
-                "selector": {"matchLabels": selector(EXPORTER)},
+                "selector": {"matchLabels": selector(EXPORTER_JOB)},
                 "template": {
                     "metadata": {
-                        "labels": labels(EXPORTER, "monitoring"),
+                        "labels": labels(EXPORTER_JOB, "monitoring"),
                         "annotations": {"checksum/config": checksum(script, EXPORTER_HTTPD_CONF)},
                     },
                     "spec": pod,
@@ -314,10 +311,10 @@ class StackMonitoring(pulumi.ComponentResource):
         )
         k8s.core.v1.Service(
             f"{name}-exporter-service",
-            metadata={**meta, "name": EXPORTER},
+            metadata={**meta, "name": EXPORTER_JOB},
             spec={
                 "type": "ClusterIP",
-                "selector": selector(EXPORTER),
+                "selector": selector(EXPORTER_JOB),
                 "ports": [{"name": "metrics", "port": EXPORTER_PORT, "targetPort": "metrics", "protocol": "TCP"}],
             },
             opts=child,
@@ -327,7 +324,7 @@ class StackMonitoring(pulumi.ComponentResource):
     @staticmethod
     def _exporter_pod(args: MonitoringArgs) -> dict[str, Any]:
         interval = args.settings.exporter_interval_seconds
-        out_file = f"/www{EXPORTER_PATH}"
+        out_file = f"/www{EXPORTER_METRICS_PATH}"
         backup = (
             [{"name": "backup", "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}}]
             if args.backup_claim is not None
@@ -384,8 +381,8 @@ class StackMonitoring(pulumi.ComponentResource):
             "containers": [collector, httpd],
             "volumes": [
                 *backup,
-                {"name": "config", "configMap": {"name": EXPORTER, "defaultMode": 0o444}},
-                {"name": "keys", "configMap": {"name": f"{EXPORTER}-keys", "defaultMode": 0o444}},
+                {"name": "config", "configMap": {"name": EXPORTER_JOB, "defaultMode": 0o444}},
+                {"name": "keys", "configMap": {"name": f"{EXPORTER_JOB}-keys", "defaultMode": 0o444}},
                 {"name": "www", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
                 {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
             ],

@@ -45,7 +45,15 @@ from headscale_ha.policy.schema import Policy, validation_problems
 from headscale_ha.policy.semantics import semantic_problems
 from headscale_ha.policy.versions import headscale_minor
 
-__all__ = ["DELIBERATE_DIFFERENCES", "PolicyCheck", "check_policy", "lint_policy", "parse_policy", "validate_policy"]
+__all__ = [
+    "DELIBERATE_DIFFERENCES",
+    "PolicyCheck",
+    "check_policy",
+    "lint_policy",
+    "parse_policy",
+    "policy_object",
+    "validate_policy",
+]
 
 
 #: Where this model still differs from Headscale's parser on purpose, and why (each is a refusal of something
@@ -82,9 +90,7 @@ def check_policy(data: Any, *, version: str) -> PolicyCheck:
     to fail (0.29 refuses the write).
     """
     minor = headscale_minor(version)
-    if not isinstance(data, dict):
-        raise PolicyError([PolicyProblem("(root)", "the policy must be a JSON object")])
-    reading = read_document(copy.deepcopy(data), minor)
+    reading = read_document(copy.deepcopy(policy_object(data)), minor)
     problems = list(reading.problems)
     try:
         policy = Policy.model_validate(reading.document, context={"version": minor})
@@ -99,6 +105,14 @@ def check_policy(data: Any, *, version: str) -> PolicyCheck:
         raise PolicyError([PolicyProblem(o.path, f"test fails: {o.reason}") for o in failed])
     lints = tuple(reading.notes) + tuple(policy_lints(policy, minor))
     return PolicyCheck(policy, lints, outcomes)
+
+
+def policy_object(data: Any) -> dict[str, Any]:
+    """The document when it is a JSON object: Headscale reads nothing else as a policy (``PolicyError`` at the
+    root otherwise)."""
+    if not isinstance(data, dict):
+        raise PolicyError([PolicyProblem("(root)", "the policy must be a JSON object")])
+    return data
 
 
 def validate_policy(data: Any, *, version: str) -> Policy:

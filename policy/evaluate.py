@@ -23,6 +23,7 @@ from headscale_ha.policy.values import (
     Alias,
     AliasKind,
     IpNetwork,
+    overlapping_tailnet_range,
     parse_alias,
     parse_destination,
     parse_grant_ip,
@@ -89,13 +90,10 @@ def _same_user(a: str, b: str) -> _T:
 _CHROMEOS = ipaddress.ip_network("100.115.92.0/23")
 
 
-def _overlaps_tailnet(network: IpNetwork) -> bool:
-    return any(network.version == r.version and network.overlaps(r) for r in TAILNET_RANGES)  # type: ignore[arg-type]
-
-
 def _in_wildcard(network: IpNetwork) -> _T:
     """'*' on 0.29: the tailnet ranges (without ChromeOS's), plus approved subnet routes (live)."""
-    if _overlaps_tailnet(network) and not (network.version == 4 and network.subnet_of(_CHROMEOS)):  # type: ignore[arg-type]
+    in_tailnet = overlapping_tailnet_range(network) is not None
+    if in_tailnet and not (network.version == 4 and network.subnet_of(_CHROMEOS)):  # type: ignore[arg-type]
         return _T.YES
     return _T.MAYBE
 
@@ -106,7 +104,7 @@ def _network_covers(network: IpNetwork | None, atom: _Atom) -> _T:
     if network is None:
         return _T.NO
     if atom.identity:
-        return _T.MAYBE if _overlaps_tailnet(network) else _T.NO
+        return _T.MAYBE if overlapping_tailnet_range(network) is not None else _T.NO
     assert atom.network is not None
     return _T.YES if atom.network.version == network.version and atom.network.overlaps(network) else _T.NO  # type: ignore[arg-type]
 
@@ -164,7 +162,7 @@ class _Evaluator:
             network = alias.network if alias.kind is AliasKind.PREFIX else self.hosts.get(alias.text)
             return _network_covers(network, atom)
         if not atom.identity:
-            return _T.MAYBE if _overlaps_tailnet(atom.network) else _T.NO  # type: ignore[arg-type]
+            return _T.MAYBE if overlapping_tailnet_range(atom.network) is not None else _T.NO  # type: ignore[arg-type]
         return self.identity_covers(alias, atom)
 
     def identity_covers(self, alias: Alias, atom: _Atom) -> _T:

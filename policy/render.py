@@ -18,14 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from headscale_ha.policy.check import check_policy
+from headscale_ha.policy.check import check_policy, policy_object
 from headscale_ha.policy.evaluate import PolicyTestOutcome
 from headscale_ha.policy.grant_conversion import grants_to_acls
 from headscale_ha.policy.hujson import load_hujson
 from headscale_ha.policy.normalise import normalise_keys
 from headscale_ha.policy.problems import PolicyError, PolicyLint, PolicyProblem, format_path
 from headscale_ha.policy.schema import policy_document
-from headscale_ha.policy.values import TAILNET_RANGES, IpNetwork, parse_network
+from headscale_ha.policy.values import IpNetwork, overlapping_tailnet_range, parse_network
 from headscale_ha.policy.versions import headscale_minor
 
 __all__ = ["RenderedPolicy", "SiteRoutes", "gateway_host", "render_policy", "router_tag"]
@@ -106,9 +106,8 @@ def _site_route(text: str) -> IpNetwork:
     network = parse_network(text)
     if network.prefixlen == 0:
         raise ValueError(f"{text} is a default route: exit nodes are not site routes")
-    for tailnet in TAILNET_RANGES:
-        if network.version == tailnet.version and network.overlaps(tailnet):
-            raise ValueError(f"{text} overlaps the tailnet range {tailnet}")
+    if (tailnet := overlapping_tailnet_range(network)) is not None:
+        raise ValueError(f"{text} overlaps the tailnet range {tailnet}")
     return network
 
 
@@ -151,9 +150,7 @@ def render_policy(
     result the model refuses, raises :class:`PolicyError` with the path of the problem.
     """
     minor = headscale_minor(version)
-    base = load_hujson(base_text)
-    if not isinstance(base, dict):
-        raise PolicyError([PolicyProblem("(root)", "the policy must be a JSON object")])
+    base = policy_object(load_hujson(base_text))
     base, key_lints = normalise_keys(base, version=minor)  # "TagOwners" is "tagOwners" to Headscale, and here
     merged = _merge(base, _ordered_sites(sites), router_tag_owner)
     if minor == "0.28" and "grants" in merged:

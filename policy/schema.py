@@ -9,7 +9,6 @@ document (references, placement) are :mod:`.semantics`, above it.
 
 from __future__ import annotations
 
-import re
 import types
 from collections.abc import Callable
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -21,18 +20,21 @@ from headscale_ha.policy.problems import PolicyProblem, did_you_mean, format_pat
 from headscale_ha.policy.values import (
     AliasKind,
     check_protocol,
+    could_be_user,
     parse_alias,
     parse_destination,
     parse_go_duration_ns,
     parse_grant_ip,
     parse_prefix,
     prometheus_duration_ok,
+    protocol_takes_ports,
     tag_name_problem,
     validate_alias,
 )
 from headscale_ha.policy.versions import SUPPORTED_VERSIONS
 
 __all__ = [
+    "IP_POOL_REFUSAL",
     "Acl",
     "AutoApprovers",
     "Grant",
@@ -111,7 +113,7 @@ def _check_principal(text: str, version: str) -> None:
     """Headscale's ``parseOwner`` / ``parseAutoApprover``: any '@' is a user, then group:, tag:."""
     if "@" in text or text.startswith(("group:", "tag:")):
         return
-    hint = f"; users must contain '@': write '{text}@'" if re.fullmatch(r"[A-Za-z0-9._-]+", text) else ""
+    hint = f"; users must contain '@': write '{text}@'" if could_be_user(text) else ""
     raise ValueError(f"{text!r} is not a user (with '@'), a group: or a tag:{hint}")
 
 
@@ -218,7 +220,7 @@ def _check_via(text: str, version: str) -> None:
 
 def _check_test_proto(text: str, version: str) -> None:
     check_protocol(text, version)
-    if text not in ("", "tcp", "udp", "sctp"):
+    if not protocol_takes_ports(text):
         raise ValueError(f"tests only take tcp, udp or sctp (got {text!r})")
 
 
@@ -246,6 +248,11 @@ def _check_ssh_test_dst(text: str, version: str) -> None:
         raise ValueError(f"an sshTests destination names one host, not a CIDR ({text!r})")
     if alias.kind is AliasKind.TAG:
         validate_alias(alias, version)
+
+
+#: Why ``ipPool`` is refused wherever it is written: as an unknown key where a model has none (the schema), and in
+#: a nodeAttrs entry, whose model reads it (the semantics).
+IP_POOL_REFUSAL = "Headscale refuses ipPool (it needs an IP allocator Headscale does not have)"
 
 
 def _check_ip_pool(text: str, version: str) -> None:
@@ -423,7 +430,7 @@ def _unknown_key_reason(parent: tuple[str | int, ...], key: str) -> str:
     if key in _NOT_IN_HEADSCALE:
         return f"{key!r} is not supported: {_NOT_IN_HEADSCALE[key]}"
     if key == "ipPool":
-        return "Headscale refuses ipPool (it needs an IP allocator Headscale does not have)"
+        return IP_POOL_REFUSAL
     model = _model_at(parent)
     allowed = [field.alias or name for name, field in model.model_fields.items()] if model else []
     synonym = _KEY_SYNONYMS.get(key.lower())

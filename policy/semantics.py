@@ -8,23 +8,32 @@ validated models), :mod:`.values` and :mod:`.problems`; :mod:`.lints` reuses :fu
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from headscale_ha.policy.problems import PolicyProblem, did_you_mean, format_path
-from headscale_ha.policy.schema import Acl, Grant, NodeAttr, Policy, PolicyTest, SshPolicyTest, SshRule
+from headscale_ha.policy.schema import (
+    IP_POOL_REFUSAL,
+    Acl,
+    Grant,
+    NodeAttr,
+    Policy,
+    PolicyTest,
+    SshPolicyTest,
+    SshRule,
+)
 from headscale_ha.policy.values import (
     ALL_PORTS,
     AUTOGROUPS,
     MAX_CHECK_PERIOD_NS,
     Alias,
     AliasKind,
-    acl_ports_allowed,
     autogroup_problem,
+    could_be_user,
     parse_alias,
     parse_destination,
     parse_go_duration_ns,
     parse_prefix,
+    protocol_takes_ports,
 )
 
 __all__ = ["ownership_cycle", "semantic_problems"]
@@ -70,7 +79,7 @@ class _Semantics:
         elif alias.kind is AliasKind.TAG and text not in self.tags:
             self.add(parts, f"tag {text!r} has no tagOwners entry{tag_why}{did_you_mean(text, self.tags)}")
         elif hosts and alias.kind is AliasKind.HOST and text not in self.hosts:
-            user_hint = f"; if it is a user, write '{text}@'" if re.fullmatch(r"[A-Za-z0-9._-]+", text) else ""
+            user_hint = f"; if it is a user, write '{text}@'" if could_be_user(text) else ""
             self.add(parts, f"host {text!r} is not defined in hosts{did_you_mean(text, self.hosts)}{user_hint}")
 
     def principal(self, parts: Sequence[str | int], text: str, *, tag_why: str = "") -> None:
@@ -144,7 +153,7 @@ class _Semantics:
             alias, ports = parse_destination(dst, version=self.version)
             self.destination([*base, "dst", position], alias)
             self_dst |= alias.text == "autogroup:self"
-            if not acl_ports_allowed(proto, self.version) and any(r != ALL_PORTS for r in ports):
+            if not protocol_takes_ports(proto) and any(r != ALL_PORTS for r in ports):
                 self.add([*base, "dst", position], f"protocol {proto!r} has no ports: write '{alias.text}:*'")
         if self_dst and self.version >= "0.29":
             self.self_sources([*base, "src"], sources, wildcard_ok=True)
@@ -258,7 +267,7 @@ class _Semantics:
             self.refer([*base, "target", position], alias)
             self.autogroup([*base, "target", position], alias, _TARGET_AUTOGROUPS, "a nodeAttrs target")
         if attr.ip_pool:
-            self.add([*base, "ipPool"], "Headscale refuses ipPool (it needs an IP allocator Headscale does not have)")
+            self.add([*base, "ipPool"], IP_POOL_REFUSAL)
 
     def test(self, index: int, test: PolicyTest) -> None:
         base: list[str | int] = ["tests", index]

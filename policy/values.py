@@ -5,6 +5,8 @@ The public readers (:func:`parse_alias`, :func:`parse_destination`, :func:`parse
 :func:`parse_network`, :func:`protocol_numbers`) give the typed reading of one value; the others are the
 building blocks the normalisation, the schema's field rules, the semantics, the lints and the test evaluator share,
 so each rule is written once. A reader raises ``ValueError`` with the reason; the callers add the path.
+:func:`go_duration_ns` is also the components' count of a Go duration (the config's durations, Litestream's
+knobs), and :data:`INT64_MAX` their Go int64 limit: this is the lowest layer every caller imports.
 It depends on :mod:`.versions` and :mod:`.problems` only.
 """
 
@@ -13,7 +15,6 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import StrEnum
 
 from headscale_ha.policy.problems import did_you_mean
@@ -24,6 +25,7 @@ __all__ = [
     "AUTOGROUPS",
     "DEFAULT_PROTOCOLS",
     "GO_DURATION_RE",
+    "INT64_MAX",
     "LOCALPART_RE",
     "MAX_CHECK_PERIOD_NS",
     "PORT_PROTOCOLS",
@@ -31,13 +33,15 @@ __all__ = [
     "Alias",
     "AliasKind",
     "IpNetwork",
-    "acl_ports_allowed",
     "autogroup_problem",
     "canonical_prefix",
     "check_protocol",
+    "could_be_user",
     "go_atoi",
+    "go_duration_ns",
     "go_trim",
     "normalised_protocol",
+    "overlapping_tailnet_range",
     "parse_alias",
     "parse_destination",
     "parse_go_duration_ns",
@@ -48,6 +52,7 @@ __all__ = [
     "prometheus_duration_ok",
     "protocol_number",
     "protocol_numbers",
+    "protocol_takes_ports",
     "split_destination",
     "tag_name_problem",
     "validate_alias",
@@ -61,7 +66,8 @@ _Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 # Integers, white space, addresses and prefixes
 
 _ATOI_RE = re.compile(r"[+-]?[0-9]+")
-_INT64_MAX = 2**63 - 1
+#: Go's int64 (and so ``time.Duration``, a count of nanoseconds): the largest value.
+INT64_MAX = 2**63 - 1
 
 
 def go_atoi(text: str) -> int | None:
@@ -69,7 +75,7 @@ def go_atoi(text: str) -> int | None:
     if not _ATOI_RE.fullmatch(text):
         return None
     value = int(text)
-    return value if -_INT64_MAX - 1 <= value <= _INT64_MAX else None
+    return value if -INT64_MAX - 1 <= value <= INT64_MAX else None
 
 
 def go_trim(text: str) -> str:
@@ -152,6 +158,14 @@ TAILNET_RANGES: tuple[IpNetwork, ...] = (
 )
 
 
+def overlapping_tailnet_range(network: IpNetwork) -> IpNetwork | None:
+    """The tailnet range that ``network`` overlaps (a network of the other IP version overlaps none), or None."""
+    for tailnet in TAILNET_RANGES:
+        if network.version == tailnet.version and network.overlaps(tailnet):  # type: ignore[arg-type]
+            return tailnet
+    return None
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Aliases
 
@@ -215,6 +229,14 @@ def parse_alias(text: str, *, version: str) -> Alias:
     raise ValueError(
         f"{text!r} is not an alias (user@, group:…, tag:…, autogroup:…, a host name from hosts, an IP or a CIDR)"
     )
+
+
+_BARE_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def could_be_user(text: str) -> bool:
+    """Whether a text without ``@`` reads as a user name once ``@`` is added (the hint a refusal gives)."""
+    return _BARE_NAME_RE.fullmatch(text) is not None
 
 
 def tag_name_problem(text: str, version: str) -> str | None:
@@ -417,10 +439,10 @@ def protocol_number(text: str, *, version: str) -> int:
     return min(numbers)
 
 
-def acl_ports_allowed(proto: str, version: str) -> bool:
-    """Headscale allows specific ports only for the literal texts '', tcp, udp, sctp (0.28 compares the text)."""
+def protocol_takes_ports(proto: str) -> bool:
+    """Headscale allows specific ports only for the literal texts '', tcp, udp, sctp (0.28 compares the text); a
+    test names one port, so these are also the only protocols a test takes."""
     return proto in ("", "tcp", "udp", "sctp")
-
 
 
 def parse_grant_ip(text: str, *, version: str) -> tuple[int | None, tuple[tuple[int, int], ...]]:
@@ -443,13 +465,20 @@ def parse_grant_ip(text: str, *, version: str) -> tuple[int | None, tuple[tuple[
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Durations (an SSH rule's checkPeriod) and SSH login names
+# Durations (Go's: a 0.29 checkPeriod and the components' durations; Prometheus's: a 0.28 checkPeriod), SSH logins
 
-#: Go ``time.ParseDuration`` (0.29 checkPeriod).
-GO_DURATION_RE = re.compile(r"^[+-]?(?:0|(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$")
-_GO_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_GO_UNITS = "ns|us|\u00b5s|\u03bcs|ms|s|m|h"
+#: Go ``time.ParseDuration``'s grammar: an optional sign, then ``0`` or ``<number><unit>`` parts (a number has
+#: digits before or after its point). Digits as Python's ``\d`` reads them: see :func:`go_duration_ns`.
+_GO_DURATION = rf"[+-]?(?:0|(?:(?:\d+(?:\.\d*)?|\.\d+)(?:{_GO_UNITS}))+)"
+#: The same grammar with Go's ASCII digits only: a text Headscale reads as a duration (0.29 checkPeriod).
+GO_DURATION_RE = re.compile(rf"^{_GO_DURATION}$", re.ASCII)
+_GO_DURATION_TEXT = re.compile(_GO_DURATION)
+_GO_DURATION_PART = re.compile(rf"(\d*)(?:\.(\d*))?({_GO_UNITS})")
 _GO_UNIT_NS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9}
 _GO_UNIT_NS["h"] = 3600 * 10**9
+#: Go counts a duration's parts in a uint64 and refuses a sum above 2^63 (a negative duration may reach -2^63).
+_GO_DURATION_BOUND = 1 << 63
 #: Prometheus ``model.ParseDuration`` (0.28 checkPeriod): units y w d h m s ms, biggest first, each once.
 _PROM_UNITS = ("y", "w", "d", "h", "m", "s", "ms")
 _PROM_DURATION_RE = re.compile("^" + "".join(rf"(?:([0-9]+){unit})?" for unit in _PROM_UNITS) + "$")
@@ -458,20 +487,65 @@ _PROM_UNIT_MS = (365 * 86400000, 7 * 86400000, 86400000, 3600000, 60000, 1000, 1
 MAX_CHECK_PERIOD_NS = 168 * 3600 * 10**9
 
 
-def parse_go_duration_ns(text: str) -> int:
-    """Nanoseconds of a Go duration text (refused like ``time.ParseDuration``, overflow included)."""
-    if not GO_DURATION_RE.fullmatch(text):
-        raise ValueError(f"{text!r} is not a Go duration like '12h', '30m' or '1h30m'")
-    sign = -1 if text.startswith("-") else 1
-    body = text.lstrip("+-")
-    if body == "0":
-        return 0
-    total = Decimal(0)
-    for number, unit in _GO_DURATION_PART.findall(body):
-        total += Decimal(number or "0") * _GO_UNIT_NS[unit]
-    if total > _INT64_MAX:
+def go_duration_ns(text: str) -> int:
+    """Nanoseconds of a Go duration, counted and refused as Go's ``time.ParseDuration`` counts and refuses them.
+
+    Each part's whole number counts exactly; its fraction counts through float64 and is truncated to whole
+    nanoseconds (digits past uint64's precision dropped), as Go does. Go refuses a part or a running sum above 2^63
+    ns, and a positive total above 2^63-1: ``ValueError("duration '<text>' overflows")`` (its uint64 sum of two
+    parts of exactly 2^63 wraps to 0, and so does this). A text outside the grammar raises ``ValueError`` too.
+
+    The one reader of a duration's value for every caller; each caller checks the syntax it accepts first (the
+    policy's checkPeriod: :data:`GO_DURATION_RE`, Go's own; the config's durations: no sign or µs; Litestream's
+    knobs: Go's). Digits are read as Python's ``\\d`` reads them, because two of those syntaxes admit any Unicode
+    decimal digit; Go reads ASCII digits only, as :data:`GO_DURATION_RE` does.
+    """
+    if not _GO_DURATION_TEXT.fullmatch(text):
+        raise _not_a_go_duration(text)
+    total = 0
+    for whole, fraction, unit in _GO_DURATION_PART.findall(text.lstrip("+-")):
+        part = _go_duration_part_ns(whole, fraction, _GO_UNIT_NS[unit])
+        # Go's sum is a uint64: 2^63 + 2^63 wraps to 0 (and Go then reads on), anything else above 2^63 overflows.
+        total = (total + part) % 2**64 if part <= _GO_DURATION_BOUND else part
+        if total > _GO_DURATION_BOUND:
+            raise ValueError(f"duration {text!r} overflows")
+    if text.startswith("-"):
+        return -total
+    if total > INT64_MAX:
         raise ValueError(f"duration {text!r} overflows")
-    return sign * int(total)
+    return total
+
+
+def _not_a_go_duration(text: str) -> ValueError:
+    return ValueError(f"{text!r} is not a Go duration like '12h', '30m' or '1h30m'")
+
+
+def _go_duration_part_ns(whole: str, fraction: str, unit: int) -> int:
+    """One ``<number><unit>`` part as Go counts it: the whole number times the unit, exactly, plus the fraction as
+    float64 arithmetic truncates it. Any value above 2^63 is an overflow to Go (the caller refuses it), so the
+    whole number stops being read once it is past that."""
+    value = 0
+    for digit in whole:
+        value = value * 10 + int(digit)
+        if value > _GO_DURATION_BOUND:
+            break
+    value *= unit
+    numerator, scale = 0, 1.0
+    for digit in fraction:  # Go's leadingFraction: the digits from the first that would overflow a uint64 are dropped
+        if numerator > INT64_MAX // 10 or numerator * 10 + int(digit) > _GO_DURATION_BOUND:
+            break
+        numerator, scale = numerator * 10 + int(digit), scale * 10
+    if numerator > 0:
+        value += int(float(numerator) * (float(unit) / scale))
+    return value
+
+
+def parse_go_duration_ns(text: str) -> int:
+    """Nanoseconds of a duration Headscale reads (0.29 checkPeriod): Go's grammar (:data:`GO_DURATION_RE`) and
+    :func:`go_duration_ns`'s count; ``ValueError`` with the reason when Go refuses the text."""
+    if not GO_DURATION_RE.fullmatch(text):
+        raise _not_a_go_duration(text)
+    return go_duration_ns(text)
 
 
 def prometheus_duration_ok(text: str) -> bool:
@@ -482,7 +556,7 @@ def prometheus_duration_ok(text: str) -> bool:
     if not text or match is None:
         return False
     total_ms = sum(int(value or 0) * unit for value, unit in zip(match.groups(), _PROM_UNIT_MS, strict=True))
-    return total_ms * 10**6 <= _INT64_MAX
+    return total_ms * 10**6 <= INT64_MAX
 
 
 #: ``localpart:*@<domain>``: an SSH user that 0.29 maps to the local part of each user's e-mail in that domain.

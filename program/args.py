@@ -14,8 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from headscale_ha.components import headplane as headplane_module
+from headscale_ha.components import headplane_config, headscale_config
 from headscale_ha.components import headscale as headscale_module
-from headscale_ha.components.alerts import AlertScope, replication_lag_bound
+from headscale_ha.components.alerts import AlertRulesInput, replication_lag_bound
 from headscale_ha.components.backup_volume import BackupVolumeArgs, claim_name
 from headscale_ha.components.endpoint import PUBLIC_NAME, Backend, PublicEndpointArgs
 from headscale_ha.components.gateway import (
@@ -340,8 +341,8 @@ def public_endpoint_args(config: StackConfig) -> PublicEndpointArgs:
     return PublicEndpointArgs(
         namespace=config.namespace,
         hostname=config.tailnet.public_hostname,
-        headscale=Backend(service=headscale_module.APP, port=headscale_module.HTTP_PORT),
-        headplane=Backend(service=headplane_module.APP, port=headplane_module.PORT)
+        headscale=Backend(service=headscale_module.APP, port=headscale_config.HTTP_PORT),
+        headplane=Backend(service=headplane_module.APP, port=headplane_config.HTTP_PORT)
         if config.headplane.enabled
         else None,
         endpoint=config.endpoint,
@@ -459,7 +460,7 @@ def monitoring_args(config: StackConfig) -> MonitoringArgs | None:
     return MonitoringArgs(
         namespace=config.namespace,
         settings=settings,
-        scope=AlertScope(
+        scope=AlertRulesInput(
             namespace=config.namespace,
             apps=apps,
             serving=config.role is Role.ACTIVE,

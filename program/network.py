@@ -28,6 +28,7 @@ from typing import Any
 from headscale_ha.components import gateway as gateway_module
 from headscale_ha.components import headplane as headplane_module
 from headscale_ha.components import headscale as headscale_module
+from headscale_ha.components import headscale_config
 from headscale_ha.components import migration as migration_module
 from headscale_ha.components.headscale_config import STUN_PORT
 from headscale_ha.components.network_egress import (
@@ -143,7 +144,7 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
     workloads = [Confined(name=headscale_module.APP, pods=selector(headscale_module.APP), reaches=tuple(headscale))]
     if config.headplane.enabled:
         api = Reach(
-            ports=(Port(headscale_module.HTTP_PORT),),
+            ports=(Port(headscale_config.HTTP_PORT),),
             destinations=(from_pods(selector(headscale_module.APP)),),
             why="Headscale's API, at its in-cluster URL",
         )

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from headscale_ha.components import gateway as gateway_module
 from headscale_ha.components import headplane as headplane_module
+from headscale_ha.components import headplane_config, headscale_config
 from headscale_ha.components import headscale as headscale_module
 from headscale_ha.components import migration as migration_module
+from headscale_ha.components.alerts import EXPORTER_JOB
 from headscale_ha.components.headscale_config import STUN_PORT
 from headscale_ha.components.litestream import LITESTREAM_METRICS_PORT
-from headscale_ha.components.monitoring import EXPORTER, EXPORTER_PORT
+from headscale_ha.components.monitoring import EXPORTER_PORT
 from headscale_ha.components.network_policy import (
     Allow,
     NamespacePolicies,
@@ -66,12 +68,12 @@ def headscale_allows(config: StackConfig) -> Protected:
     headplane = [from_pods(selector(headplane_module.APP))] if config.headplane.enabled else []
     allows = [
         Allow(
-            ports=(Port(headscale_module.HTTP_PORT),),
+            ports=(Port(headscale_config.HTTP_PORT),),
             sources=(*public, *headplane) if public else None,
             why="the public endpoint through the ingress data plane (any source when none is named), and Headplane",
         ),
         Allow(
-            ports=(Port(headscale_module.METRICS_PORT),),
+            ports=(Port(headscale_config.METRICS_PORT),),
             sources=_monitoring(config),
             why="metrics, scraped by monitoring",
         ),
@@ -89,7 +91,7 @@ def headplane_allows(config: StackConfig) -> Protected:
     """/admin through the ingress data plane, and the sidecar's metrics."""
     public = ingress_peers(config.network_policy)
     admin = Allow(
-        ports=(Port(headplane_module.PORT),),
+        ports=(Port(headplane_config.HTTP_PORT),),
         sources=tuple(public) or None,
         why="/admin through the ingress data plane (any source when none is named)",
     )
@@ -100,7 +102,7 @@ def headplane_allows(config: StackConfig) -> Protected:
 def exporter_allows(config: StackConfig) -> Protected:
     why = "the state exporter's metrics"
     allows = (Allow(ports=(Port(EXPORTER_PORT),), sources=_monitoring(config), why=why),)
-    return Protected(name=EXPORTER, pods=selector(EXPORTER), allows=allows)
+    return Protected(name=EXPORTER_JOB, pods=selector(EXPORTER_JOB), allows=allows)
 
 
 def database_allows(config: StackConfig) -> Protected:

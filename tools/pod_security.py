@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tools.wiring.manifest import as_dict, as_list
 from tools.wiring.vocabulary import POD_TEMPLATE_PATHS
 
 Finding = tuple[str, str]  # (path in the object, message)
@@ -23,16 +24,6 @@ def format_path(parts: Iterable[Any]) -> str:
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text or "(root)"
-
-
-def as_mapping(value: Any) -> dict[str, Any]:
-    """The value when it is a mapping, else an empty one: a wrong type is the schema check's to report."""
-    return value if isinstance(value, dict) else {}
-
-
-def as_sequence(value: Any) -> list[Any]:
-    """The value when it is a list, else an empty one (for the same reason)."""
-    return value if isinstance(value, list) else []
 
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
@@ -87,18 +78,18 @@ class PodTemplate:
     def containers(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(path, container) of every init, regular and ephemeral container."""
         for kind in ("initContainers", "containers", "ephemeralContainers"):
-            for index, container in enumerate(as_sequence(self.spec.get(kind))):
+            for index, container in enumerate(as_list(self.spec.get(kind))):
                 if isinstance(container, dict):
                     yield f"{self.at}.{kind}[{index}]", container
 
     def container_contexts(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(path, securityContext) of every container; an absent context is an empty one."""
         for at, container in self.containers():
-            yield f"{at}.securityContext", as_mapping(container.get("securityContext"))
+            yield f"{at}.securityContext", as_dict(container.get("securityContext"))
 
     @property
     def pod_context(self) -> dict[str, Any]:
-        return as_mapping(self.spec.get("securityContext"))
+        return as_dict(self.spec.get("securityContext"))
 
     def contexts(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """The pod's securityContext, then every container's."""
@@ -106,7 +97,7 @@ class PodTemplate:
         yield from self.container_contexts()
 
     def volumes(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        for index, volume in enumerate(as_sequence(self.spec.get("volumes"))):
+        for index, volume in enumerate(as_list(self.spec.get("volumes"))):
             if isinstance(volume, dict):
                 yield f"{self.at}.volumes[{index}]", volume
 
@@ -119,11 +110,11 @@ def pod_template(obj: dict[str, Any]) -> PodTemplate | None:
         return None
     node: Any = obj
     for part in path:
-        node = as_mapping(node).get(part)
-    spec = as_mapping(node).get("spec")
+        node = as_dict(node).get(part)
+    spec = as_dict(node).get("spec")
     if not isinstance(spec, dict):
         return None
-    annotations = as_mapping(as_mapping(as_mapping(node).get("metadata")).get("annotations"))
+    annotations = as_dict(as_dict(as_dict(node).get("metadata")).get("annotations"))
     return PodTemplate(spec, format_path((*path, "spec")), annotations, format_path((*path, "metadata", "annotations")))
 
 
@@ -141,7 +132,7 @@ def _host_path_volumes(pod: PodTemplate) -> Iterator[Finding]:
 
 def _host_ports(pod: PodTemplate) -> Iterator[Finding]:
     for at, container in pod.containers():
-        for index, port in enumerate(as_sequence(container.get("ports"))):
+        for index, port in enumerate(as_list(container.get("ports"))):
             if isinstance(port, dict) and port.get("hostPort"):
                 yield f"{at}.ports[{index}].hostPort", "host ports are not allowed"
 
@@ -153,7 +144,7 @@ def _privileged(pod: PodTemplate) -> Iterator[Finding]:
 
 
 def _added_capabilities(context: dict[str, Any]) -> set[str]:
-    return {c for c in as_sequence(as_mapping(context.get("capabilities")).get("add")) if isinstance(c, str)}
+    return {c for c in as_list(as_dict(context.get("capabilities")).get("add")) if isinstance(c, str)}
 
 
 def _baseline_capabilities(pod: PodTemplate) -> Iterator[Finding]:
@@ -165,13 +156,13 @@ def _baseline_capabilities(pod: PodTemplate) -> Iterator[Finding]:
 
 def _host_process(pod: PodTemplate) -> Iterator[Finding]:
     for at, context in pod.contexts():
-        if as_mapping(context.get("windowsOptions")).get("hostProcess"):
+        if as_dict(context.get("windowsOptions")).get("hostProcess"):
             yield f"{at}.windowsOptions.hostProcess", "Windows host processes are not allowed"
 
 
 def _selinux(pod: PodTemplate) -> Iterator[Finding]:
     for at, context in pod.contexts():
-        options = as_mapping(context.get("seLinuxOptions"))
+        options = as_dict(context.get("seLinuxOptions"))
         selinux_type = options.get("type", "")
         if (
             not isinstance(selinux_type, str)
@@ -191,7 +182,7 @@ def _proc_mount(pod: PodTemplate) -> Iterator[Finding]:
 def _unconfined(pod: PodTemplate) -> Iterator[Finding]:
     for at, context in pod.contexts():
         for profile in ("seccompProfile", "appArmorProfile"):
-            if as_mapping(context.get(profile)).get("type") == "Unconfined":
+            if as_dict(context.get(profile)).get("type") == "Unconfined":
                 yield f"{at}.{profile}.type", f"{profile} Unconfined is not allowed"
 
 
@@ -203,8 +194,8 @@ def _apparmor_annotations(pod: PodTemplate) -> Iterator[Finding]:
 
 
 def _sysctls(pod: PodTemplate) -> Iterator[Finding]:
-    for index, sysctl in enumerate(as_sequence(pod.pod_context.get("sysctls"))):
-        name = as_mapping(sysctl).get("name")
+    for index, sysctl in enumerate(as_list(pod.pod_context.get("sysctls"))):
+        name = as_dict(sysctl).get("name")
         if isinstance(sysctl, dict) and (not isinstance(name, str) or name not in SAFE_SYSCTLS):
             yield f"{pod.at}.securityContext.sysctls[{index}]", f"sysctl {sysctl.get('name')!r} is not a safe one"
 
@@ -234,15 +225,15 @@ def _root_user(pod: PodTemplate) -> Iterator[Finding]:
 
 
 def _seccomp_set(pod: PodTemplate) -> Iterator[Finding]:
-    pod_type = as_mapping(pod.pod_context.get("seccompProfile")).get("type")
+    pod_type = as_dict(pod.pod_context.get("seccompProfile")).get("type")
     for at, context in pod.container_contexts():
-        if as_mapping(context.get("seccompProfile")).get("type", pod_type) not in ("RuntimeDefault", "Localhost"):
+        if as_dict(context.get("seccompProfile")).get("type", pod_type) not in ("RuntimeDefault", "Localhost"):
             yield f"{at}.seccompProfile.type", "must be RuntimeDefault or Localhost, on the container or the pod"
 
 
 def _restricted_capabilities(pod: PodTemplate) -> Iterator[Finding]:
     for at, context in pod.container_contexts():
-        if "ALL" not in as_sequence(as_mapping(context.get("capabilities")).get("drop")):
+        if "ALL" not in as_list(as_dict(context.get("capabilities")).get("drop")):
             yield f"{at}.capabilities.drop", "must include ALL"
         beyond = sorted(_added_capabilities(context) - {"NET_BIND_SERVICE"})
         if beyond:
@@ -280,9 +271,9 @@ def namespace_levels(objects: Iterable[Any]) -> dict[str, str]:
     levels: dict[str, str] = {}
     for obj in objects:
         if isinstance(obj, dict) and obj.get("apiVersion") == "v1" and obj.get("kind") == "Namespace":
-            meta = as_mapping(obj.get("metadata"))
+            meta = as_dict(obj.get("metadata"))
             if meta.get("name") and isinstance(meta["name"], str):
-                levels[meta["name"]] = as_mapping(meta.get("labels")).get(ENFORCE_LABEL, "privileged")
+                levels[meta["name"]] = as_dict(meta.get("labels")).get(ENFORCE_LABEL, "privileged")
     return levels
 
 
@@ -291,7 +282,7 @@ def admission_findings(obj: Any, levels: dict[str, str]) -> list[Finding]:
     pod = pod_template(obj) if isinstance(obj, dict) else None
     if pod is None:
         return []
-    namespace = as_mapping(obj.get("metadata")).get("namespace") or "default"
+    namespace = as_dict(obj.get("metadata")).get("namespace") or "default"
     level = levels.get(namespace, "") if isinstance(namespace, str) else ""
     found = [finding for rule in RULES.get(level, ()) for finding in rule(pod)]
     return [(path, f"Pod Security: namespace {namespace!r} enforces {level}: {message}") for path, message in found]

@@ -40,8 +40,9 @@ from typing import Any
 
 import yaml
 
-from tools.pod_security import admission_findings, as_mapping, format_path, namespace_levels
+from tools.pod_security import admission_findings, format_path, namespace_levels
 from tools.stack_files import list_stacks
+from tools.wiring.manifest import as_dict
 
 try:
     import jsonschema
@@ -98,7 +99,7 @@ def object_ref(obj: Any, index: int) -> str:
     """``Kind namespace/name`` (or ``Kind name`` when cluster-scoped): how a problem names its object."""
     if not isinstance(obj, dict):
         return f"document {index}"
-    meta = as_mapping(obj.get("metadata"))
+    meta = as_dict(obj.get("metadata"))
     name = meta.get("name") or meta.get("generateName") or "<no name>"
     where = f"{meta['namespace']}/{name}" if meta.get("namespace") else str(name)
     return f"{obj.get('kind') or '<no kind>'} {where}"
@@ -171,7 +172,7 @@ def _findings(error: jsonschema.ValidationError, prefix: tuple[Any, ...]) -> Ite
         and error.validator_value is False
         and isinstance(error.instance, dict)
     ):
-        unknown = _unknown_fields(error.instance, as_mapping(error.schema))
+        unknown = _unknown_fields(error.instance, as_dict(error.schema))
         for name in unknown:
             yield format_path((*parts, name)), "unknown field: the schema has no such field"
         if unknown:
@@ -294,9 +295,9 @@ def _list_identity(item: Any, list_type: str, schema: dict[str, Any]) -> str | N
         return json.dumps(item, sort_keys=True, default=str)
     if not isinstance(item, dict):
         return None
-    defaults = as_mapping(as_mapping(schema.get("items")).get("properties"))
+    defaults = as_dict(as_dict(schema.get("items")).get("properties"))
     keys = schema.get("x-kubernetes-list-map-keys") or []
-    return json.dumps([item.get(k, as_mapping(defaults.get(k)).get("default")) for k in keys], default=str)
+    return json.dumps([item.get(k, as_dict(defaults.get(k)).get("default")) for k in keys], default=str)
 
 
 def _no_duplicates(validator: Any, list_type: Any, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
@@ -483,7 +484,7 @@ class ObjectChecker:
             served = ", ".join(f"{crd.group}/{v}" for v, entry in crd.versions.items() if entry.served) or "none"
             state = "is not served" if crd_version else "does not exist"
             return [("apiVersion", f"{crd.kind} version {version} {state} (served: {served}; {crd.source})")]
-        findings = self._custom_metadata(as_mapping(obj.get("metadata")))
+        findings = self._custom_metadata(as_dict(obj.get("metadata")))
         try:
             return findings + schema_findings(crd_version.validator(), obj)
         except (jsonschema.SchemaError, re.error) as exc:

@@ -31,7 +31,6 @@ from headscale_ha.components.settings.backup import (
     VolSyncSettings,
 )
 from headscale_ha.components.settings.base import (
-    GO_MAX_DURATION_NS,
     PROJECT,
     SUPPORTED_HEADSCALE_MINORS,
     ComputeResources,
@@ -46,7 +45,6 @@ from headscale_ha.components.settings.base import (
     RouteKind,
     RouterMode,
     SettingsModel,
-    go_duration_ns,
     location_text,
 )
 from headscale_ha.components.settings.cluster import ApiServer, ClusterSettings
@@ -80,7 +78,6 @@ from headscale_ha.components.settings.tailnet import (
 )
 
 __all__ = [
-    "GO_MAX_DURATION_NS",
     "PROJECT",
     "ROUTER_KEY_LIFETIME_BOUNDS",
     "SUPPORTED_HEADSCALE_MINORS",
@@ -132,7 +129,6 @@ __all__ = [
     "TailnetUser",
     "VolSyncSettings",
     "base_domain_problem",
-    "go_duration_ns",
     "key_duration_seconds",
     "location_text",
 ]

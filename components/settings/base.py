@@ -9,7 +9,6 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated
 
@@ -17,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic.alias_generators import to_camel
 
 from headscale_ha.components.config_types import HttpsUrl, Quantity, quantity_value
+from headscale_ha.policy.values import go_duration_ns
 
 PROJECT = "headscale-ha"
 SUPPORTED_HEADSCALE_MINORS = ("0.28", "0.29")
@@ -114,22 +114,13 @@ def raise_problems(problems: list[FieldProblem]) -> None:
 
 # --------------------------------------------------------------------------------------------- shared parts
 
-#: Go's time.Duration is an int64 count of nanoseconds; time.ParseDuration refuses anything longer.
-GO_MAX_DURATION_NS = 2**63 - 1
-_DURATION_UNIT_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)")
-
-
-def go_duration_ns(duration: str) -> int:
-    """Nanoseconds in a (validated) Go duration string, as time.ParseDuration counts them (whole ns per part)."""
-    return sum(int(Decimal(number) * _DURATION_UNIT_NS[unit]) for number, unit in _DURATION_PART.findall(duration))
-
 
 def go_duration_in_range(duration: str, *, above: str, reason: str) -> str:
     """Refuse a duration Go cannot hold, or one not longer than ``above`` (``reason`` says who refuses it)."""
-    nanoseconds = go_duration_ns(duration)
-    if nanoseconds > GO_MAX_DURATION_NS:
-        raise ValueError("is longer than Go's longest duration (about 2562047h), so it cannot be parsed")
+    try:
+        nanoseconds = go_duration_ns(duration)
+    except ValueError:  # a Duration (config_types) is in Go's grammar: only its size can be refused
+        raise ValueError("is longer than Go's longest duration (about 2562047h), so it cannot be parsed") from None
     if nanoseconds <= go_duration_ns(above):
         raise ValueError(f"must be more than {above}: {reason}")
     return duration

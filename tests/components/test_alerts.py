@@ -15,13 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from headscale_ha.components.alerts import ALERTS, AlertScope, alert_groups, replication_lag_bound, rule_file
+from headscale_ha.components.alerts import ALERTS, AlertRulesInput, alert_groups, replication_lag_bound, rule_file
 from tests.support.alert_cases import rules_by_alert
 from tests.support.alert_scopes import NS, ROUTERS_NS, RUNBOOK, SCOPES, alert_scope
-from tests.support.prometheus_lab import check_rules
-
-PROMETHEUS = pytest.mark.real_tool("prometheus")
-
+from tests.support.prometheus_lab import check_rules, needs_prometheus
 
 # --- the renderer, without tools ----------------------------------------------------------------------------------
 
@@ -68,7 +65,7 @@ def test_readiness_alerts_are_guarded_by_the_desired_count_everywhere() -> None:
 
 
 def test_scope_decides_the_groups() -> None:
-    def names(scope: AlertScope) -> set[str]:
+    def names(scope: AlertRulesInput) -> set[str]:
         return set(rules_by_alert(scope))
 
     sqlite, postgres, standby = SCOPES["sqlite-active"], SCOPES["postgres-stage"], SCOPES["standby"]
@@ -158,7 +155,7 @@ def test_scope_validation_names_the_field_and_the_value(field_name: str, value: 
 # --- promtool check rules --------------------------------------------------------------------------------------------
 
 
-@PROMETHEUS
+@needs_prometheus
 @pytest.mark.parametrize("name", list(SCOPES))
 def test_promtool_checks_the_rule_file(name: str, tmp_path: Path) -> None:
     path = tmp_path / "rules.yml"
@@ -166,4 +163,3 @@ def test_promtool_checks_the_rule_file(name: str, tmp_path: Path) -> None:
     result = check_rules(path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(rules_by_alert(SCOPES[name]))} rules found" in result.stdout
-

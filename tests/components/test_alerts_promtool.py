@@ -33,10 +33,9 @@ from tests.support.alert_cases import (
     sts,
 )
 from tests.support.alert_scopes import NS, ROUTERS_NS, SCOPES
-from tests.support.prometheus_lab import run_rule_tests
+from tests.support.prometheus_lab import needs_prometheus, run_rule_tests
 
 OTHER = "other"
-PROMETHEUS = pytest.mark.real_tool("prometheus")
 
 HS, HP = "headscale", "headplane"
 HS_RR, HP_RR = "headscale-restore-rehearsal", "headplane-restore-rehearsal"
@@ -713,7 +712,7 @@ def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
             assert case.alert in rules_by_alert(SCOPES[case.scope]), case
 
 
-@PROMETHEUS
+@needs_prometheus
 @pytest.mark.parametrize("scope_name", sorted({case.scope for case in CASES}))
 def test_promtool_unit_tests(scope_name: str, tmp_path: Path) -> None:
     rules = tmp_path / "rules.yml"

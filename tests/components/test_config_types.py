@@ -10,10 +10,10 @@ from headscale_ha.components.config_types import (
     Fqdn,
     Image,
     PostgresImage,
-    duration_seconds,
     quantity_value,
 )
 from headscale_ha.policy.images import ImageRef
+from headscale_ha.policy.values import go_duration_ns
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_quantities_compare_by_value(quantity: str, value: float) -> None:
 @pytest.mark.parametrize(("duration", "seconds"), [("90s", 90), ("30m", 1800), ("1h30m", 5400), ("0", 0)])
 def test_go_durations(duration: str, seconds: float) -> None:
     assert TypeAdapter(Duration).validate_python(duration) == duration
-    assert duration_seconds(duration) == seconds
+    assert go_duration_ns(duration) == seconds * 10**9
 
 
 @pytest.mark.parametrize("duration", ["30", "1 h", "1d", "m5", ""])

@@ -19,7 +19,7 @@ import pulumi
 import pytest
 import yaml
 
-from headscale_ha.components.alerts import AlertScope, rule_file, state_exporter_script
+from headscale_ha.components.alerts import AlertRulesInput, rule_file, state_exporter_script
 from headscale_ha.components.dashboard import (
     DASHBOARD,
     DATA_KEY,
@@ -34,7 +34,7 @@ from headscale_ha.components.pod import labels
 from headscale_ha.components.tailnet_objects import KeyExpiry
 from tests.support.alert_scopes import NS, ROUTERS_NS, SCOPES, alert_scope
 from tests.support.component_run import build_component
-from tests.support.prometheus_lab import check_rules
+from tests.support.prometheus_lab import check_rules, needs_prometheus
 from tests.support.seam_dashboard import PROJECT_LABELS, SIDECAR, dashboard_resource_and_parent
 from tests.support.seam_dashboard import dashboard_config_map_of as _dashboard_config_map
 from tests.support.seam_dashboard import rendered_model as _rendered
@@ -187,13 +187,13 @@ def test_every_query_reads_only_series_the_alerts_or_the_exporter_rely_on(name: 
 
 def test_the_model_is_deterministic() -> None:
     for scope in SCOPES.values():
-        assert dashboard_model(scope, keys=True) == dashboard_model(AlertScope(**vars(scope)), keys=True)
+        assert dashboard_model(scope, keys=True) == dashboard_model(AlertRulesInput(**vars(scope)), keys=True)
 
 
 # --- promtool -----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.real_tool("prometheus")
+@needs_prometheus
 @pytest.mark.parametrize(("name", "keys"), CASES)
 def test_promtool_parses_every_query(name: str, keys: bool, tmp_path: Path) -> None:
     """promtool has no "check query": each query becomes a recording rule, and `promtool check rules` parses it."""

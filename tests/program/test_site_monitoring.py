@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import yaml
 
+from headscale_ha.components.alerts import EXPORTER_JOB, EXPORTER_METRICS_PATH
 from headscale_ha.components.litestream import LITESTREAM_METRICS_PORT
-from headscale_ha.components.monitoring import EXPORTER, EXPORTER_PATH
 from tests.support.netpol import Pod, admitted, namespaces_of, network_policies_of, pods_of
 from tests.support.site_netpol import PROMETHEUS
 from tests.support.site_objects import object_named as _named
@@ -32,7 +32,7 @@ def test_every_service_monitor_selects_a_service_with_its_port(run_stack) -> Non
     run = run_stack("hydra")
     services = _of(run, "Service")
     monitors = _of(run, "ServiceMonitor")
-    assert {m["metadata"]["name"] for m in monitors} == {"headscale", "headscale-ha-litestream", EXPORTER}
+    assert {m["metadata"]["name"] for m in monitors} == {"headscale", "headscale-ha-litestream", EXPORTER_JOB}
     for monitor in monitors:
         spec = monitor["spec"]
         namespaces = spec["namespaceSelector"]["matchNames"]
@@ -52,7 +52,7 @@ def test_every_service_monitor_selects_a_service_with_its_port(run_stack) -> Non
         if selector_matches(litestream["spec"]["selector"], s["metadata"].get("labels", {}))
     }
     assert chosen == {"headscale-litestream", "headplane-litestream"}, "the sidecars only, never the app Services"
-    assert _named(run, "ServiceMonitor", EXPORTER)["spec"]["endpoints"][0]["path"] == EXPORTER_PATH
+    assert _named(run, "ServiceMonitor", EXPORTER_JOB)["spec"]["endpoints"][0]["path"] == EXPORTER_METRICS_PATH
 
 
 def test_litestream_serves_metrics_on_the_port_its_service_targets(run_stack) -> None:
@@ -104,12 +104,12 @@ def test_only_monitoring_reaches_the_metrics_ports(run_stack) -> None:
     for app, port in (
         ("headscale", LITESTREAM_METRICS_PORT),
         ("headplane", LITESTREAM_METRICS_PORT),
-        (EXPORTER, 8080),
+        (EXPORTER_JOB, 8080),
         ("tailnet-gateway", 9153),
     ):
         assert admitted(policies, namespaces, PROMETHEUS, pod(app), port, "TCP"), (app, port)
         assert not admitted(policies, namespaces, STRANGER, pod(app), port, "TCP"), (app, port)
-    assert not admitted(policies, namespaces, pod("headplane"), pod(EXPORTER), 8080, "TCP")
+    assert not admitted(policies, namespaces, pod("headplane"), pod(EXPORTER_JOB), 8080, "TCP")
 
 
 def test_monitoring_off_renders_no_monitoring_object_and_no_metrics_port(run_stack, project_copy) -> None:
@@ -120,7 +120,7 @@ def test_monitoring_off_renders_no_monitoring_object_and_no_metrics_port(run_sta
     run = run_stack("hydra", project_dir=project)
     kinds = {o["kind"] for o in run.kubernetes_objects()}
     assert not kinds & {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
-    assert not [o for o in _of(run, "Deployment") if o["metadata"]["name"] == EXPORTER]
+    assert not [o for o in _of(run, "Deployment") if o["metadata"]["name"] == EXPORTER_JOB]
     config = yaml.safe_load(_named(run, "ConfigMap", "headscale-litestream")["data"]["litestream.yml"])
     assert "addr" not in config
     assert not [s for s in _of(run, "Service") if s["metadata"]["name"].endswith("-litestream")]

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from headscale_ha.components.alerts import EXPORTER_JOB, AlertScope, alert_groups
+from headscale_ha.components.alerts import EXPORTER_JOB, AlertRulesInput, alert_groups
 from tests.support.alert_scopes import SCOPES
 from tests.support.prometheus_lab import expand
 
 
-def rules_by_alert(scope: AlertScope) -> dict[str, dict[str, Any]]:
+def rules_by_alert(scope: AlertRulesInput) -> dict[str, dict[str, Any]]:
     """The rendered rules of ``scope``, by alert name."""
     return {rule["alert"]: rule for group in alert_groups(scope) for rule in group["rules"]}
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from headscale_ha.components.alerts import AlertScope
+from headscale_ha.components.alerts import AlertRulesInput
 
 NS = "hs"
 ROUTERS_NS = "gw"
 RUNBOOK = "https://git.example.org/ops/headscale-ha/runbook.md"
 
 
-def alert_scope(**overrides: Any) -> AlertScope:
+def alert_scope(**overrides: Any) -> AlertRulesInput:
     fields: dict[str, Any] = {
         "namespace": NS,
         "apps": ("headscale", "headplane"),
@@ -24,10 +24,10 @@ def alert_scope(**overrides: Any) -> AlertScope:
         "runbook_url": RUNBOOK,
     }
     fields.update(overrides)
-    return AlertScope(**fields)
+    return AlertRulesInput(**fields)
 
 
-SCOPES: dict[str, AlertScope] = {
+SCOPES: dict[str, AlertRulesInput] = {
     "sqlite-active": alert_scope(),
     "postgres-stage": alert_scope(apps=("headplane",), cnpg_cluster="headscale-db"),
     "standby": alert_scope(serving=False, certificate=None),

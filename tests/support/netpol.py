@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.wiring.selectors import expression_holds
 from tools.wiring.vocabulary import CNPG_ROLES, VOLSYNC_MOVER_LABELS, cnpg_instance_labels
 
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -74,7 +75,13 @@ Destination = Pod | External
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector semantics: every matchLabels pair and every expression must hold; `{}` matches all."""
+    """metav1.LabelSelector semantics: every matchLabels pair and every expression must hold; `{}` matches all.
+
+    Strict on purpose, unlike the wiring check's `tools.wiring.selectors.selector_matches` (which reads rendered
+    objects and leaves a malformed selector to the schema check): a selector the API server refuses (an unknown
+    field or operator, values where an operator takes none or none where it needs them) raises PolicyError, as no
+    answer about a policy that cannot exist means anything. Both read an expression with `expression_holds`.
+    """
     if selector is None:
         return True
     unknown = set(selector) - {"matchLabels", "matchExpressions"}
@@ -92,16 +99,10 @@ def _expression_holds(expression: Mapping[str, Any], labels: Mapping[str, str]) 
         raise PolicyError(f"matchExpressions {key} {operator} needs values")
     if operator in ("Exists", "DoesNotExist") and values:
         raise PolicyError(f"matchExpressions {key} {operator} takes no values")
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    raise PolicyError(f"matchExpressions operator {operator!r} is not In, NotIn, Exists or DoesNotExist")
+    holds = expression_holds(operator, key, values, labels)
+    if holds is None:
+        raise PolicyError(f"matchExpressions operator {operator!r} is not In, NotIn, Exists or DoesNotExist")
+    return holds
 
 
 def _namespace_labels(namespaces: Mapping[str, Mapping[str, str]], name: str) -> dict[str, str]:

@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.support.litestream_lab import stop_process
 
 PROMTOOL = "promtool"
 PROMETHEUS = "prometheus"
+#: The mark of a test that runs promtool or Prometheus: skipped, naming the package, on a machine without them.
+needs_prometheus = pytest.mark.real_tool(PROMETHEUS)
 
 
 def tools_present() -> bool:

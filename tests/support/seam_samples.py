@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from headscale_ha.components.alerts import AlertScope
+from headscale_ha.components.alerts import AlertRulesInput
 from headscale_ha.components.backup_volume import claim_name
 from headscale_ha.components.gateway import GatewayServicesArgs, SubnetRoutersArgs
 from headscale_ha.components.headplane import Headplane, HeadplaneArgs
@@ -156,7 +156,7 @@ def monitoring_sample(*, settings: dict[str, Any] | None = None, **overrides: An
     fields: dict[str, Any] = {
         "namespace": "headscale",
         "settings": MonitoringSettings.model_validate({"runbookUrl": RUNBOOK, **(settings or {})}),
-        "scope": AlertScope(
+        "scope": AlertRulesInput(
             namespace="headscale",
             apps=apps,
             serving=True,

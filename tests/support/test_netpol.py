@@ -176,6 +176,9 @@ def test_label_expressions() -> None:
         {"ports": [{"port": 6000, "endPort": 5000}]},
         {"ports": [{"protocol": "ICMP", "port": 1}]},
         {"from": [{"podSelector": {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}}]},
+        {"from": [{"podSelector": {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}}]},
+        {"from": [{"podSelector": {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]}}]},
+        {"from": [{"podSelector": {"matchFields": {"a": "x"}}}]},
     ],
 )
 def test_policies_the_api_server_refuses_are_errors(rule: dict[str, Any]) -> None:

@@ -2,7 +2,8 @@
 namespaces, API groups, and how an object and a reference are named in a Finding.
 
 A wrong type is the schema check's to report, and a Pulumi unknown (a marker object) cannot be checked offline:
-both read as absent here, so the rules see nothing to resolve.
+both read as absent here, so the rules see nothing to resolve. Pod Security admission (tools/pod_security.py) and
+tools/validate.py read objects through `as_dict` and `as_list` too.
 """
 
 from __future__ import annotations

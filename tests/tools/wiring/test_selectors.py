@@ -28,3 +28,18 @@ from tools.wiring.selectors import selector_matches
 )
 def test_selector_matches(selector: dict[str, Any], expected: bool) -> None:
     assert selector_matches(selector, LABELS) is expected
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ({"matchLabels": ["app", "web"]}, True),  # a part of the wrong type reads as absent
+        ({"matchExpressions": [{"key": "app", "operator": "Near", "values": ["api"]}]}, True),  # ignored
+        ({"matchExpressions": [{"key": "app", "operator": "In"}]}, False),  # no values: nothing is in them
+        ({"matchExpressions": [{"key": "app", "operator": "Exists", "values": ["api"]}]}, True),
+        ({"matchExpressions": ["app"]}, True),
+    ],
+)
+def test_a_malformed_selector_is_the_schema_checks_to_report(selector: dict[str, Any], expected: bool) -> None:
+    """The wiring check reads what was rendered; the NetworkPolicy model (tests/support/netpol.py) refuses these."""
+    assert selector_matches(selector, LABELS) is expected
