@@ -320,7 +320,6 @@ def _watch_the_break(lab: _Lab, prom: Prometheus) -> None:
     record.monitor_error_logged = "monitor error" in (lab.base / "headscale-litestream.log").read_text()
 
 
-
 def _lab_keys() -> list[tuple[str, str, str]]:
     """Two provider-managed keys, far from expiry (the key alerts stay quiet), as ``key_metrics`` takes them."""
     now = datetime.datetime.now(datetime.UTC)

@@ -38,6 +38,7 @@ from tests.support.script_checks import SHELLS, SHELLS_ONLY, SYNTAX_CHECKERS, Sh
 
 LITESTREAM = litestream_bin()
 
+
 @pytest.fixture(params=SHELLS)
 def shell(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Shell:
     return shell_for(request.param, tmp_path_factory.getbasetemp() / "busybox-bin")

@@ -540,7 +540,6 @@ def test_kill9_under_write_load_loses_at_most_the_last_sync_window(new_app, tmp_
     print(f"\nkill -9: committed={len(committed)} restored={len(restored)} lost={len(lost)} ({lost_window:.2f}s)")
 
 
-
 @needs_litestream
 def test_disposable_storage_restores_every_pod_generation_and_loses_only_a_killed_tail(tmp_path: Path) -> None:
     """backup.local.storage disposable: each pod starts on an empty volume, restores, replicates on into the same

@@ -128,9 +128,7 @@ def test_g_override_of_today_starts_empty_and_says_so_loudly(shell, new_app, ide
 def test_g_an_override_left_set_on_another_day_has_no_effect(shell, new_app, identity, stale) -> None:
     app = new_app()
     result = run_script(shell, app, identity_file=identity.path, served=True, allow_empty_start=stale)
-    assert_exit(
-        result, "served_no_backup", f"ALLOW_EMPTY_START={stale} is not today's date", "no effect", key=identity
-    )
+    assert_exit(result, "served_no_backup", f"ALLOW_EMPTY_START={stale} is not today's date", "no effect", key=identity)
     _assert_nothing_written(app)
 
 
@@ -201,4 +199,3 @@ def test_g_a_broken_witness_or_override_is_a_usage_error(shell, new_app, backup_
     result = run_script(shell, app, extra_env=env, **kwargs)
     assert_exit(result, "usage", phrase)
     assert "privkey" not in result.stderr, "the content of a malformed witness is never shown"
-

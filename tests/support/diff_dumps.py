@@ -117,4 +117,3 @@ CLAIM = k8s(
     spec={"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "ceph"},
     retain=True,
 )
-

@@ -141,4 +141,3 @@ def assert_exit(result: ScriptResult, code: str, *phrases: str, key: Identity | 
 def record_fingerprint(app: App, value: str) -> None:
     app.backup_dir.mkdir(parents=True, exist_ok=True)
     (app.backup_dir / "identity.sha256").write_text(value + "\n")
-

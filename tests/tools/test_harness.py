@@ -159,5 +159,3 @@ def test_reference_state_is_what_the_engine_reads() -> None:
     assert state["outputs"]["c"] == {"d": "x"}
     assert state["secretOutputNames"] == ["b", "c"], "an output holding a secret is a secret output"
     assert state["outputs"]["u"] != UNKNOWN  # the wire form of an unknown value
-
-

@@ -92,9 +92,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("DELETE", "/api/v1/user/{id}", "delete_user"),
     Route("POST", "/api/v1/user/{oldId}/rename/{newName}", "rename_user"),
-    Route(
-        "POST", "/api/v1/auth/register", "auth_register", body={"user": "string", "authId": "string"}, new_in="0.29"
-    ),
+    Route("POST", "/api/v1/auth/register", "auth_register", body={"user": "string", "authId": "string"}, new_in="0.29"),
     Route("POST", "/api/v1/auth/approve", "auth_approve", body={"authId": "string"}, new_in="0.29"),
     Route("POST", "/api/v1/auth/reject", "auth_reject", body={"authId": "string"}, new_in="0.29"),
 )
@@ -334,4 +332,3 @@ class Response:
     @classmethod
     def text(cls, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> Response:
         return cls(status, content_type, text.encode(), text)
-

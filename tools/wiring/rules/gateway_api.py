@@ -60,9 +60,7 @@ def _granted(
 def _cross_namespace(
     checker: Checker, holder: Holder, path: str, from_kind: str, to_group: str, to_kind: str, to_ns: str, name: str
 ) -> None:
-    if to_ns != holder.namespace and not _granted(
-        checker, from_kind, holder.namespace, to_group, to_kind, to_ns, name
-    ):
+    if to_ns != holder.namespace and not _granted(checker, from_kind, holder.namespace, to_group, to_kind, to_ns, name):
         checker.report(
             holder,
             path,
@@ -166,9 +164,7 @@ def _refuses(
     protocol = listener.get("protocol")
     allowed_kinds = [k for k in as_list(nested(listener, "allowedRoutes", "kinds")) if isinstance(k, dict)]
     if allowed_kinds:
-        if not any(
-            (k.get("group") or GATEWAY_GROUP) == GATEWAY_GROUP and k.get("kind") == kind for k in allowed_kinds
-        ):
+        if not any((k.get("group") or GATEWAY_GROUP) == GATEWAY_GROUP and k.get("kind") == kind for k in allowed_kinds):
             return f"allowedRoutes.kinds excludes {kind} (NotAllowedByListeners)"
     elif kind in ROUTE_PROTOCOLS and protocol not in ROUTE_PROTOCOLS[kind]:
         return f"protocol {protocol} does not carry {kind} (NotAllowedByListeners)"

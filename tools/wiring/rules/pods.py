@@ -111,9 +111,7 @@ def _volume_source(
     checker: Checker, holder: Holder, path: str, kind: str, source: Mapping[str, Any], name: Any
 ) -> None:
     noun = kind.lower()
-    items = [
-        (nested(item, "key"), f"{path}.items[{k}].key") for k, item in enumerate(as_list(source.get("items")))
-    ]
+    items = [(nested(item, "key"), f"{path}.items[{k}].key") for k, item in enumerate(as_list(source.get("items")))]
     checker.ref(
         holder,
         path,
@@ -230,9 +228,7 @@ def check_sub_path(
 def check_probes(checker: Checker, holder: Holder, path: str, container: Mapping[str, Any]) -> None:
     """Probe and lifecycle-hook ports given by name must be port names of the same container."""
     names = {p.get("name") for p in as_list(container.get("ports")) if isinstance(p, dict)}
-    handlers = [
-        (f"{probe}", nested(container, probe)) for probe in ("livenessProbe", "readinessProbe", "startupProbe")
-    ]
+    handlers = [(f"{probe}", nested(container, probe)) for probe in ("livenessProbe", "readinessProbe", "startupProbe")]
     handlers += [(f"lifecycle.{hook}", nested(container, "lifecycle", hook)) for hook in ("postStart", "preStop")]
     for handler_path, handler in handlers:
         for action in ("httpGet", "tcpSocket", "grpc"):
