@@ -18,10 +18,10 @@ from headscale_ha.components.endpoint import PUBLIC_NAME
 from tests.support.engine.apiserver import Cluster
 from tests.support.engine.engine import Engine
 from tests.support.engine.lifecycle import _headscale_serves
-from tests.support.engine.state import UNKNOWN as WIRE_UNKNOWN
 from tests.support.engine.state import ResourceState, RunResult
 from tests.support.engine.world import StepError, World, kubeconfig_for
 from tests.support.fake_headscale import FakeHeadscale
+from tools import pulumi_internals as sdk
 from tools.harness import UNKNOWN
 from tools.kubernetes_rules import provider_replacement
 
@@ -646,10 +646,10 @@ TWO = (
         ({"kubeconfig": TWO}, {"kubeconfig": TWO, "context": "two"}, "active cluster changed"),
         ({"kubeconfig": TWO}, {"kubeconfig": TWO, "cluster": "b"}, "active cluster changed"),
         ({"kubeconfig": TWO}, {"kubeconfig": TWO, "context": "missing"}, None),
-        ({"kubeconfig": A}, {"kubeconfig": WIRE_UNKNOWN}, "kubeconfig is unknown"),
-        ({}, {"context": WIRE_UNKNOWN}, "context is unknown"),
+        ({"kubeconfig": A}, {"kubeconfig": sdk.UNKNOWN}, "kubeconfig is unknown"),
+        ({}, {"context": sdk.UNKNOWN}, "context is unknown"),
         ({"kubeconfig": A, "clusterIdentifier": "x"}, {"kubeconfig": B, "clusterIdentifier": "x"}, None),
-        ({"kubeconfig": A, "clusterIdentifier": "x"}, {"kubeconfig": WIRE_UNKNOWN, "clusterIdentifier": "x"}, None),
+        ({"kubeconfig": A, "clusterIdentifier": "x"}, {"kubeconfig": sdk.UNKNOWN, "clusterIdentifier": "x"}, None),
         ({"clusterIdentifier": "x"}, {"clusterIdentifier": "y"}, "clusterIdentifier changed"),
         ({"kubeconfig": A}, {"kubeconfig": B, "clusterIdentifier": "x"}, "active cluster changed"),  # added
         ({}, {"renderYamlToDirectory": "out"}, "renderYamlToDirectory changed"),

@@ -46,7 +46,7 @@ from tests.support.engine.apiserver import ApiError
 from tests.support.engine.dynamic import DynamicHost, ProviderCallError
 from tests.support.engine.kubernetes import AwaitError, KubernetesProvider
 from tests.support.engine.providers import DynamicAdapter, KubernetesAdapter, Provider, RandomAdapter
-from tests.support.engine.state import UNKNOWN, ResourceState, RunResult, Step
+from tests.support.engine.state import ResourceState, RunResult, Step
 from tests.support.engine.world import (
     Registration,
     StackState,
@@ -175,13 +175,13 @@ class Deployment:
         old = self.olds.get(reg.urn)
         state = _state(reg, outputs=dict(reg.inputs))
         if old is None:
-            state.id = UNKNOWN if self.preview else str(uuid.uuid4())
+            state.id = sdk.UNKNOWN if self.preview else str(uuid.uuid4())
             self._record(Step("create", reg.urn, reg.type))
         else:
             why = provider_replacement(old.inputs, reg.inputs) if _package(reg.type) == "kubernetes" else None
             fields = tuple(sorted({c.text for c in diff_values(old.inputs, reg.inputs)}))
             if why:
-                state.id = UNKNOWN if self.preview else str(uuid.uuid4())
+                state.id = sdk.UNKNOWN if self.preview else str(uuid.uuid4())
                 self._record(Step("replace", reg.urn, reg.type, "create-before-delete", (why,)))
             else:
                 state.id = old.id
@@ -371,7 +371,7 @@ class Deployment:
             del self.news[state.urn]
             raise
         if not state.id:
-            state.id = UNKNOWN
+            state.id = sdk.UNKNOWN
 
     # ---------------------------------------------------------------------------------------------- deletes
 
@@ -550,4 +550,4 @@ class _EngineMonitor(harness._RecordingMonitor):
         self.record_registration(request, urn)
         id_, outputs = self.deployment.register(registration(request, urn))
         wire = sdk.sync_await(sdk.serialize_properties(outputs, {}))
-        return resource_pb2.RegisterResourceResponse(urn=urn, id="" if id_ == UNKNOWN else id_, object=wire)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id="" if id_ == sdk.UNKNOWN else id_, object=wire)

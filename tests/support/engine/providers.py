@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from tests.support.engine.dynamic import DynamicHost
 from tests.support.engine.kubernetes import FIELD_MANAGER, KubernetesProvider
-from tests.support.engine.state import UNKNOWN, holds_unknown
+from tests.support.engine.state import holds_unknown
+from tools import pulumi_internals as sdk
 from tools.fields import diff_values
 from tools.harness import _random_state
 from tools.kubernetes_rules import replacing_inputs
@@ -148,4 +149,4 @@ class DynamicAdapter:
 
 
 def unknown_id() -> str:
-    return UNKNOWN
+    return sdk.UNKNOWN

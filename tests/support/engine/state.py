@@ -9,8 +9,6 @@ from typing import Any
 
 from tools import pulumi_internals as sdk
 
-UNKNOWN = sdk.UNKNOWN
-
 
 def unwrap_secrets(value: Any) -> Any:
     """Plain values, secrets unwrapped (what a provider that does not accept secrets receives)."""
@@ -34,7 +32,7 @@ def holds_secret(value: Any) -> bool:
 
 
 def holds_unknown(value: Any) -> bool:
-    if value == UNKNOWN:
+    if value == sdk.UNKNOWN:
         return True
     if isinstance(value, dict):
         return any(holds_unknown(v) for v in value.values())
