@@ -47,7 +47,7 @@ class ScenarioText(NamedTuple):
 
 #: What the report says it is (its `source`, and the page's note under the classification).
 SOURCE = (
-    "generated from the stack config by program/availability.py; an interpretation of the configuration, "
+    "generated from the stack config by program/availability/; an interpretation of the configuration, "
     "not a health check"
 )
 #: How the applications of the `recovery` output are named in the report.
