@@ -26,9 +26,10 @@ from headscale_ha.components.postgres import PostgresDatabaseArgs
 from headscale_ha.components.settings import Role
 from headscale_ha.components.tailnet_objects import TailnetObjectsArgs
 from headscale_ha.components.tailnet_policy import TailnetPolicyArgs
+from headscale_ha.policy.render import RenderedPolicy
 from headscale_ha.program import args
 from headscale_ha.program.config import StackConfig
-from headscale_ha.program.database_stage import Migrating, OnPostgres, OnSqlite
+from headscale_ha.program.database_stage import DatabaseStagePlan, Migrating, OnPostgres, OnSqlite
 from headscale_ha.program.examples import warning as example_warning
 from headscale_ha.program.network import network_args
 from headscale_ha.program.outputs import SiteOutputArgs, site_output_args
@@ -124,16 +125,15 @@ def kernel_routers_namespace(name: str) -> NamespaceArgs:
     return NamespaceArgs(name=name, labels={**labels("subnet-router", "namespace"), **levels})
 
 
-def database_stage_args(config: StackConfig) -> DatabaseStageArgs:
-    """The database components of the config's stage, each from what the stage guarantees."""
-    stage = args.stage_of(config)
+def database_stage_args(config: StackConfig, stage: DatabaseStagePlan, policy: RenderedPolicy) -> DatabaseStageArgs:
+    """The database components of the config's ``stage``, each from what the stage guarantees (in file mode the
+    migration Job's `headscale configtest` loads the stack's rendered ``policy`` too)."""
     if isinstance(stage, OnSqlite):
         return SqliteStageArgs()
     cluster = args.postgres_database_args(config, stage.archive)
     if isinstance(stage, OnPostgres):
         return PostgresStageArgs(cluster=cluster)
-    assert isinstance(stage, Migrating)
-    policy = args.render_stack_policy(config)
+    assert isinstance(stage, Migrating)  # the last of the three
     return MigratingStageArgs(cluster=cluster, migration=args.sqlite_to_postgres_args(config, stage, policy))
 
 
@@ -148,7 +148,7 @@ def configured_router_keys(config: StackConfig) -> ConfiguredRouterKeys | None:
 
 def site_args(config: StackConfig) -> SiteArgs:
     """The one pass from the stack config to every component's args (raises ConfigError before any resource)."""
-    policy = args.render_stack_policy(config)
+    policy, stage = args.render_stack_policy(config), args.stage_of(config)
     routers_namespace = args.routers_namespace(config)
     kernel = routers_namespace != config.gateway.namespace
     return SiteArgs(
@@ -162,9 +162,9 @@ def site_args(config: StackConfig) -> SiteArgs:
         gateway_namespace=restricted_namespace(config.gateway.namespace, "tailnet-gateway"),
         routers_namespace=kernel_routers_namespace(routers_namespace) if kernel else None,
         backup_volume=args.backup_volume_args(config),
-        database=database_stage_args(config),
+        database=database_stage_args(config, stage, policy),
         policy=args.tailnet_policy_args(config, policy),
-        headscale=args.headscale_server_args(config, args.stage_of(config), policy),
+        headscale=args.headscale_server_args(config, stage, policy),
         endpoint=args.public_endpoint_args(config),
         tailnet_objects=args.tailnet_objects_args(config),
         router_keys=configured_router_keys(config),
