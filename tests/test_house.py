@@ -6,28 +6,16 @@ when a change trips one of them."""
 from __future__ import annotations
 
 import ast
-import subprocess
-from pathlib import Path
 
 import pytest
 
+from tests.support.source_files import tracked_python
 from tools.harness import PROJECT_DIR
 
 MODULE_LINES = 800
 FUNCTION_LINES = 80
 #: The words a docstring uses to keep a longer function (followed by the reason).
 LONG_BECAUSE = "Long because"
-
-
-def _tracked_python() -> list[Path]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return [PROJECT_DIR / name for name in listed if (PROJECT_DIR / name).is_file()]
 
 
 def long_functions(source: str) -> list[tuple[int, str, int]]:
@@ -42,13 +30,13 @@ def long_functions(source: str) -> list[tuple[int, str, int]]:
 
 
 def test_no_module_is_longer_than_a_reader_can_hold() -> None:
-    sizes = {str(path.relative_to(PROJECT_DIR)): len(path.read_text().splitlines()) for path in _tracked_python()}
+    sizes = {str(path.relative_to(PROJECT_DIR)): len(path.read_text().splitlines()) for path in tracked_python()}
     assert sizes, "no Python file found"
     assert {path: lines for path, lines in sizes.items() if lines > MODULE_LINES} == {}
 
 
 def test_no_function_is_longer_than_a_screen_without_a_reason() -> None:
-    found = {str(path.relative_to(PROJECT_DIR)): long_functions(path.read_text()) for path in _tracked_python()}
+    found = {str(path.relative_to(PROJECT_DIR)): long_functions(path.read_text()) for path in tracked_python()}
     assert {path: functions for path, functions in found.items() if functions} == {}
 
 

@@ -7,11 +7,11 @@ nothing imports the directories by their own names, and nothing edits ``sys.path
 from __future__ import annotations
 
 import ast
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.support.source_files import tracked_python
 from tools.harness import PROJECT_DIR
 from tools.source_tree import package_dirs
 
@@ -59,17 +59,6 @@ def _imported(path: Path) -> set[str]:
     return found
 
 
-def _tracked_python() -> list[Path]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return [PROJECT_DIR / name for name in listed if (PROJECT_DIR / name).is_file()]
-
-
 def _edits_sys_path(path: Path) -> list[int]:
     """Lines of ``path`` that change ``sys.path`` (a call of one of its methods, or an assignment to it)."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -113,7 +102,7 @@ def test_the_package_maps_the_layers_the_check_knows() -> None:
 def test_nothing_imports_a_directory_by_its_old_name() -> None:
     found = {
         str(path.relative_to(PROJECT_DIR)): sorted(_imported(path) & RETIRED)
-        for path in _tracked_python()
+        for path in tracked_python()
         if path.name != "test_layers.py"
     }
     assert {path: names for path, names in found.items() if names} == {}
@@ -121,7 +110,7 @@ def test_nothing_imports_a_directory_by_its_old_name() -> None:
 
 def test_nothing_edits_sys_path() -> None:
     """The program, the examples, the tools, the benches and the tests import the installed package."""
-    found = {str(path.relative_to(PROJECT_DIR)): _edits_sys_path(path) for path in _tracked_python()}
+    found = {str(path.relative_to(PROJECT_DIR)): _edits_sys_path(path) for path in tracked_python()}
     assert {path: lines for path, lines in found.items() if lines} == {}
 
 
