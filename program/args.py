@@ -129,12 +129,11 @@ def key_source(config: StackConfig) -> str | None:
 
 
 def gateway_proxies(config: StackConfig) -> list[Proxy]:
-    """The configured proxies, or the defaults to the cluster's API server (the config requires one of the two)."""
+    """The configured proxies, or the defaults to the cluster's API server."""
     if config.gateway.services.proxies is not None:
         return list(config.gateway.services.proxies)
     api = config.cluster.api_server
-    if api is None:
-        raise ConfigError([f"{PROJECT}:cluster.apiServer: is required for the default gateway proxies, got nothing"])
+    assert api is not None  # config_rules.default_proxies_need_the_api_server refuses a config without it
     return default_proxies(api)
 
 

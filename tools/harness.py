@@ -17,7 +17,7 @@ import string
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -415,7 +415,13 @@ def _check_stack_outputs(stack_outputs: StackOutputs | None) -> None:
 
 
 def _start_runtime(
-    monitor: _RecordingMonitor, *, project: str, stack: str, config: Mapping[str, str], secret_keys: Any, preview: bool
+    monitor: _RecordingMonitor,
+    *,
+    project: str,
+    stack: str,
+    config: Mapping[str, str],
+    secret_keys: Iterable[str],
+    preview: bool,
 ) -> _Diagnostics:
     """A fresh runtime for one run, answering through ``monitor``; returns where the engine's log goes."""
     sdk.reset_runtime(project=project, stack=stack)
