@@ -25,6 +25,7 @@ the restore refuses a replica signed below it: a rollback of the export is caugh
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,8 @@ BACKUP_KEY_MOUNT = "/etc/litestream-key"
 BACKUP_KEY_FILE = f"{BACKUP_KEY_MOUNT}/{BACKUP_KEY_ITEM}"
 #: The manifest's name in the application's backup directory, beside (never inside) Litestream's replica.
 MANIFEST_FILE_NAME = "replica.manifest"
+#: The restore's record of the files it verified, beside the database (litestream-restore.sh), carried by the signer.
+BASELINE_FILE_NAME = ".backup-baseline"
 SIGNER_CONTAINER = "backup-signer"
 #: The catch-up check of the Litestream sidecar (its startup probe and its preStop hook), in the config ConfigMap.
 POSITION_SCRIPT_NAME = "litestream-position.sh"
@@ -434,7 +437,8 @@ class LitestreamBackup(pulumi.ComponentResource):
 
     def _signer(self, args: LitestreamBackupArgs) -> dict[str, Any]:
         """The native sidecar that signs the replica's manifest (litestream-manifest.sh run); it alone (with the
-        restore) holds the backup key, and mounts neither the database nor the application's files."""
+        restore) holds the backup key. It reads the data volume (read-only) for Litestream's local copies of the
+        level-0 files it ships and the restore's record of what it verified: it signs only what this writer wrote."""
         return {
             "name": SIGNER_CONTAINER,
             "image": args.settings.litestream.image,
@@ -445,9 +449,12 @@ class LitestreamBackup(pulumi.ComponentResource):
                 {"name": "APP", "value": args.app},
                 {"name": "REPLICA_DIR", "value": f"{self.backup_dir}/replica"},
                 {"name": "MANIFEST_FILE", "value": f"{self.backup_dir}/{MANIFEST_FILE_NAME}"},
+                {"name": "DB_PATH", "value": args.db_path},
+                {"name": "BASELINE_FILE", "value": f"{posixpath.dirname(args.db_path)}/{BASELINE_FILE_NAME}"},
                 *([{"name": "POSITION_FILE", "value": POSITION_FILE}] if args.records_position else []),
             ],
             "volumeMounts": [
+                {"name": args.data_volume, "mountPath": args.data_mount, "readOnly": True},
                 backup_mount(args.app),
                 {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
                 {"name": TMP_VOLUME, "mountPath": "/tmp"},

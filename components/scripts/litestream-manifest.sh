@@ -7,10 +7,11 @@
 # the other scripts already use (sha256sum, cut, tr, sed, sort, mktemp, date, ls, cp, wc), it uses awk and a
 # fractional `sleep` (both busybox applets of the image; POSIX awk, no GNU extension), and never openssl.
 #
-#   sh litestream-manifest.sh run      the signer sidecar: signs the replica whenever its files change (checked every
+#   sh litestream-manifest.sh run      the signer sidecar: signs what this writer wrote (the signing rule below)
+#                                      whenever the replica's files change (checked every
 #                                      SIGN_INTERVAL_SECONDS) and at least every HEARTBEAT_SECONDS; on SIGTERM it keeps
 #                                      signing until the replica is still (Litestream ships its tail), then exits 0
-#   sh litestream-manifest.sh sign     one signature of the replica as it is now
+#   sh litestream-manifest.sh sign     one signature of the replica as it is now, by the same rule
 #   sh litestream-manifest.sh verify   checks the manifest and copies every signed file into COPY_DIR (a fresh local
 #                                      directory): what Litestream then restores from is exactly what was verified
 #   sh litestream-manifest.sh hmac     HMAC-SHA256 of stdin under KEY_FILE, as hex (what the tests compare with
@@ -24,7 +25,13 @@
 #                     authenticates another's directory
 #   REPLICA_DIR       the Litestream file replica directory (absolute), e.g. /backup/headscale/replica
 #   MANIFEST_FILE     the manifest (absolute), outside REPLICA_DIR, e.g. /backup/headscale/replica.manifest
+#   DB_PATH           run, sign: the application's database (absolute, on the local volume, mounted read-only):
+#                     Litestream's local copies of its level-0 files are "<dir>/.<name>-litestream/ltx/0/"
+#   BASELINE_FILE     run, sign, optional: "<level> <name> <sha256>" lines of the files the restore verified (the
+#                     restore's record on the local volume), carried as this writer's own
 #   COPY_DIR          verify: where the verified copy goes (absolute; created, must not exist)
+#   CLOCK_SKEW_SECONDS  verify, optional: how far in the future a signed_at may be (default 300); beyond: exit 44
+#   READ_TIMEOUT_SECONDS  verify, optional: the longest read of one signed file (default 300); beyond: exit 47
 #   MAX_AGE_SECONDS   verify, optional: refuse a manifest signed longer ago than this (the writer re-signs at least every
 #                     HEARTBEAT_SECONDS while it runs, so an older one means the writer stopped that long ago or the
 #                     replica was rolled back); unset or empty = no age check
@@ -54,11 +61,16 @@
 #   hmac <64 hex>                                        HMAC-SHA256(key, every byte before this line)
 #
 # What verify accepts: the last line is the hmac line and the MAC matches (exit 41 otherwise), the body has exactly the
-# form above (exit 42: truncated or malformed), app is APP, and every listed file that exists has its signed size and
-# digest, checked on the copy (exit 43). A listed file that is gone is accepted only when a listed file of a higher
-# level that exists covers its TXID range (Litestream deletes compacted files; the signer re-signs within a tick); the
-# highest listed file must exist. Files the manifest does not list (the tail written after the last signature, or
-# planted) are not copied: the restore reaches the signed position, never beyond it.
+# form above (exit 42: truncated or malformed), app is APP, signed_at is at most CLOCK_SKEW_SECONDS in the future and
+# (with MAX_AGE_SECONDS) not older, the position is not below MIN_TXID (TXIDs compared as unsigned 64-bit numbers; exit
+# 44), and every file the restore needs (the newest signed snapshot, level 9, and every signed file ending after it)
+# that exists is a regular file (exit 47), read within READ_TIMEOUT_SECONDS (exit 47), has its signed size and digest,
+# checked on the copy, and a header naming the TXID range of its name (exit 43: swapped, modified or renamed). A needed
+# file that is gone is accepted only when a copied file of a higher level covers its TXID range (Litestream deletes
+# compacted files; the signer re-signs within a tick). Files the manifest does not list (the tail written after the
+# last signature, or planted) are not copied: the restore reaches the signed position, never beyond it. The copy also
+# gets "signed" (every listed "<level> <name>") and "baseline" (the needed files' "<level> <name> <sha256>") for the
+# restore, which moves unlisted files above the position out of Litestream's way and hands the baseline to the signer.
 #
 # Exit codes:
 #    0  ok (verify: prints "txid=<hex> signed_at=<epoch> files=<N> unsigned=<M>" on stdout)
@@ -71,6 +83,8 @@
 #   44  the signed position is too old: signed longer than MAX_AGE_SECONDS ago, or below MIN_TXID (rolled back)
 #   45  KEY_FILE is missing, unreadable or not 64 lowercase hex digits
 #   46  the replica or the copy cannot be read or written (I/O, permissions, space)
+#   47  a signed file the restore needs is not a regular file (a FIFO, device, socket or directory at its name), or
+#       reading it did not end within READ_TIMEOUT_SECONDS
 #
 # Never run with `set -x`: the key passes through shell variables (never through any process's argv: printf is a
 # builtin). Messages never show key material or a MAC; they name files and positions only.
@@ -85,6 +99,7 @@ EX_TAMPERED=43
 EX_STALE=44
 EX_KEY=45
 EX_IO=46
+EX_NOT_REGULAR=47
 MAGIC="headscale-ha-replica-manifest 1"
 
 info() {
@@ -212,12 +227,13 @@ is_ltx_name() {
     [ "$iln_max" != "$1" ] && [ "${iln_max%.ltx}" != "$iln_max" ] && is_hex "$iln_min" 16 && is_hex "${iln_max%.ltx}" 16
 }
 
-# ltx_files: "<level> <name>" of every LTX file of the replica, sorted; Litestream's temp files (*.tmp) are not.
+# ltx_files: "<level> <name>" of every entry at an LTX name in the replica (whatever its type), sorted; Litestream's
+# temp files (*.tmp) are not.
 ltx_files() {
     for lf_dir in "$REPLICA_DIR"/ltx/[0-9]; do
         [ -d "$lf_dir" ] || continue
         for lf_file in "$lf_dir"/*.ltx; do
-            [ -f "$lf_file" ] || continue
+            [ -e "$lf_file" ] || [ -L "$lf_file" ] || continue
             if is_ltx_name "${lf_file##*/}"; then
                 printf '%s %s\n' "${lf_dir##*/}" "${lf_file##*/}"
             fi
@@ -225,60 +241,206 @@ ltx_files() {
     done
 }
 
-# --- sign -----------------------------------------------------------------------------------------------------
-# The digest cache of the signer: "<path> <inode> <size> <sha256>" lines. Litestream writes each LTX file to
-# "<name>.tmp" and renames it, so a file's inode and size identify its content; a rewritten file is a new inode.
+# --- sign: only what this writer wrote ------------------------------------------------------------------------
+# The signing rule. Litestream 0.5.17 writes its LTX files with HeaderFlagNoChecksum: their pre- and post-apply
+# checksums are zero, so the LTX format offers no checksum chain between files. What it does offer is a header that
+# names the file's TXID range (bytes 16-31: min and max TXID, big-endian), and Litestream's own way of shipping: every
+# level-0 file is written to the database's local directory "<dir>/.<db>-litestream/ltx/0/<name>" first and then
+# copied byte for byte to the replica. So a file is signed ("attested") only when
+#   - it is a regular file whose header starts with "LTX1" and names the same TXID range as its file name, and
+#   - level 0: the writer's local copy of that name exists and has the same SHA-256 (this writer wrote it: nobody who
+#     can only write the export can write the pod's local volume), or
+#   - levels 1-9 (compactions and snapshots, which Litestream writes straight to the replica): its whole range lies
+#     at or below the attested head, the highest position reached by files this writer attested,
+#   - and a file attested once keeps its digest: the same name with other content is refused, never re-signed.
+# Attestation carries over a restart from the manifest (when its MAC verifies under this key for this APP) and from
+# BASELINE_FILE (the files the restore verified, on the local volume). Anything else is left out of the manifest and
+# reported once (a warning naming the file and why); the restore moves it out of Litestream's way.
+#
+# The digest cache of the signer: "<path> <inode> <size> <sha256> <header> <local sha256>" lines (header: ok or bad;
+# local: the local copy's digest, or - ). Litestream writes each LTX file to "<name>.tmp" and renames it, so a file's
+# inode and size identify its content; a rewritten file is a new inode.
 CACHE=
 SIGNED_TXID=
 SIGNED_AT=
 RECORDED_TXID=
 SIGN_WORK=
+ATTESTED_HEAD=0000000000000000
+LOCAL_LTX_DIR=
 # The pod's name (its UTS namespace's host name), or the process id.
 SIGNER_ID=$$
 if [ -r /proc/sys/kernel/hostname ] && IFS= read -r SIGNER_ID </proc/sys/kernel/hostname; then :; fi
 case "$SIGNER_ID" in '' | *[!A-Za-z0-9.-]*) SIGNER_ID=$$ ;; esac
 
-# sign_now: write the manifest of the replica as it is now (nothing when it has no LTX file yet). A handful of
-# processes whatever the replica's size (ls, awk, sha256sum of the new files only, the HMAC): the signer runs often.
+# hex_gt A B: whether the 16-hex-digit TXID A is above B, as unsigned 64-bit numbers (shell arithmetic is signed:
+# $((0x8000000000000000)) is negative), compared as two 32-bit halves.
+hex_gt() {
+    hg_a=$((0x${1%????????}))
+    hg_b=$((0x${2%????????}))
+    if [ "$hg_a" -ne "$hg_b" ]; then
+        [ "$hg_a" -gt "$hg_b" ]
+        return
+    fi
+    [ $((0x${1#????????})) -gt $((0x${2#????????})) ]
+}
+
+# ltx_header FILE: HDR_MIN and HDR_MAX (16 hex digits each) from FILE's LTX header; fails unless it starts with the
+# magic "LTX1". Reads 32 bytes of a file the caller checked to be regular.
+ltx_header() {
+    lh_hex=$(od -An -v -tx1 -N32 "$1" 2>/dev/null | tr -d ' \n') || return 1
+    case "$lh_hex" in 4c545831*) ;; *) return 1 ;; esac
+    [ "${#lh_hex}" -eq 64 ] || return 1
+    lh_tail=${lh_hex#????????????????????????????????}
+    HDR_MIN=${lh_tail%????????????????}
+    HDR_MAX=${lh_tail#????????????????}
+}
+
+# header_agrees FILE NAME: whether FILE's header names the TXID range of NAME (<min>-<max>.ltx).
+header_agrees() {
+    ltx_header "$1" || return 1
+    [ "$HDR_MIN-$HDR_MAX.ltx" = "$2" ]
+}
+
+# mac_checked_body MANIFEST DIR: copies MANIFEST to DIR/manifest and its body to DIR/body; fails unless its last
+# line is the MAC line and the MAC verifies under the loaded key. Never follows a link.
+mac_checked_body() {
+    [ -f "$1" ] && [ ! -L "$1" ] || return 1
+    cp "$1" "$2/manifest" 2>/dev/null || return 1
+    mb_last=$(tail -n 1 "$2/manifest")
+    manifest_field hmac "$mb_last" && is_hex "$MANIFEST_VALUE" 64 || return 1
+    [ -z "$(tail -c 1 "$2/manifest")" ] || return 1
+    mb_lines=$(wc -l <"$2/manifest" | tr -d ' ')
+    head -n $((mb_lines - 1)) "$2/manifest" >"$2/body" || return 1
+    [ "$(hmac_file "$2/body")" = "$MANIFEST_VALUE" ]
+}
+
+# carry_attestation: ATTESTED ("<level> <name> <sha256>" lines) and ATTESTED_HEAD from what this tailnet's writers
+# signed before (the manifest, when it verifies for APP) and from BASELINE_FILE (what the restore verified).
+carry_attestation() {
+    : >"$SIGN_WORK/attested"
+    if mac_checked_body "$MANIFEST_FILE" "$SIGN_WORK" && [ "$(sed -n 2p "$SIGN_WORK/body")" = "app $APP" ]; then
+        awk '$1 == "f" && NF == 5 { print $2, $3, $5 }' "$SIGN_WORK/body" >>"$SIGN_WORK/attested"
+        info "carrying the signed manifest's $(wc -l <"$SIGN_WORK/attested" | tr -d ' ') file(s) over."
+    elif [ -e "$MANIFEST_FILE" ]; then
+        info "warning: the manifest '$MANIFEST_FILE' does not verify under this key for $APP; nothing of it is carried."
+    fi
+    if [ -n "$BASELINE_FILE" ] && [ -f "$BASELINE_FILE" ] && [ ! -L "$BASELINE_FILE" ]; then
+        awk 'NF == 3 && $1 ~ /^[0-9]$/ { print }' "$BASELINE_FILE" >>"$SIGN_WORK/attested"
+    fi
+    sort -u "$SIGN_WORK/attested" -o "$SIGN_WORK/attested"
+    ca_head=$(awk '{ t = substr($2, 18, 16); if (t "" > max "") max = t } END { print max }' "$SIGN_WORK/attested")
+    ATTESTED_HEAD=${ca_head:-0000000000000000}
+    rm -f "$SIGN_WORK/manifest" "$SIGN_WORK/body"
+}
+
+# inspect_new TODO SUMS: for each new file ("<path> <inode> <size>" in TODO, digests in SUMS), the cache line with
+# its header verdict and, for level 0, the digest of the writer's local copy.
+inspect_new() {
+    while read -r in_path in_inode in_size; do
+        in_sum=$(awk -v p="$in_path" '$2 == p { print $1; exit }' "$2")
+        [ -n "$in_sum" ] || continue
+        in_name=${in_path##*/}
+        in_level=${in_path%/*}
+        in_level=${in_level##*/}
+        in_header=bad
+        if header_agrees "$in_path" "$in_name"; then
+            in_header=ok
+        fi
+        in_local=-
+        in_copy="$LOCAL_LTX_DIR/0/$in_name"
+        if [ "$in_level" = 0 ] && [ "$in_header" = ok ] && [ -f "$in_copy" ] && [ ! -L "$in_copy" ]; then
+            in_local=$(sha256sum "$in_copy" 2>/dev/null) || in_local=-
+            in_local=${in_local%% *}
+        fi
+        printf '%s %s %s %s %s %s\n' "$in_path" "$in_inode" "$in_size" "$in_sum" "$in_header" "$in_local"
+    done <"$1"
+}
+
+# decide KNOWN: the manifest's file lines (to "lines") and the refusals (to "refused"), by the signing rule above.
+decide() {
+    awk -v attested="$SIGN_WORK/attested" -v head="$ATTESTED_HEAD" -v root="$REPLICA_DIR/ltx/" \
+        -v refused="$SIGN_WORK/refused" -v out="$SIGN_WORK/lines" '
+        BEGIN { while ((getline line < attested) > 0) { split(line, a, " "); sum[a[1] " " a[2]] = a[3] } }
+        {
+            rel = substr($1, length(root) + 1); split(rel, p, "/"); id = p[1] " " p[2]; max = substr(p[2], 18, 16)
+            n++; path[n] = $1; ident[n] = id; size[n] = $3; digest[n] = $4; top[n] = max; level[n] = p[1]
+            if (id in sum) {
+                if (sum[id] == $4) ok[n] = 1; else why[n] = "its content differs from the content this writer signed"
+            } else if ($5 != "ok") {
+                why[n] = "its LTX header does not name the TXID range of its file name"
+            } else if (p[1] == "0") {
+                if ($6 == $4) { ok[n] = 1; if (max "" > head "") head = max }
+                else why[n] = "it is not the level-0 file this writer wrote (no identical local copy)"
+            } else later[n] = 1
+        }
+        END {
+            for (i = 1; i <= n; i++) if (i in later) {
+                if (top[i] "" <= head "") ok[i] = 1
+                else why[i] = "its range ends beyond every position this writer wrote"
+            }
+            for (i = 1; i <= n; i++) {
+                if (i in ok) print "f " ident[i] " " size[i] " " digest[i] > out
+                else print path[i] " " why[i] >> refused
+            }
+            print head
+        }' "$1"
+}
+
+# report_refused: a warning for each refused file, once per file (path and inode).
+report_refused() {
+    [ -s "$SIGN_WORK/refused" ] || return 0
+    touch "$SIGN_WORK/reported"
+    while read -r rr_path rr_why; do
+        rr_inode=$(awk -v p="$rr_path" '$1 == p { print $2; exit }' "$CACHE_NOW")
+        if ! grep -qx "$rr_path $rr_inode" "$SIGN_WORK/reported"; then
+            info "warning: NOT SIGNING '$rr_path': $rr_why. Something other than this pod's Litestream wrote it \
+(anyone who can write the NFS export can); it is left out of the manifest and the next restore moves it aside."
+            printf '%s %s\n' "$rr_path" "$rr_inode" >>"$SIGN_WORK/reported"
+        fi
+    done <"$SIGN_WORK/refused"
+}
+
+# sign_now: write the manifest of the files this writer wrote (nothing when there is none yet). A handful of
+# processes per signature whatever the replica's size (ls, awk, the HMAC), plus a few per new file (sha256sum, od).
 sign_now() {
     set -- "$REPLICA_DIR"/ltx/[0-9]/*.ltx
-    [ -e "$1" ] || return 0
-    if [ -z "$SIGN_WORK" ]; then
-        SIGN_WORK=$(mktemp -d "${TMPDIR:-/tmp}/sign.XXXXXX") || return 1
-    fi
+    [ -e "$1" ] || [ -L "$1" ] || return 0
     sn_work=$SIGN_WORK
-    rm -f "$sn_work/todo" "$sn_work/known" "$sn_work/sums"
+    rm -f "$sn_work/todo" "$sn_work/known" "$sn_work/sums" "$sn_work/lines" "$sn_work/refused"
     # A file compacted away between the glob and ls is reported by ls and left out.
-    # shellcheck disable=SC2012 # inode and size of Litestream's own files (hex names, no blanks)
+    # shellcheck disable=SC2012 # inode, type and size of Litestream's own files (hex names, no blanks)
     ls -lnid -- "$@" >"$sn_work/ls" 2>/dev/null || true
-    [ -n "$CACHE" ] || CACHE="$sn_work/no-cache"
     [ -f "$CACHE" ] || : >"$CACHE"
-    # ls -lnid: inode mode links uid gid size <date> path; LTX names only (<16 hex>-<16 hex>.ltx, level 0-9).
-    if ! awk -v cache="$CACHE" -v todo="$sn_work/todo" -v known="$sn_work/known" -v root="$REPLICA_DIR/ltx/" '
+    # ls -lnid: inode mode links uid gid size <date> path; LTX names only (<16 hex>-<16 hex>.ltx, level 0-9), and
+    # regular files only: a FIFO, device, socket or link at an LTX name is refused unread.
+    if ! awk -v cache="$CACHE" -v todo="$sn_work/todo" -v known="$sn_work/known" -v root="$REPLICA_DIR/ltx/" \
+        -v refused="$sn_work/refused" '
         BEGIN {
             h = "[0-9a-f]"; t = h h h h h h h h h h h h h h h h
             name = "^[0-9]/" t "-" t "[.]ltx$"
-            while ((getline line < cache) > 0) { split(line, f, " "); sums[f[1] " " f[2] " " f[3]] = f[4] }
+            while ((getline line < cache) > 0) { split(line, f, " "); seen[f[1] " " f[2] " " f[3]] = line }
         }
         {
             path = $NF
             if (substr(path, 1, length(root)) != root || substr(path, length(root) + 1) !~ name) next
+            if (substr($2, 1, 1) != "-") { print path " it is not a regular file (" substr($2, 1, 1) ")" > refused; next }
             key = path " " $1 " " $6
-            if (key in sums) print key " " sums[key] > known; else print key > todo
+            if (key in seen) print seen[key] > known; else print key > todo
         }' "$sn_work/ls"; then
         return 1
     fi
     if [ -s "$sn_work/todo" ]; then
-        # shellcheck disable=SC2046 # paths of Litestream's own files: no blanks, split on purpose
-        if ! sha256sum $(cut -d ' ' -f 1 "$sn_work/todo") >"$sn_work/sums" 2>/dev/null; then
-            return 1
-        fi
-        awk 'NR == FNR { sum[$2] = $1; next } ($1 in sum) { print $0 " " sum[$1] }' "$sn_work/sums" \
-            "$sn_work/todo" >>"$sn_work/known"
+        # shellcheck disable=SC2046 # paths of LTX names (hex, no blanks), split on purpose
+        sha256sum $(cut -d ' ' -f 1 "$sn_work/todo") >"$sn_work/sums" 2>/dev/null || true
+        inspect_new "$sn_work/todo" "$sn_work/sums" >>"$sn_work/known" || return 1
     fi
-    [ -s "$sn_work/known" ] || return 0
-    awk -v root="$REPLICA_DIR/ltx/" '{ rel = substr($1, length(root) + 1); split(rel, p, "/");
-        print "f " p[1] " " p[2] " " $3 " " $4 }' "$sn_work/known" | sort >"$sn_work/lines"
+    [ -f "$sn_work/known" ] || : >"$sn_work/known"
+    sn_head=$(decide "$sn_work/known") || return 1
+    CACHE_NOW="$sn_work/known"
+    report_refused
+    mv -f "$sn_work/known" "$CACHE"
+    [ -s "$sn_work/lines" ] || return 0
+    sort "$sn_work/lines" -o "$sn_work/lines"
     # shellcheck disable=SC2046 # two words: the highest TXID and the number of files
     set -- $(awk '{ t = substr($3, 18, 16); if (t "" > max "") max = t } END { print max, NR }' "$sn_work/lines")
     sn_max=$1
@@ -289,9 +451,8 @@ sign_now() {
     if (umask 022 && printf '%s\napp %s\nsigned_at %s\ntxid %s\nfiles %s\n' "$MAGIC" "$APP" "$sn_at" \
         "$sn_max" "$2" >"$sn_body") && cat "$sn_work/lines" >>"$sn_body" && sn_mac=$(hmac_file "$sn_body") &&
         printf 'hmac %s\n' "$sn_mac" >>"$sn_body" && mv -f "$sn_body" "$MANIFEST_FILE"; then
-        if [ "$CACHE" != "$sn_work/no-cache" ]; then
-            mv -f "$sn_work/known" "$CACHE"
-        fi
+        awk '{ print $2, $3, $5 }' "$sn_work/lines" >"$sn_work/attested"
+        ATTESTED_HEAD=$sn_head
         SIGNED_TXID=$sn_max
         SIGNED_AT=$sn_at
         return 0
@@ -300,11 +461,24 @@ sign_now() {
     return 1
 }
 
+# start_signing: the work directory, the cache and what earlier signatures attested.
+start_signing() {
+    DB_PATH=${DB_PATH:-}
+    BASELINE_FILE=${BASELINE_FILE:-}
+    require_absolute DB_PATH "$DB_PATH"
+    [ -z "$BASELINE_FILE" ] || require_absolute BASELINE_FILE "$BASELINE_FILE"
+    LOCAL_LTX_DIR="${DB_PATH%/*}/.${DB_PATH##*/}-litestream/ltx"
+    SIGN_WORK=$(mktemp -d "${TMPDIR:-/tmp}/sign.XXXXXX") || die "$EX_IO" "Could not create a work directory in \
+${TMPDIR:-/tmp}. Check the container's /tmp volume."
+    CACHE="$SIGN_WORK/cache"
+    carry_attestation
+}
+
 # record_position: the highest position signed since this signer started, into POSITION_FILE (when set). A failure
 # is reported and retried at the next signature: it never stops the signing.
 record_position() {
     [ -n "$POSITION_FILE" ] && [ -n "$SIGNED_TXID" ] || return 0
-    if [ -n "$RECORDED_TXID" ] && [ $((0x$SIGNED_TXID)) -le $((0x$RECORDED_TXID)) ]; then
+    if [ -n "$RECORDED_TXID" ] && ! hex_gt "$SIGNED_TXID" "$RECORDED_TXID"; then
         return 0
     fi
     if printf '%s %s\n' "$SIGNED_TXID" "$SIGNED_AT" >"$POSITION_FILE.tmp" && mv -f "$POSITION_FILE.tmp" "$POSITION_FILE"
@@ -351,8 +525,7 @@ run_signer() {
     positive_seconds HEARTBEAT_SECONDS "$HEARTBEAT_SECONDS"
     positive_seconds TERM_SETTLE_SECONDS "$TERM_SETTLE_SECONDS"
     positive_seconds TERM_MAX_SECONDS "$TERM_MAX_SECONDS"
-    CACHE=$(mktemp "${TMPDIR:-/tmp}/manifest-cache.XXXXXX") || die "$EX_IO" "Could not create the digest cache \
-in ${TMPDIR:-/tmp}. Check the container's /tmp volume."
+    start_signing
     STOPPING=false
     SLEEPER=
     trap 'STOPPING=true; if [ -n "$SLEEPER" ]; then kill "$SLEEPER" 2>/dev/null || true; fi' TERM INT
@@ -407,7 +580,6 @@ at least every ${HEARTBEAT_SECONDS}s)."
         fi
         sleep 1
     done
-    rm -f "$CACHE"
     rm -rf "$SIGN_WORK"
     info "stopped; the manifest covers txid ${SIGNED_TXID:-none}."
 }
@@ -434,6 +606,10 @@ verify() {
     ALLOW_STALE=${ALLOW_STALE:-}
     MIN_TXID=${MIN_TXID:-}
     ALLOW_ROLLBACK=${ALLOW_ROLLBACK:-}
+    CLOCK_SKEW_SECONDS=${CLOCK_SKEW_SECONDS:-300}
+    READ_TIMEOUT_SECONDS=${READ_TIMEOUT_SECONDS:-300}
+    positive_seconds CLOCK_SKEW_SECONDS "$CLOCK_SKEW_SECONDS"
+    positive_seconds READ_TIMEOUT_SECONDS "$READ_TIMEOUT_SECONDS"
     require_absolute COPY_DIR "$COPY_DIR"
     [ -z "$MAX_AGE_SECONDS" ] || positive_seconds MAX_AGE_SECONDS "$MAX_AGE_SECONDS"
     if [ -n "$MIN_TXID" ] && ! is_hex "$MIN_TXID" 16; then
@@ -531,7 +707,13 @@ not $APP: another application's replica was put in this directory. Put each repl
     # The position first: a rolled-back replica is refused before its files are read.
     v_now=$(date -u +%s)
     v_age=$((v_now - v_signed_at))
-    if [ -n "$MIN_TXID" ] && [ $((0x$v_txid)) -lt $((0x$MIN_TXID)) ]; then
+    if [ "$v_age" -lt "-$CLOCK_SKEW_SECONDS" ]; then
+        die "$EX_STALE" "The replica's manifest says it was signed $((-v_age)) s in the future (txid $v_txid), more \
+than the ${CLOCK_SKEW_SECONDS} s of clock skew allowed: a manifest from the future never ages past \
+backup.auth.maxAge, so it is refused. Check the clocks of the nodes that ran $APP (NTP), and the NFS export (who wrote \
+it?); once the clocks are right the signer's next signature is accepted."
+    fi
+    if [ -n "$MIN_TXID" ] && hex_gt "$MIN_TXID" "$v_txid"; then
         if [ "$ALLOW_ROLLBACK" != "$today" ]; then
             if [ -n "$ALLOW_ROLLBACK" ]; then
                 info "warning: ALLOW_ROLLBACK=$ALLOW_ROLLBACK is not today's date ($today, UTC), so it has no effect."
@@ -564,6 +746,12 @@ Remove backup.auth.allowStale once the pod has started."
 backup.auth.allowStale from the stack config."
     fi
     # Copy every signed file that exists, then check the copy: the restore reads only what was checked here.
+    # Only what the restore needs: the newest signed snapshot (level 9) and every signed file that ends after it
+    # (Litestream's restore plan starts from the newest snapshot); older snapshots and what they supersede stay out.
+    awk '$1 == 9 { t = substr($2, 18, 16); if (t "" > snap "") snap = t }
+        { line[NR] = $0; lv[NR] = $1; top[NR] = substr($2, 18, 16) }
+        END { for (i = 1; i <= NR; i++) if (snap == "" || (lv[i] == 9 && top[i] == snap) || (lv[i] != 9 && top[i] "" > snap "")) print line[i] }' \
+        "$COPY_DIR/files" >"$COPY_DIR/needed"
     v_missing=
     while read -r v_level v_name _; do
         v_src="$REPLICA_DIR/ltx/$v_level/$v_name"
@@ -576,11 +764,23 @@ through links. Inspect the NFS export."
 "
             continue
         fi
+        if [ ! -f "$v_src" ]; then
+            die "$EX_NOT_REGULAR" "The signed replica file '$v_src' is not a regular file (a FIFO, device, socket or \
+directory now stands at its name): it is never read. Something other than Litestream wrote it: inspect the NFS \
+export, remove it and restore '$REPLICA_DIR' from a copy you trust."
+        fi
         [ -d "$COPY_DIR/ltx/$v_level" ] || mkdir -p "$COPY_DIR/ltx/$v_level" || die "$EX_IO" "Could not create \
 '$COPY_DIR/ltx/$v_level'."
-        cp "$v_src" "$COPY_DIR/ltx/$v_level/$v_name" 2>/dev/null || die "$EX_IO" "Could not copy '$v_src' (NFS \
+        v_copied=0
+        timeout "$READ_TIMEOUT_SECONDS" cp "$v_src" "$COPY_DIR/ltx/$v_level/$v_name" 2>/dev/null || v_copied=$?
+        if [ "$v_copied" -eq 124 ] || [ "$v_copied" -eq 143 ]; then
+            die "$EX_NOT_REGULAR" "Reading the signed replica file '$v_src' did not end within \
+$READ_TIMEOUT_SECONDS s (a FIFO swapped in at its name, or a hung NFS mount). Inspect the NFS export, then restart \
+the pod."
+        fi
+        [ "$v_copied" -eq 0 ] || die "$EX_IO" "Could not copy '$v_src' (NFS \
 volume, permissions, or the local volume is full)."
-    done <"$COPY_DIR/files"
+    done <"$COPY_DIR/needed"
     # The copies' digests against the signed ones (a different size is a different digest), in one pass.
     if [ -d "$COPY_DIR/ltx" ]; then
         (cd "$COPY_DIR/ltx" && sha256sum -- [0-9]/*.ltx) >"$COPY_DIR/sums" || die "$EX_IO" "Could not hash the \
@@ -595,6 +795,18 @@ copies in '$COPY_DIR'."
 (its digest differs from the manifest's): it was swapped or modified, e.g. with a file of another tailnet's \
 replica. Not restoring. Inspect the NFS export and restore '$REPLICA_DIR' from a copy you trust."
     fi
+    # Each copy's header must name the range its name says: Litestream takes a file's TXIDs from its name, so a
+    # renamed file (a foreign or an old snapshot put at a newer name) would restore as if it were that position.
+    while read -r h_level h_name _; do
+        h_copy="$COPY_DIR/ltx/$h_level/$h_name"
+        [ -f "$h_copy" ] || continue
+        if ! header_agrees "$h_copy" "$h_name"; then
+            die "$EX_TAMPERED" "The replica file '$REPLICA_DIR/ltx/$h_level/$h_name' is signed, but its LTX header \
+does not name the TXID range of its name: it was renamed (a foreign file or an older snapshot put at a newer \
+position), and a signer before this check signed it. Not restoring. Inspect the NFS export and restore \
+'$REPLICA_DIR' from a copy you trust."
+        fi
+    done <"$COPY_DIR/needed"
     # A signed file that is gone is harmless only when a copied file of a higher level covers its range.
     printf '%s' "$v_missing" >"$COPY_DIR/missing"
     while read -r m_level m_name; do
@@ -611,8 +823,7 @@ replica. Not restoring. Inspect the NFS export and restore '$REPLICA_DIR' from a
             c_min=${c_name%%-*}
             c_max=${c_name#*-}
             c_max=${c_max%.ltx}
-            if [ "$c_level" -gt "$m_level" ] && [ $((0x$c_min)) -le $((0x$m_min)) ] &&
-                [ $((0x$c_max)) -ge $((0x$m_max)) ]; then
+            if [ "$c_level" -gt "$m_level" ] && ! hex_gt "$c_min" "$m_min" && ! hex_gt "$m_max" "$c_max"; then
                 m_covered=true
                 break
             fi
@@ -625,7 +836,11 @@ Restore '$REPLICA_DIR' from a copy of the NFS backup volume."
     done <"$COPY_DIR/missing"
     v_unsigned=$(ltx_files | awk 'NR == FNR { signed[$1 " " $2] = 1; next } !(($1 " " $2) in signed) { n++ }
         END { print n + 0 }' "$COPY_DIR/files" -)
-    rm -f "$COPY_DIR/manifest" "$COPY_DIR/body" "$COPY_DIR/files" "$COPY_DIR/missing" "$COPY_DIR/sums"
+    # What the restore moves out of Litestream's way (every file not signed) and hands the signer (what was verified).
+    awk '{ print $1, $2 }' "$COPY_DIR/files" >"$COPY_DIR/signed"
+    awk '{ print $1, $2, $4 }' "$COPY_DIR/needed" >"$COPY_DIR/baseline"
+    rm -f "$COPY_DIR/manifest" "$COPY_DIR/body" "$COPY_DIR/files" "$COPY_DIR/missing" "$COPY_DIR/sums" \
+        "$COPY_DIR/needed"
     if [ "$v_unsigned" -gt 0 ]; then
         info "$v_unsigned LTX file(s) of the replica are not in the manifest (written after its last signature, or \
 planted): not restored; the restore stops at the signed position txid $v_txid."
@@ -648,6 +863,7 @@ case "${1:-}" in
     sign)
         replica_inputs
         load_key
+        start_signing
         sign_now || die "$EX_IO" "Could not sign the replica '$REPLICA_DIR' into '$MANIFEST_FILE'."
         rm -rf "$SIGN_WORK"
         ;;

@@ -3,8 +3,8 @@
 # native sidecar, so that no write reaches the database before the replica can hold it, and no graceful stop ends
 # before the last write is shipped.
 #
-# Runs in litestream/litestream (alpine: busybox ash + litestream only), so: POSIX sh and busybox tools (ls, sleep,
-# date; nothing the other scripts do not already use).
+# Runs in litestream/litestream (alpine: busybox ash + litestream only), so: POSIX sh and busybox tools (sleep, date,
+# cmp).
 #
 #   sh litestream-position.sh caught-up   exit 0 when the application may write: the database was not just restored
 #                                         (no "<dir>/.litestream-catch-up" marker, which the restore leaves: a local
@@ -29,7 +29,8 @@
 #                   interval, a margin)
 #   MAX_SECONDS     drain: the longest wait (default 10; the pod's grace period must hold it)
 #
-# Positions are the TXIDs in the LTX file names: 16 hex digits, so they compare as numbers in shell arithmetic.
+# Caught up means the replica holds Litestream's newest local level-0 file with the same bytes (cmp): never a count
+# of names, which anyone who can write the export can plant.
 #
 # Exit codes:
 #    0  caught up (caught-up), or the wait ended (drain)
@@ -62,34 +63,30 @@ done
 STATE_DIR="${DB_PATH%/*}/.${DB_PATH##*/}-litestream"
 CATCH_UP_MARKER="${DB_PATH%/*}/.litestream-catch-up"
 
-# newest DIR...: the highest max TXID named by an LTX file directly under the level directories given (0 if none).
-newest() {
-    nw_max=0
-    for nw_dir in "$@"; do
-        [ -d "$nw_dir" ] || continue
-        for nw_file in "$nw_dir"/*.ltx; do
-            [ -f "$nw_file" ] || continue
-            nw_txid=${nw_file##*-}
-            nw_txid=${nw_txid%.ltx}
-            case "$nw_txid" in
-                *[!0-9a-f]*) continue ;;
-            esac
-            [ "${#nw_txid}" -eq 16 ] || continue
-            if [ $((0x$nw_txid)) -gt "$nw_max" ]; then
-                nw_max=$((0x$nw_txid))
-            fi
-        done
+# newest_name DIR: the name of the LTX file directly under DIR with the highest max TXID (empty if none). Names
+# have equal width (<16 hex>-<16 hex>.ltx), so the highest is the last in the shell's sorted glob.
+newest_name() {
+    nn_name=
+    for nn_file in "$1"/*.ltx; do
+        [ -f "$nn_file" ] || continue
+        case "${nn_file##*/}" in
+            [0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-*.ltx)
+                nn_name=${nn_file##*/} ;;
+        esac
     done
-    printf '%s' "$nw_max"
+    printf '%s' "$nn_name"
 }
 
-# caught_up: 0 when the replica holds Litestream's newest local position (and Litestream has one).
+# caught_up: 0 when the replica holds Litestream's newest local level-0 file, byte for byte. Only that counts: a
+# file planted on the export at a higher position (which anyone who can write it can do) is not this database's
+# newest write, and a name alone proves nothing.
 caught_up() {
     [ -d "$STATE_DIR/ltx/0" ] || return 1
-    cu_local=$(newest "$STATE_DIR/ltx/0")
-    [ "$cu_local" -gt 0 ] || return 1
-    cu_replica=$(newest "$REPLICA_DIR"/ltx/[0-9])
-    [ "$cu_replica" -ge "$cu_local" ]
+    cu_name=$(newest_name "$STATE_DIR/ltx/0")
+    [ -n "$cu_name" ] || return 1
+    cu_shipped="$REPLICA_DIR/ltx/0/$cu_name"
+    [ -f "$cu_shipped" ] && [ ! -L "$cu_shipped" ] || return 1
+    cmp -s "$STATE_DIR/ltx/0/$cu_name" "$cu_shipped"
 }
 
 case "${1:-}" in
@@ -115,7 +112,7 @@ case "${1:-}" in
             if caught_up; then
                 dr_since=${dr_since:-$dr_now}
                 if [ $((dr_now - dr_since)) -ge "$SETTLE_SECONDS" ]; then
-                    info "the replica holds the last write (txid $(newest "$STATE_DIR/ltx/0")); stopping Litestream."
+                    info "the replica holds the last write ($(newest_name "$STATE_DIR/ltx/0")); stopping Litestream."
                     exit 0
                 fi
             else

@@ -96,6 +96,7 @@
 #       or the position recorded in the served witness (rolled back)
 #   45  (BACKUP_KEY_FILE) the backup key file is missing, unreadable or not 64 lowercase hex digits
 #   46  (BACKUP_KEY_FILE) the replica or its verified copy cannot be read or written
+#   47  (BACKUP_KEY_FILE) a signed file the restore needs is not a regular file, or reading it did not end in time
 #
 # Trust: whoever can write the backup export can plant a backup, so nothing read from it is followed or echoed
 # blindly. A marker that is a symbolic link is refused, never read (a link to the mounted key file would otherwise
@@ -128,6 +129,7 @@ EX_TAMPERED=43
 EX_STALE=44
 EX_BACKUP_KEY=45
 EX_VERIFY_IO=46
+EX_NOT_REGULAR=47
 
 info() {
     printf '%s: %s\n' "$PROG" "$1" >&2
@@ -478,11 +480,59 @@ starting empty over a backup that may exist. Fix the NFS backup volume or the re
 fi
 
 remove_restore_tmp() {
-    rm -f "$RESTORE_TMP" "$RESTORE_TMP.tmp" "$RESTORE_TMP-wal" "$RESTORE_TMP-shm"
+    rm -f "$RESTORE_TMP" "$RESTORE_TMP.tmp" "$RESTORE_TMP-wal" "$RESTORE_TMP-shm" "$DB_DIR/.backup-signed.tmp" \
+        "$DB_DIR/.backup-baseline.tmp"
     rm -rf "$VERIFIED_DIR"
 }
 
 POSITION_RECORD="$DB_DIR/.backup-position"
+# What the restore verified ("<level> <name> <sha256>"): the signer sidecar carries it as this writer's own.
+BASELINE="$DB_DIR/.backup-baseline"
+QUARANTINE_DIR="$BACKUP_DIR/quarantine/$STAMP"
+
+# hex_gt A B: whether the 16-hex-digit TXID A is above B as unsigned 64-bit numbers, compared as two 32-bit halves
+# (shell arithmetic is signed: $((0x8000000000000000)) is negative).
+hex_gt() {
+    hg_a=$((0x${1%????????}))
+    hg_b=$((0x${2%????????}))
+    if [ "$hg_a" -ne "$hg_b" ]; then
+        [ "$hg_a" -gt "$hg_b" ]
+        return
+    fi
+    [ $((0x${1#????????})) -gt $((0x${2#????????})) ]
+}
+
+# quarantine_unsigned SIGNED_LIST POSITION: move every entry at an LTX name that the manifest does not list and that
+# ends above POSITION out of the replica, into QUARANTINE_DIR (never deleted): Litestream takes the replica's
+# position from the highest level-0 name, so a planted file above the restored position would make it skip (or
+# refuse) what the restored database writes next.
+quarantine_unsigned() {
+    qu_moved=0
+    for qu_file in "$REPLICA_DIR"/ltx/[0-9]/*.ltx; do
+        [ -e "$qu_file" ] || [ -L "$qu_file" ] || continue
+        qu_name=${qu_file##*/}
+        qu_level=${qu_file%/*}
+        qu_level=${qu_level##*/}
+        qu_max=${qu_name#*-}
+        qu_max=${qu_max%.ltx}
+        case "$qu_max" in *[!0-9a-f]*) continue ;; esac
+        [ "${#qu_max}" -eq 16 ] || continue
+        if grep -qx "$qu_level $qu_name" "$1" || ! hex_gt "$qu_max" "$2"; then
+            continue
+        fi
+        if ! { mkdir -p "$QUARANTINE_DIR/ltx/$qu_level" && mv -f "$qu_file" "$QUARANTINE_DIR/ltx/$qu_level/$qu_name"; }
+        then
+            die "$EX_LOCAL_STATE" "Could not move the unsigned replica file '$qu_file' aside to '$QUARANTINE_DIR': \
+Litestream would take it as the replica's position. Check that the NFS backup volume is writable, then restart the pod."
+        fi
+        qu_moved=$((qu_moved + 1))
+    done
+    if [ "$qu_moved" -gt 0 ]; then
+        info "warning: moved $qu_moved unsigned replica file(s) above the signed position txid $2 aside to \
+'$QUARANTINE_DIR' (a tail written after the last signature, or planted): Litestream continues from txid $2. Inspect \
+them; delete the directory once you know who wrote them."
+    fi
+}
 VERIFIED_DIR="$DB_PATH.verified"
 
 # witness_position: the txid of the served witness's recorded position ("<16 hex> <epoch>", as the kubelet writes a
@@ -536,7 +586,7 @@ digits). Inspect it, move it aside if it is damaged, then restart the pod."
         vr_source="the local position record '$POSITION_RECORD'"
     fi
     witness_position
-    if [ -n "$WITNESS_TXID" ] && { [ -z "$vr_min" ] || [ $((0x$WITNESS_TXID)) -gt $((0x$vr_min)) ]; }; then
+    if [ -n "$WITNESS_TXID" ] && { [ -z "$vr_min" ] || hex_gt "$WITNESS_TXID" "$vr_min"; }; then
         vr_min=$WITNESS_TXID
         vr_source="the position the running pod recorded in the served witness '$POSITION_WITNESS_FILE'"
     fi
@@ -556,6 +606,11 @@ digits). Inspect it, move it aside if it is damaged, then restart the pod."
             SIGNED_TXID=${SIGNED_TXID%% *}
             RESTORE_SOURCE="file://$VERIFIED_DIR"
             info "the replica's manifest verified ($vr_out)."
+            if ! { mv -f "$VERIFIED_DIR/signed" "$DB_DIR/.backup-signed.tmp" &&
+                mv -f "$VERIFIED_DIR/baseline" "$BASELINE.tmp"; }; then
+                die "$EX_LOCAL_STATE" "Could not keep the verified file list on the local volume '$DB_DIR'. Check \
+that the data volume is writable, then restart the pod."
+            fi
             ;;
         "$EX_UNSIGNED" | "$EX_FORGED")
             rm -rf "$VERIFIED_DIR"
@@ -568,7 +623,8 @@ backup.auth.allowUnsigned from the stack config now."
             SIGNED_TXID=
             RESTORE_SOURCE=
             ;;
-        "$EX_MANIFEST_MALFORMED" | "$EX_TAMPERED" | "$EX_STALE" | "$EX_BACKUP_KEY" | "$EX_VERIFY_IO" | "$EX_USAGE")
+        "$EX_MANIFEST_MALFORMED" | "$EX_TAMPERED" | "$EX_STALE" | "$EX_BACKUP_KEY" | "$EX_VERIFY_IO" | "$EX_NOT_REGULAR" | \
+            "$EX_USAGE")
             # The manifest script said why (stderr); its code is this script's.
             rm -rf "$VERIFIED_DIR"
             exit "$vr_status"
@@ -640,6 +696,21 @@ atomically. Restart the pod to retry; report it if it persists."
     fi
     rm -f "$RESTORE_TMP-shm"
     rm -rf "$VERIFIED_DIR"
+    if [ -n "$SIGNED_TXID" ]; then
+        quarantine_unsigned "$DB_DIR/.backup-signed.tmp" "$SIGNED_TXID"
+        rm -f "$DB_DIR/.backup-signed.tmp"
+        mv -f "$BASELINE.tmp" "$BASELINE" || die "$EX_LOCAL_STATE" "Could not record the verified files in \
+'$BASELINE'. Check that the data volume is writable, then restart the pod."
+    elif [ -n "$BACKUP_KEY_FILE" ]; then
+        # The unsigned override: the operator vouched for the replica as it is; the signer signs it from now on.
+        (cd "$REPLICA_DIR/ltx" && for bl_file in [0-9]/*.ltx; do
+            [ -f "$bl_file" ] && [ ! -L "$bl_file" ] || continue
+            sha256sum "$bl_file"
+        done) | awk '{ split($2, p, "/"); print p[1], p[2], $1 }' >"$BASELINE.tmp" || true
+        if ! mv -f "$BASELINE.tmp" "$BASELINE"; then
+            info "warning: could not record the replica's files in '$BASELINE'; the signer signs only what it writes."
+        fi
+    fi
     mv -f "$RESTORE_TMP" "$DB_PATH" || die "$EX_LOCAL_STATE" "Could not move the restored database into place \
 at '$DB_PATH'. Check that the data volume is writable, then restart the pod."
     write_local_marker || die "$EX_LOCAL_STATE" "The database was restored to '$DB_PATH' but the local marker \

@@ -46,6 +46,8 @@ from tests.support.site_objects import object_named as _object
 from tools.harness import SECRET, ProgramRun, run_program
 from tools.plan import write_rendered
 
+SCRIPTS = Path(__file__).resolve().parents[2] / "components" / "scripts"
+
 
 def _lone_server(**overrides: Any) -> ProgramRun:
     """HeadscaleServer alone, from the Args hydra's config maps to (tests/support/seam_samples.py), its keys read
@@ -141,6 +143,14 @@ def test_restore_runs_before_replication_and_the_app() -> None:
     assert signer["name"] == "backup-signer"
     assert signer["restartPolicy"] == "Always"
     assert signer["command"] == ["/bin/sh", "/etc/litestream/manifest.sh", "run"]
+    # It signs only what this writer wrote: it reads Litestream's local level-0 copies beside the restore's database
+    # and the restore's record of what it verified, from the data volume mounted read-only.
+    signer_env = {e["name"]: e["value"] for e in signer["env"]}
+    assert signer_env["DB_PATH"] == env["DB_PATH"]
+    assert signer_env["BASELINE_FILE"] == "/var/lib/headscale/.backup-baseline"
+    assert 'BASELINE="$DB_DIR/.backup-baseline"' in (SCRIPTS / "litestream-restore.sh").read_text()
+    (data,) = [m for m in restore["volumeMounts"] if m["mountPath"] == "/var/lib/headscale"]
+    assert [m for m in signer["volumeMounts"] if m["name"] == data["name"]] == [{**data, "readOnly": True}]
     assert env["BACKUP_KEY_FILE"] == "/etc/litestream-key/backup.key"
     assert env["MAX_REPLICA_AGE_SECONDS"] == str(24 * 3600)
     holders = [c["name"] for c in [*pod["initContainers"], *pod["containers"]] if _mounts_volume(c, "backup-key")]

@@ -41,11 +41,12 @@ from tests.support.litestream_lab import (
     wait_until,
     write_backup_key,
 )
+from tests.support.ltx_attack import replica_files, write_signed_manifest
 from tests.support.script_checks import SHELLS, SHELLS_ONLY, SYNTAX_CHECKERS, assert_passes, exit_codes, shell_for
 
 LITESTREAM = litestream_bin()
 EXIT = {"ok": 0, "usage": 2, "unsigned": 40, "forged": 41, "malformed": 42, "tampered": 43, "stale": 44}
-EXIT |= {"key": 45, "io": 46}
+EXIT |= {"key": 45, "io": 46, "not_regular": 47}
 #: The restore's own codes these tests expect besides the manifest script's.
 RESTORE_EXIT = {**EXIT, "marker": 13}
 FIRST_ROWS, ROWS = 50, 75
@@ -283,8 +284,7 @@ def test_an_edited_manifest_is_refused(shell, restore_app, ours) -> None:
 
 def test_another_applications_signed_replica_is_refused(restore_app, ours, tmp_path) -> None:
     app = restore_app(ours)
-    env = manifest_env(app, ours.key, name="headplane")
-    assert run_manifest_script(["sh"], "sign", env).returncode == 0
+    write_signed_manifest(app, ours.key, name="headplane")
     _assert_exit(_restore(["sh"], app, ours), "tampered", "signed for the application 'headplane'")
 
 
@@ -587,6 +587,10 @@ def test_signing_and_verifying_need_only_busybox(restore_app, ours, tmp_path) ->
     verified = run_manifest_script(bb.argv, "verify", env | {"COPY_DIR": str(tmp_path / "copy")})
     assert verified.returncode == 0, verified.stderr
     assert verified.stdout.startswith(f"txid={_manifest_field(app, 'txid')} ")
-    assert sorted(p.name for p in (tmp_path / "copy").rglob("*.ltx")) == sorted(
-        p.name for p in app.replica_dir.rglob("*.ltx")
-    )
+    # The copy holds what the restore needs: the newest snapshot and every file that ends after it.
+    files = replica_files(app)
+    snapshot = max(name for level, name in files if level == 9)
+    needed = [(9, snapshot)] + [(level, name) for level, name in files if level < 9 and name[17:] > snapshot[17:]]
+    copied = sorted((int(p.parent.name), p.name) for p in (tmp_path / "copy").rglob("*.ltx"))
+    assert copied == sorted(needed)
+    assert len(copied) < len(files), "older snapshots and what they supersede stay out"

@@ -61,6 +61,7 @@ class App:
 
     root: Path
     sync_interval: str = "1s"
+    name: str = "app"  # the application: its backup directory's name, which the manifest is signed for
 
     @property
     def data_dir(self) -> Path:
@@ -72,7 +73,7 @@ class App:
 
     @property
     def backup_dir(self) -> Path:
-        return self.root / "backup" / "app"
+        return self.root / "backup" / self.name
 
     @property
     def replica_dir(self) -> Path:
@@ -370,14 +371,16 @@ def write_backup_key(path: Path) -> Path:
     return path
 
 
-def manifest_env(app: App, key_file: Path, *, name: str = "app", **extra: str) -> dict[str, str]:
+def manifest_env(app: App, key_file: Path, *, name: str | None = None, **extra: str) -> dict[str, str]:
     """The signer's (and the verifier's) environment for ``app``; ``extra`` adds variables (e.g. COPY_DIR)."""
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "KEY_FILE": str(key_file),
-        "APP": name,
+        "APP": name or app.name,
         "REPLICA_DIR": str(app.replica_dir),
         "MANIFEST_FILE": str(app.manifest),
+        "DB_PATH": str(app.db_path),
+        "BASELINE_FILE": str(app.data_dir / ".backup-baseline"),
         "TMPDIR": str(app.root),
         **extra,
     }

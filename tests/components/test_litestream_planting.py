@@ -1,0 +1,192 @@
+"""An NFS export writer without the key against the running pod: the real Litestream, the real signer
+(components/scripts/litestream-manifest.sh run) and the real restore script.
+
+The attacks of issue 37: a foreign LTX file, or an old legitimate snapshot, renamed into the replica at a newer
+position (Litestream takes a file's TXID range from its name), and unsigned files planted just above the signed
+position or far above it, which Litestream would take as the replica's position. The signer must never sign them,
+the restore must never hand them to Litestream, and replication and the next restore must go on.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.support.litestream_lab import (
+    App,
+    ScriptResult,
+    insert_rows,
+    litestream_bin,
+    manifest_env,
+    manifest_txid,
+    read_rows,
+    replica_row_count,
+    replicating,
+    run_restore_script,
+    signing,
+    wait_until,
+    write_backup_key,
+)
+from tests.support.ltx_attack import (
+    foreign_snapshot,
+    header_range,
+    ltx_name,
+    manifest_files,
+    plant,
+    write_signed_manifest,
+)
+
+LITESTREAM = litestream_bin()
+FIRST_ROWS, ROWS, MORE_ROWS = 20, 60, 25
+#: A far position: Litestream would wait for the database to pass it before shipping anything again.
+FAR = 0x7FFFFFFFFFFFFF00
+
+pytestmark = pytest.mark.real_tool("litestream")
+
+
+@contextmanager
+def running_pod(app: App, key: Path, logs: Path) -> Iterator[None]:
+    """The pod's two sidecars: the signer (started first, stopped last) and Litestream."""
+    assert LITESTREAM is not None
+    env = manifest_env(app, key, SIGN_INTERVAL_SECONDS="0.2", HEARTBEAT_SECONDS="1")
+    with signing(["sh"], env, logs / "sign.log"), replicating(LITESTREAM, app, logs / "replicate.log"):
+        yield
+
+
+def _signed(app: App, rows: int, scratch: Path) -> bool:
+    """The replica restores ``rows`` rows and the manifest covers its newest level-0 position."""
+    assert LITESTREAM is not None
+    newest_l0 = max((int(p.name[17:33], 16) for p in app.replica_dir.glob("ltx/0/*.ltx")), default=0)
+    return replica_row_count(LITESTREAM, app, scratch) == rows and manifest_txid(app) >= newest_l0 > 0
+
+
+def _restore(app: App, key: Path, **env: str) -> ScriptResult:
+    assert LITESTREAM is not None
+    return run_restore_script(["sh"], LITESTREAM, app, backup_key=key, extra_env=env)
+
+
+def _next_pod(previous: App, root: Path) -> App:
+    """A new pod of the same application on a fresh local volume, with the previous pod's backup directory."""
+    pod = App(root, name=previous.name).create()
+    shutil.copytree(previous.backup_dir, pod.backup_dir)
+    return pod
+
+
+def _quarantined(app: App, level: int, name: str) -> list[Path]:
+    return list(app.backup_dir.glob(f"quarantine/*/ltx/{level}/{name}"))
+
+
+@pytest.mark.parametrize("app_name", ["headscale", "headplane"])
+@pytest.mark.parametrize("source", ["foreign", "older"])
+def test_a_snapshot_renamed_to_a_newer_position_is_never_signed_nor_served(
+    app_name: str, source: str, tmp_path: Path
+) -> None:
+    """Step 1-3 of the issue: the planted file is named ``ltx/9/<1>-<fffff>.ltx``. The running signer refuses it (its
+    header names another range), the manifest never lists it, the next restore serves the writer's rows and moves
+    the planted file aside; a manifest that lists it (a signer before this rule signed it) is refused."""
+    assert LITESTREAM is not None
+    pod = App(tmp_path / "pod", name=app_name).create()
+    key = write_backup_key(tmp_path / "backup.key")
+    insert_rows(pod.db_path, FIRST_ROWS)
+    planted_name = ltx_name(1, 0xFFFFF)
+    with running_pod(pod, key, tmp_path):
+        assert wait_until(lambda: _signed(pod, FIRST_ROWS, tmp_path), timeout=20), (tmp_path / "sign.log").read_text()
+        assert wait_until(lambda: any(pod.replica_dir.glob("ltx/9/*.ltx")), timeout=20), "no snapshot at start"
+        older = shutil.copy(sorted(pod.replica_dir.glob("ltx/9/*.ltx"))[-1], tmp_path / "older-snapshot.ltx")
+        insert_rows(pod.db_path, ROWS - FIRST_ROWS)
+        assert wait_until(lambda: _signed(pod, ROWS, tmp_path), timeout=20)
+        planted_from = foreign_snapshot(LITESTREAM, tmp_path / "attacker", 7) if source == "foreign" else Path(older)
+        planted = plant(planted_from, pod, 9, planted_name)
+        sign_log = tmp_path / "sign.log"
+        # A few signer ticks (the refusal is logged at the first one).
+        wait_until(lambda: f"NOT SIGNING '{planted}'" in sign_log.read_text(), timeout=5)
+        assert (9, planted_name) not in manifest_files(pod)
+        assert "LTX header does not name the TXID range" in sign_log.read_text()
+    assert (9, planted_name) not in manifest_files(pod)
+    assert manifest_txid(pod) < 0xFFFFF
+
+    restored = _next_pod(pod, tmp_path / "next")
+    result = _restore(restored, key)
+    assert result.returncode == 0, result.stderr
+    assert len(read_rows(restored.db_path)) == ROWS
+    assert not (restored.replica_dir / "ltx" / "9" / planted_name).exists()
+    assert _quarantined(restored, 9, planted_name), result.stderr
+
+    # The same replica signed whole by a holder of the key (a signer before the rule): the header check refuses it.
+    signed_whole = _next_pod(pod, tmp_path / "signed-whole")
+    write_signed_manifest(signed_whole, key)
+    refused = _restore(signed_whole, key)
+    assert refused.returncode == 43, refused.stderr
+    assert "does not name the TXID range of its name" in refused.stderr
+    assert not signed_whole.db_path.exists()
+
+
+@pytest.mark.parametrize("position", ["next", "far"])
+def test_an_unsigned_file_above_the_position_stops_neither_replication_nor_the_next_restore(
+    position: str, tmp_path: Path
+) -> None:
+    """An unsigned level-0 file at the signed TXID + 1 (or far above it) on the export. The restore moves it aside
+    before Litestream starts, Litestream ships what the restored database writes, the signer signs it, and the next
+    restore holds every row."""
+    assert LITESTREAM is not None
+    key = write_backup_key(tmp_path / "backup.key")
+    first = App(tmp_path / "first", name="headscale").create()
+    insert_rows(first.db_path, ROWS)
+    with running_pod(first, key, tmp_path / "first"):
+        assert wait_until(lambda: _signed(first, ROWS, tmp_path), timeout=20)
+    signed = manifest_txid(first)
+    txid = signed + 1 if position == "next" else FAR
+    planted_name = ltx_name(txid, txid)
+    plant(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 7), first, 0, planted_name)
+
+    second = _next_pod(first, tmp_path / "second")
+    result = _restore(second, key)
+    assert result.returncode == 0, result.stderr
+    assert len(read_rows(second.db_path)) == ROWS
+    with running_pod(second, key, tmp_path / "second"):
+        insert_rows(second.db_path, MORE_ROWS)
+        shipped = wait_until(lambda: _signed(second, ROWS + MORE_ROWS, tmp_path), timeout=30)
+        assert shipped, (tmp_path / "second" / "replicate.log").read_text()
+    assert manifest_txid(second) > signed
+    assert "cannot verify wal state" not in (tmp_path / "second" / "replicate.log").read_text()
+
+    third = _next_pod(second, tmp_path / "third")
+    again = _restore(third, key)
+    assert again.returncode == 0, again.stderr
+    assert len(read_rows(third.db_path)) == ROWS + MORE_ROWS
+    # The planted file is kept for inspection, out of Litestream's way.
+    assert _quarantined(second, 0, planted_name), result.stderr
+
+
+def test_the_signer_signs_a_level_0_file_only_when_it_is_this_writers_own(tmp_path: Path) -> None:
+    """A level-0 file with a correct header at the next position, which Litestream did not write (no identical local
+    copy), is refused; a compaction beyond every position the writer reached is refused too."""
+    assert LITESTREAM is not None
+    pod = App(tmp_path / "pod", name="headscale").create()
+    key = write_backup_key(tmp_path / "backup.key")
+    insert_rows(pod.db_path, FIRST_ROWS)
+    with running_pod(pod, key, tmp_path):
+        assert wait_until(lambda: _signed(pod, FIRST_ROWS, tmp_path), timeout=20)
+        head = manifest_txid(pod)
+        # A foreign file rewritten to a correct header at head + 1 (what a careful attacker crafts).
+        crafted = bytearray(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3).read_bytes())
+        crafted[16:32] = (head + 1).to_bytes(8, "big") + (head + 1).to_bytes(8, "big")
+        (tmp_path / "crafted.ltx").write_bytes(bytes(crafted))
+        level0 = plant(tmp_path / "crafted.ltx", pod, 0, ltx_name(head + 1, head + 1))
+        crafted[16:32] = (1).to_bytes(8, "big") + (head + 50).to_bytes(8, "big")
+        (tmp_path / "beyond.ltx").write_bytes(bytes(crafted))
+        beyond = plant(tmp_path / "beyond.ltx", pod, 1, ltx_name(1, head + 50))
+        assert header_range(beyond) == (1, head + 50)
+        log = tmp_path / "sign.log"
+        for planted in (level0, beyond):
+            refused = f"NOT SIGNING '{planted}'"
+            assert wait_until(lambda refused=refused: refused in log.read_text(), timeout=10), log.read_text()
+        assert "no identical local copy" in log.read_text()
+        assert "ends beyond every position this writer wrote" in log.read_text()
+        assert (0, level0.name) not in manifest_files(pod)
+        assert (1, beyond.name) not in manifest_files(pod)
+        assert manifest_txid(pod) == head

@@ -1,0 +1,92 @@
+"""What an attacker who can write the NFS export (and read it) but holds no key can do to a Litestream file replica,
+and what a holder of the key can sign: the tools of tests/components/test_litestream_planting.py.
+
+Facts of the LTX format these rely on (superfly/ltx 0.5, what Litestream 0.5.17 writes): a 100-byte header that
+starts with the magic ``LTX1`` and carries the minimum and maximum TXID at bytes 16-23 and 24-31 (big-endian); file
+names ``<min>-<max>.ltx`` in 16 lowercase hex digits, from which Litestream takes a file's range without reading it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from tests.support.litestream_lab import App, insert_rows
+
+MAGIC = "headscale-ha-replica-manifest 1"
+
+
+def ltx_name(min_txid: int, max_txid: int) -> str:
+    return f"{min_txid:016x}-{max_txid:016x}.ltx"
+
+
+def header_range(path: Path) -> tuple[int, int]:
+    """The (min, max) TXID an LTX file's header names."""
+    head = path.read_bytes()[:32]
+    assert head[:4] == b"LTX1", f"{path} is not an LTX file"
+    return int.from_bytes(head[16:24], "big"), int.from_bytes(head[24:32], "big")
+
+
+def replica_files(app: App) -> list[tuple[int, str]]:
+    """(level, name) of every LTX file of the replica, sorted."""
+    return sorted((int(path.parent.name), path.name) for path in app.replica_dir.glob("ltx/[0-9]/*.ltx"))
+
+
+def manifest_files(app: App) -> list[tuple[int, str]]:
+    """(level, name) of every file the manifest lists."""
+    lines = app.manifest.read_text().splitlines()
+    return sorted((int(line.split()[1]), line.split()[2]) for line in lines if line.startswith("f "))
+
+
+def write_signed_manifest(
+    app: App,
+    key_file: Path,
+    *,
+    name: str | None = None,
+    signed_at: int | None = None,
+    files: list[tuple[int, str]] | None = None,
+) -> None:
+    """A manifest over ``files`` (default: every LTX file of the replica) signed with the key, as a holder of the key
+    writes it: what a signer before the signing rule signed, or a manifest for another application."""
+    listed = replica_files(app) if files is None else sorted(files)
+    lines = []
+    for level, file_name in listed:
+        data = (app.replica_dir / "ltx" / str(level) / file_name).read_bytes()
+        lines.append(f"f {level} {file_name} {len(data)} {hashlib.sha256(data).hexdigest()}\n")
+    txid = max(file_name[17:33] for _, file_name in listed)
+    body = (
+        f"{MAGIC}\napp {name or app.name}\nsigned_at {signed_at or int(time.time())}\ntxid {txid}\n"
+        f"files {len(lines)}\n{''.join(lines)}"
+    )
+    mac = hmac.new(key_file.read_text().strip().encode(), body.encode(), hashlib.sha256).hexdigest()
+    app.manifest.write_text(f"{body}hmac {mac}\n")
+
+
+def foreign_snapshot(binary: Path, root: Path, rows: int) -> Path:
+    """An attacker's database (``rows`` rows of its own) replicated once with the real Litestream: its first
+    level-0 LTX file, which holds the whole database."""
+    app = App(root).create()
+    insert_rows(app.db_path, rows)
+    once = subprocess.run(
+        [str(binary), "replicate", "-once", "-config", str(app.config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert once.returncode == 0, once.stdout + once.stderr
+    first = sorted(app.replica_dir.glob("ltx/0/*.ltx"))[0]
+    assert header_range(first)[0] == 1
+    return first
+
+
+def plant(source: Path, app: App, level: int, file_name: str) -> Path:
+    """Copy ``source`` into the victim's replica under ``level``/``file_name``, as an export writer can."""
+    target = app.replica_dir / "ltx" / str(level) / file_name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    return target
