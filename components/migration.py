@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 from headscale_ha.components.headscale import (
     APP,
     IDENTITY_MOUNT,
+    IDENTITY_VOLUME,
     PASSWORD_ENV_REASON,
     POSTGRES_CA_FILE,
     PolicyFile,
@@ -39,10 +40,14 @@ from headscale_ha.components.litestream import (
     CONFIG_MOUNT,
     MANIFEST_SCRIPT_FILE,
     SCRIPT_FILE,
+    SERVED_MOUNT,
+    SERVED_VOLUME,
     backup_key_secret,
     backup_key_volume,
     backup_mount,
+    served_config_map,
 )
+from headscale_ha.components.litestream_config import duration_seconds
 from headscale_ha.components.pod import (
     checksum,
     container_security,
@@ -52,7 +57,8 @@ from headscale_ha.components.pod import (
     scheduling,
     static_check_skips,
 )
-from headscale_ha.components.settings import ClusterSettings, ComputeResources
+from headscale_ha.components.position_recorder import WITNESS_KEY
+from headscale_ha.components.settings import BackupAuthSettings, ClusterSettings, ComputeResources
 
 PATHS = HeadscalePaths()
 JOB = "headscale-migrate"
@@ -61,6 +67,14 @@ RESTORE_CONFIG_MAP = f"{APP}-litestream"
 #: Where the restore step puts the database, and the migrate step reads it: the scratch volume.
 DB_PATH = f"{PATHS.data_dir}/db.sqlite"
 SCRATCH_MOUNT: dict[str, Any] = {"name": "scratch", "mountPath": PATHS.data_dir}
+#: configtest creates the Noise (and DERP) key when its file is missing: the schema and smoke steps get throwaway
+#: keys in their own /tmp, so the Job never mounts the identity Secret's private keys (configtest opens no client
+#: connection; the keys are not stored in the database).
+MAX_AGE_KEY = "backup.auth.maxAge"
+THROWAWAY_KEYS_ENV = [
+    {"name": "HEADSCALE_NOISE_PRIVATE_KEY_PATH", "value": "/tmp/throwaway/noise_private.key"},
+    {"name": "HEADSCALE_DERP_SERVER_PRIVATE_KEY_PATH", "value": "/tmp/throwaway/derp_server_private.key"},
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,8 +96,12 @@ class SqliteToPostgresArgs:
     policy: PolicyFile | None = None  # the server's config is in policy file mode: configtest loads that file too
     cluster: ClusterSettings  # placement of the Job's pod
     #: Restore only a replica this tailnet's backup key signed (the Secret `headscale-backup-key` of Headscale's
-    #: backup, which the migrating stage keeps); False: no authentication.
+    #: backup, which the migrating stage keeps); False: no authentication, and the restore checks the Noise key's
+    #: fingerprint instead (the only step that then mounts the identity Secret).
     authenticate: bool = False
+    #: With ``authenticate``: the age limit and the dated overrides of ``backup.auth``, and the position the running
+    #: pod recorded in the served witness, checked as the pod's restore checks them; None: the defaults.
+    auth: BackupAuthSettings | None = None
 
 
 def target_url(target: PostgresStorage) -> str:
@@ -115,8 +133,10 @@ def database_env(target: PostgresStorage) -> list[dict[str, Any]]:
 
 
 def _restore_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
-    """Step 1: the latest replica into the scratch volume, as the restore init container restores it (identity
-    contract, REQUIRE_BACKUP), from the backup mounted read-only; with ``authenticate``, only a signed replica."""
+    """Step 1: the latest replica into the scratch volume, as the restore init container restores it (REQUIRE_BACKUP),
+    from the backup mounted read-only. With ``authenticate``: only a signed replica, no older than backup.auth.maxAge
+    and not below the position recorded in the served witness, and no private key (the signature binds the replica
+    to this tailnet's key, which the fingerprint check only approximates); without: the identity fingerprint."""
     restore: dict[str, Any] = {
         "name": "restore",
         "image": args.restore_image,
@@ -125,42 +145,54 @@ def _restore_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
             {"name": "DB_PATH", "value": DB_PATH},
             {"name": "BACKUP_DIR", "value": f"{BACKUP_MOUNT}/{APP}"},
             {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
-            {"name": "IDENTITY_FILE", "value": PATHS.noise_key},
             {"name": "REQUIRE_BACKUP", "value": "true"},
         ],
         "volumeMounts": [
             SCRATCH_MOUNT,
             backup_mount(APP, read_only=True),
             {"name": "litestream-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
-            IDENTITY_MOUNT,
             {"name": "tmp", "mountPath": "/tmp"},
         ],
         "resources": resources(args.restore_resources),
         "securityContext": container_security(),
     }
-    if args.authenticate:
-        # No age limit: Headscale is stopped while it migrates, so its manifest ages by design.
-        restore["env"] += [
-            {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
-            {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
-        ]
-        restore["volumeMounts"].append(BACKUP_KEY_VOLUME_MOUNT)
+    if not args.authenticate:
+        restore["env"].append({"name": "IDENTITY_FILE", "value": PATHS.noise_key})
+        restore["volumeMounts"].append(IDENTITY_MOUNT)
+        return restore
+    auth = args.auth or BackupAuthSettings()
+    restore["env"] += [
+        {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
+        {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
+        {
+            "name": "MAX_REPLICA_AGE_SECONDS",
+            "value": str(duration_seconds(auth.max_age, argument="backup.auth.maxAge")),
+        },
+        {"name": "POSITION_WITNESS_FILE", "value": f"{SERVED_MOUNT}/{WITNESS_KEY}"},
+        *([{"name": "ALLOW_UNSIGNED_RESTORE", "value": auth.allow_unsigned}] if auth.allow_unsigned else []),
+        *([{"name": "ALLOW_STALE_RESTORE", "value": auth.allow_stale}] if auth.allow_stale else []),
+        *([{"name": "ALLOW_ROLLBACK_RESTORE", "value": auth.allow_rollback}] if auth.allow_rollback else []),
+    ]
+    restore["volumeMounts"] += [
+        BACKUP_KEY_VOLUME_MOUNT,
+        {"name": SERVED_VOLUME, "mountPath": SERVED_MOUNT, "readOnly": True},
+    ]
     return restore
 
 
 def _schema_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
     """Step 2 (and, renamed `smoke`, step 4): Headscale's `configtest` against the target, which creates its schema
-    (then opens the loaded database). configtest loads the server's config.yaml: every file it names (identity,
-    OIDC secret, policy) is mounted, and the CA the connection is verified against."""
+    (then opens the loaded database). configtest loads the server's config.yaml: every file it names (OIDC secret,
+    policy) is mounted, and the CA the connection is verified against; the identity keys are throwaway ones."""
     _, file_mounts = server_files(oidc=args.oidc, policy=args.policy)
     _, ca_mounts, _ = postgres_ca(args.target)
     return {
         "name": "schema",
         "image": args.headscale_image,
         "args": ["configtest"],
-        "env": database_env(args.target),
+        "env": [*database_env(args.target), *THROWAWAY_KEYS_ENV],
         "volumeMounts": [
-            *file_mounts,
+            *(mount for mount in file_mounts if mount != IDENTITY_MOUNT),
             *ca_mounts,
             {"name": "run", "mountPath": PATHS.run_dir},
             {"name": "tmp", "mountPath": "/tmp"},
@@ -197,9 +229,12 @@ def _migrate_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
 
 
 def _volumes(args: SqliteToPostgresArgs) -> list[dict[str, Any]]:
-    """The pod's volumes: scratch space, the backup (read-only) and its Litestream config, the server's files and
-    the target's CA certificate (nothing when none), and the backup key when the restore authenticates."""
+    """The pod's volumes: scratch space, the backup (read-only) and its Litestream config, the server's files (the
+    identity Secret only for an unauthenticated restore) and the target's CA certificate (nothing when none), and
+    the backup key and the served witness when the restore authenticates."""
     file_volumes, _ = server_files(oidc=args.oidc, policy=args.policy)
+    if args.authenticate:
+        file_volumes = [volume for volume in file_volumes if volume != IDENTITY_VOLUME]
     ca_volumes, _, _ = postgres_ca(args.target)
     return [
         {"name": "scratch", "emptyDir": {"sizeLimit": "4Gi"}},
@@ -210,8 +245,15 @@ def _volumes(args: SqliteToPostgresArgs) -> list[dict[str, Any]]:
         {"name": "litestream-config", "configMap": {"name": RESTORE_CONFIG_MAP, "defaultMode": 0o444}},
         *file_volumes,
         *ca_volumes,
-        *([backup_key_volume(backup_key_secret(APP))] if args.authenticate else []),
+        *([backup_key_volume(backup_key_secret(APP)), _witness_volume()] if args.authenticate else []),
     ]  # fmt: skip
+
+
+def _witness_volume() -> dict[str, Any]:
+    """The served witness's recorded position (optional: absent on a site that never recorded one)."""
+    items = [{"key": WITNESS_KEY, "path": WITNESS_KEY}]
+    witness = {"name": served_config_map(APP), "optional": True, "defaultMode": 0o444, "items": items}
+    return {"name": SERVED_VOLUME, "configMap": witness}
 
 
 def migration_pod_spec(args: SqliteToPostgresArgs) -> dict[str, Any]:

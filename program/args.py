@@ -314,6 +314,7 @@ def sqlite_to_postgres_args(config: StackConfig, stage: Migrating, policy: Rende
         policy=policy_file(config, policy),
         cluster=config.cluster,
         authenticate=True,  # the migrating stage keeps Headscale's SQLite backup, and with it its key's Secret
+        auth=backup.auth,
     )
 
 

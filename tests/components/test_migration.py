@@ -143,3 +143,38 @@ def test_an_unknown_tls_mode_is_refused_naming_the_choices() -> None:
     with pytest.raises(ValueError, match=r"ssl 'verify': expected one of disable, .*verify-full"):
         PostgresConnection(host="pg", name="hs", user="hs", ssl="verify")
     assert PostgresConnection(host="pg", name="hs", user="hs").ssl == "verify-full", "verifying is the default"
+
+
+def test_the_job_mounts_no_private_key_and_checks_what_the_pods_restore_checks(migrating_run) -> None:
+    """The restore gets the backup key and the served witness's recorded position, with the age limit (the signature
+    binds the replica to the tailnet, so no fingerprint is needed); configtest makes throwaway keys in its /tmp. No
+    container mounts the identity Secret, and the pod has no volume of it."""
+    pod = _job(migrating_run)["spec"]["template"]["spec"]
+    restore, schema, _ = pod["initContainers"]
+    identity = {"noise_private.key", "derp_server_private.key"}
+    secret_volumes = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert "headscale-identity" not in secret_volumes.values()
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        mounted = {m["name"] for m in container.get("volumeMounts", [])}
+        assert mounted <= {v["name"] for v in pod["volumes"]}
+        assert not any("identity" in name for name in mounted), container["name"]
+        values = [e.get("value", "") for e in container.get("env", [])]
+        assert not [v for v in values if v.rsplit("/", 1)[-1] in identity and not v.startswith("/tmp/")]
+    schema_env = {e["name"]: e.get("value") for e in schema["env"]}
+    assert schema_env["HEADSCALE_NOISE_PRIVATE_KEY_PATH"].startswith("/tmp/")
+    assert schema_env["HEADSCALE_DERP_SERVER_PRIVATE_KEY_PATH"].startswith("/tmp/")
+    assert {"name": "tmp", "mountPath": "/tmp"} in schema["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in restore["env"]}
+    assert "IDENTITY_FILE" not in env
+    assert env["MAX_REPLICA_AGE_SECONDS"] == str(24 * 3600)
+    assert env["POSITION_WITNESS_FILE"] == "/etc/litestream-served/position"
+    (witness,) = [v for v in pod["volumes"] if v["name"] == "served-witness"]
+    assert witness["configMap"] == {
+        "name": "headscale-served",
+        "optional": True,
+        "defaultMode": 0o444,
+        "items": [{"key": "position", "path": "position"}],
+    }
+    assert {"name": "served-witness", "mountPath": "/etc/litestream-served", "readOnly": True} in restore[
+        "volumeMounts"
+    ]

@@ -60,6 +60,7 @@ EXIT = {
     "stale": 44,
     "backup_key": 45,
     "verify_io": 46,
+    "not_regular": 47,
 }
 BACKUP_ROWS = 75
 
