@@ -42,6 +42,7 @@ from typing import Any
 import yaml
 
 from headscale_ha.components.litestream_config import packaged_script
+from headscale_ha.components.position_recorder import RECORDER_CONTAINER
 
 __all__ = [
     "ALERTS",
@@ -471,6 +472,34 @@ def _signature_alerts(scope: AlertRulesInput) -> list[_Alert]:
 
 
 def _restore(scope: AlertRulesInput) -> list[_Alert]:
+    return [*_restore_refused_alert(scope), *(_position_alert(scope) if "headscale" in scope.apps else [])]
+
+
+def _position_alert(scope: AlertRulesInput) -> list[_Alert]:
+    """The recorder exits 4 after two minutes without recording (components/scripts/position-recorder.sh): its
+    restarts are the signal, since no exporter can see the witness without a token."""
+    sel = matchers(namespace=scope.namespace, container=RECORDER_CONTAINER)
+    crash = matchers(namespace=scope.namespace, container=RECORDER_CONTAINER, reason="CrashLoopBackOff")
+    by = "(namespace, pod, container)"
+    return [
+        _Alert(
+            "PositionNotRecorded",
+            "warning",
+            60,
+            f"max by {by} (kube_pod_init_container_status_waiting_reason{crash}) > 0\n"
+            f"or\n"
+            f"max by {by} (changes(kube_pod_init_container_status_restarts_total{sel}[15m])) > 0",
+            "The position recorder of {{ $labels.pod }} cannot record the replica's position",
+            "The position-recorder sidecar of pod {{ $labels.pod }} could not write Headscale's replica position into "
+            "the served witness for two minutes and was restarted: until it records again, a restore's rollback "
+            "check rests on the signature's age alone. Read why: kubectl -n {{ $labels.namespace }} logs "
+            "{{ $labels.pod }} -c position-recorder --previous (HTTP 403: the Role; 401: the token; curl exit 7 or "
+            "28: the API server unreachable, check networkPolicy.apiServerCidrs).",
+        )
+    ]
+
+
+def _restore_refused_alert(scope: AlertRulesInput) -> list[_Alert]:
     return [
         _Alert(
             "RestoreRefused",

@@ -40,6 +40,8 @@ from headscale_ha.components.litestream import (
     CONFIG_MOUNT,
     MANIFEST_SCRIPT_FILE,
     SCRIPT_FILE,
+    SERVED_FILE,
+    SERVED_KEY,
     SERVED_MOUNT,
     SERVED_VOLUME,
     backup_key_secret,
@@ -168,7 +170,12 @@ def _restore_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
             "name": "MAX_REPLICA_AGE_SECONDS",
             "value": str(duration_seconds(auth.max_age, argument="backup.auth.maxAge")),
         },
-        {"name": "POSITION_WITNESS_FILE", "value": f"{SERVED_MOUNT}/{WITNESS_KEY}"},
+        {"name": "SERVED_FILE", "value": SERVED_FILE},
+        *(
+            [{"name": "POSITION_WITNESS_FILE", "value": f"{SERVED_MOUNT}/{WITNESS_KEY}"}]
+            if auth.record_position
+            else []
+        ),
         *([{"name": "ALLOW_UNSIGNED_RESTORE", "value": auth.allow_unsigned}] if auth.allow_unsigned else []),
         *([{"name": "ALLOW_STALE_RESTORE", "value": auth.allow_stale}] if auth.allow_stale else []),
         *([{"name": "ALLOW_ROLLBACK_RESTORE", "value": auth.allow_rollback}] if auth.allow_rollback else []),
@@ -245,13 +252,15 @@ def _volumes(args: SqliteToPostgresArgs) -> list[dict[str, Any]]:
         {"name": "litestream-config", "configMap": {"name": RESTORE_CONFIG_MAP, "defaultMode": 0o444}},
         *file_volumes,
         *ca_volumes,
-        *([backup_key_volume(backup_key_secret(APP)), _witness_volume()] if args.authenticate else []),
+        *([backup_key_volume(backup_key_secret(APP)), _witness_volume(args)] if args.authenticate else []),
     ]  # fmt: skip
 
 
-def _witness_volume() -> dict[str, Any]:
-    """The served witness's recorded position (optional: absent on a site that never recorded one)."""
-    items = [{"key": WITNESS_KEY, "path": WITNESS_KEY}]
+def _witness_volume(args: SqliteToPostgresArgs) -> dict[str, Any]:
+    """The served witness and its recorded position (optional: each key is absent until written)."""
+    items = [{"key": SERVED_KEY, "path": SERVED_KEY}]
+    if (args.auth or BackupAuthSettings()).record_position:
+        items.append({"key": WITNESS_KEY, "path": WITNESS_KEY})
     witness = {"name": served_config_map(APP), "optional": True, "defaultMode": 0o444, "items": items}
     return {"name": SERVED_VOLUME, "configMap": witness}
 

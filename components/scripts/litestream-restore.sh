@@ -541,8 +541,23 @@ witness_position() {
     WITNESS_TXID=
     [ -n "$POSITION_WITNESS_FILE" ] || return 0
     if [ ! -e "$POSITION_WITNESS_FILE" ]; then
-        info "no position recorded in the served witness yet ('$POSITION_WITNESS_FILE'); the replica's signed age is \
-checked alone."
+        if [ "$SERVED_BEFORE" != true ]; then
+            info "no position recorded in the served witness yet ('$POSITION_WITNESS_FILE'): this site has not \
+served; the replica's signed age is checked alone."
+            return 0
+        fi
+        # Served, but nothing recorded: the recorder never could (a 403, the API unreachable), or the key was removed.
+        if [ "$ALLOW_ROLLBACK_RESTORE" != "$TODAY" ]; then
+            die "$EX_STALE" "This site has served (the served witness says so), but no replica position was ever \
+recorded in it ('$POSITION_WITNESS_FILE' is absent): the position recorder could not write it (see the alert \
+PositionNotRecorded and the position-recorder container's log), or the key was removed. Without it a rolled-back \
+replica cannot be told from the newest one. Fix the recorder (its Role, the API server's reachability: \
+networkPolicy.apiServerCidrs); to restore this replica anyway, after checking it is the newest copy, set \
+backup.auth.allowRollback to today's UTC date ($TODAY) and run pulumi up, then remove it."
+        fi
+        info "WARNING: ALLOW_ROLLBACK_RESTORE=$ALLOW_ROLLBACK_RESTORE (today): this site has served but the served \
+witness holds no recorded position, so nothing outside the export says how far the replica got; restoring on the \
+signature's age alone. Remove backup.auth.allowRollback once the pod has started and the recorder has recorded."
         return 0
     fi
     wp_value=

@@ -29,6 +29,9 @@
 #                     https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (an IPv6 host is bracketed; the port
 #                     defaults to 443)
 #   INTERVAL_SECONDS  optional: how often the file is read (default 5; a whole number or a decimal such as 0.5)
+#   GIVE_UP_SECONDS   optional: how long a position may go unrecorded for any reason but a 404 before the recorder
+#                     exits 4 (default 120, whole seconds): rollback protection is off while it cannot record, so the
+#                     kubelet's restarts of this container are what the alert PositionNotRecorded watches
 #   FIELD_MANAGER     optional: the server-side field manager of the patch (default headscale-ha-position-recorder)
 #   CURL_BIN          optional: the curl to run (default curl)
 #   TMPDIR            optional: where the private work directory goes (default /tmp; must be writable)
@@ -48,6 +51,8 @@
 #    0  stopped on SIGTERM or SIGINT (after the last attempt, whether or not it could record)
 #    2  bad invocation: a variable missing or malformed, API_URL not https://, CURL_BIN not found
 #    3  the private work directory could not be created under TMPDIR (read-only or full /tmp)
+#    4  a position could not be recorded for GIVE_UP_SECONDS (anything but a 404: the API unreachable, the token
+#       refused, the Role forbidding the patch); the kubelet restarts the container, which tries again
 #
 # Never run with `set -x`: the token passes through a shell variable.
 set -eu
@@ -55,6 +60,7 @@ set -eu
 PROG=position-recorder
 EX_USAGE=2
 EX_TEMP=3
+EX_NOT_RECORDING=4
 
 info() {
     printf '%s: %s\n' "$PROG" "$1" >&2
@@ -109,6 +115,7 @@ DATA_KEY=${DATA_KEY:-position}
 TOKEN_FILE=${TOKEN_FILE:-/var/run/secrets/headscale-ha/recorder/token}
 CA_FILE=${CA_FILE:-/var/run/secrets/headscale-ha/recorder/ca.crt}
 INTERVAL_SECONDS=${INTERVAL_SECONDS:-5}
+GIVE_UP_SECONDS=${GIVE_UP_SECONDS:-120}
 FIELD_MANAGER=${FIELD_MANAGER:-headscale-ha-position-recorder}
 CURL_BIN=${CURL_BIN:-curl}
 API_URL=${API_URL:-}
@@ -130,6 +137,10 @@ esac
 [ "${#FIELD_MANAGER}" -le 128 ] || die "$EX_USAGE" "FIELD_MANAGER must be at most 128 characters (got \
 '$FIELD_MANAGER')."
 positive_interval INTERVAL_SECONDS "$INTERVAL_SECONDS"
+case "$GIVE_UP_SECONDS" in
+    '' | *[!0-9]* | 0*) die "$EX_USAGE" "GIVE_UP_SECONDS must be a positive whole number of seconds (got \
+'$GIVE_UP_SECONDS')." ;;
+esac
 
 if [ -z "$API_URL" ]; then
     au_host=${KUBERNETES_SERVICE_HOST:-}
@@ -316,8 +327,29 @@ record() {
         info "warning: could not record the position $POSITION: $RECORD_DETAIL; retrying every ${INTERVAL_SECONDS}s."
     fi
     RECORD_LAST=$RECORD_STATE
+    give_up_when_not_recording
 }
 RECORD_LAST=
+FAILING_SINCE=
+
+# give_up_when_not_recording: exit 4 once positions have gone unrecorded for GIVE_UP_SECONDS. A 404 does not count:
+# pulumi up writes the ConfigMap after the first ready rollout, and the restore refuses a served site without it.
+give_up_when_not_recording() {
+    if [ "$RECORD_STATE" = ok ] || [ "$RECORD_STATE" = http-404 ]; then
+        FAILING_SINCE=
+        return 0
+    fi
+    gu_now=$(date -u +%s)
+    FAILING_SINCE=${FAILING_SINCE:-$gu_now}
+    [ $((gu_now - FAILING_SINCE)) -ge "$GIVE_UP_SECONDS" ] || return 0
+    [ "$STOPPING" = false ] || return 0
+    info "ERROR: the position $POSITION has not been recorded for $((gu_now - FAILING_SINCE)) s ($RECORD_DETAIL): \
+rollback protection of the next restore rests on the age check alone until it is. Exiting $EX_NOT_RECORDING so \
+that the container's restarts show it (alert PositionNotRecorded)."
+    rm -rf "$WORK"
+    trap - EXIT
+    exit "$EX_NOT_RECORDING"
+}
 
 round() {
     read_position

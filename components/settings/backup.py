@@ -182,8 +182,9 @@ class BackupAuthSettings(SettingsModel):
     allow_rollback: str | None = Field(
         default=None,
         description="Override: a UTC date (YYYY-MM-DD) on which the restore accepts a replica signed below the "
-        "recorded position (exit 44), after a deliberate return to an older copy of the backup. Inert on any other "
-        "day; remove it afterwards.",
+        "recorded position (exit 44), after a deliberate return to an older copy of the backup, or a served site "
+        "whose witness holds no recorded position (exit 44: the position recorder never could write it). Inert on "
+        "any other day; remove it afterwards.",
     )
 
     @field_validator("allow_unsigned", "allow_stale", "allow_rollback", mode="before")

@@ -178,8 +178,9 @@ class BackupAuth(TypedDict):
     allow_rollback: NotRequired[str]
     (
         "Override: a UTC date (YYYY-MM-DD) on which the restore accepts a replica signed below the recorded "
-        "position (exit 44), after a deliberate return to an older copy of the backup. Inert on any other day; "
-        "remove it afterwards. Default: none."
+        "position (exit 44), after a deliberate return to an older copy of the backup, or a served site whose "
+        "witness holds no recorded position (exit 44: the position recorder never could write it). Inert on any "
+        "other day; remove it afterwards. Default: none."
     )
 
 

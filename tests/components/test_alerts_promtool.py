@@ -38,6 +38,7 @@ from tests.support.prometheus_lab import needs_prometheus, run_rule_tests
 OTHER = "other"
 
 HS, HP = "headscale", "headplane"
+RECORDER = {"namespace": NS, "container": "position-recorder", **KSM}
 HS_RR, HP_RR = "headscale-restore-rehearsal", "headplane-restore-rehearsal"
 TWO_DAYS = 172800
 OVERDUE = 336 * 3600
@@ -432,6 +433,46 @@ CASES: list[Case] = [
                 container="restore",
                 reason="ContainerCreating",
             ): "1x120",
+        },
+    ),
+    Case(
+        "PositionNotRecorded",
+        "the recorder exited 4 (two minutes without a record) and was restarted",
+        {s("kube_pod_init_container_status_restarts_total", pod="headscale-5f7d9-x2x4q", **RECORDER): "0 0 0 1x117"},
+        (Fires({"namespace": NS, "pod": "headscale-5f7d9-x2x4q", "container": "position-recorder"}),),
+        since=3,
+    ),
+    Case(
+        "PositionNotRecorded",
+        "the recorder crash-loops",
+        {
+            s(
+                "kube_pod_init_container_status_waiting_reason",
+                pod="headscale-5f7d9-x2x4q",
+                reason="CrashLoopBackOff",
+                **RECORDER,
+            ): "_ _ 1x118"
+        },
+        (Fires({"namespace": NS, "pod": "headscale-5f7d9-x2x4q", "container": "position-recorder"}),),
+        since=2,
+    ),
+    Case(
+        "PositionNotRecorded",
+        "recording, other containers restarting, another namespace",
+        {
+            s("kube_pod_init_container_status_restarts_total", pod="headscale-5f7d9-x2x4q", **RECORDER): "0x120",
+            s(
+                "kube_pod_init_container_status_restarts_total",
+                namespace=NS,
+                pod="headscale-5f7d9-x2x4q",
+                container="litestream",
+            ): "0 0 1 2 3x117",
+            s(
+                "kube_pod_init_container_status_restarts_total",
+                namespace=OTHER,
+                pod="headscale-1",
+                container="position-recorder",
+            ): "0 0 1 2 3x117",
         },
     ),
     # --- the exporter --------------------------------------------------------------------------------------------

@@ -435,11 +435,30 @@ def test_a_young_rollback_is_refused_by_the_recorded_position(shell, restore_app
 
 
 def test_without_a_recorded_position_the_age_check_alone_decides(restore_app, ours, tmp_path) -> None:
-    """Before the recorder's first record (or the witness's first rollout) the key is absent: said, not refused."""
+    """Before the site's first ready rollout (not served yet) the key is absent: said, not refused."""
     app = restore_app(ours)
     absent = tmp_path / "witness" / "position"
     absent.parent.mkdir()
     _assert_exit(_restore(["sh"], app, ours, POSITION_WITNESS_FILE=str(absent)), "ok", "no position recorded")
+
+
+def test_a_served_site_without_a_recorded_position_is_refused_unless_overridden(restore_app, ours, tmp_path) -> None:
+    """Served (the witness says so) but no position ever recorded: the recorder could not write it, or the key was
+    removed, so a rollback could not be told apart. Refused (exit 44); the dated override restores with a warning."""
+    assert LITESTREAM is not None
+    app = restore_app(ours)
+    absent = tmp_path / "witness" / "position"
+    absent.parent.mkdir()
+
+    def restore(**env: str) -> ScriptResult:
+        env = {"IDENTITY_FINGERPRINT": ours.fingerprint, "POSITION_WITNESS_FILE": str(absent), **env}
+        return run_restore_script(["sh"], LITESTREAM, app, backup_key=ours.key, served=True, extra_env=env)
+
+    _assert_exit(restore(), "stale", "no replica position was ever recorded", "PositionNotRecorded")
+    _assert_nothing_restored(app)
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    _assert_exit(restore(ALLOW_ROLLBACK_RESTORE=today), "ok", "WARNING", "holds no recorded position")
+    assert len(read_rows(app.db_path)) == ours.rows
 
 
 @pytest.mark.parametrize("value", ["", "123", "ABCDEF0123456789 1", "0123456789abcdef", "0123456789abcdef x"])

@@ -168,12 +168,13 @@ def test_the_job_mounts_no_private_key_and_checks_what_the_pods_restore_checks(m
     assert "IDENTITY_FILE" not in env
     assert env["MAX_REPLICA_AGE_SECONDS"] == str(24 * 3600)
     assert env["POSITION_WITNESS_FILE"] == "/etc/litestream-served/position"
+    assert env["SERVED_FILE"] == "/etc/litestream-served/served", "a served site without a position is refused"
     (witness,) = [v for v in pod["volumes"] if v["name"] == "served-witness"]
     assert witness["configMap"] == {
         "name": "headscale-served",
         "optional": True,
         "defaultMode": 0o444,
-        "items": [{"key": "position", "path": "position"}],
+        "items": [{"key": "served", "path": "served"}, {"key": "position", "path": "position"}],
     }
     assert {"name": "served-witness", "mountPath": "/etc/litestream-served", "readOnly": True} in restore[
         "volumeMounts"

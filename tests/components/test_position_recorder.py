@@ -28,7 +28,7 @@ from tests.support.litestream_lab import wait_until as _wait_until
 from tests.support.script_checks import SHELLS_ONLY, SYNTAX_CHECKERS, assert_passes, exit_codes, shell_for
 
 SCRIPT = ROOT / "components" / "scripts" / "position-recorder.sh"
-EXIT = {"stopped": 0, "usage": 2, "temp": 3}
+EXIT = {"stopped": 0, "usage": 2, "temp": 3, "not_recording": 4}
 CURL = Path(shutil.which("curl") or "/usr/bin/curl")
 INTERVAL = "0.1"
 WAIT = 10.0  # the longest poll for something that happens within a few intervals
@@ -321,6 +321,25 @@ def test_a_refused_token_and_a_forbidden_configmap_are_logged_with_their_status(
         forbidden.log
     )
     assert lab.api.data(name="other") == {}
+
+
+@needs_openssl
+def test_a_position_it_cannot_record_ends_the_container_but_a_404_does_not(lab: Lab) -> None:
+    """Rollback protection is off while nothing is recorded: after GIVE_UP_SECONDS of failures (a 403 here) the
+    recorder exits 4, which the kubelet's restarts (and the alert PositionNotRecorded) show. The ConfigMap not
+    existing yet (404: before the first ready rollout) is waited for without giving up."""
+    lab.api.create(name="other")
+    lab.write_position(position(5) + "\n")
+    forbidden = lab.start(CONFIG_MAP="other", GIVE_UP_SECONDS="2")
+    assert wait_until(lambda: forbidden.proc.poll() is not None, timeout=WAIT), forbidden.log
+    assert forbidden.proc.returncode == EXIT["not_recording"], forbidden.log
+    assert "has not been recorded for" in forbidden.log
+    assert "PositionNotRecorded" in forbidden.log
+    waiting = lab.start(GIVE_UP_SECONDS="2")
+    assert wait_until(lambda: len(lab.api.patches(404)) >= 4, timeout=WAIT), waiting.log
+    assert waiting.proc.poll() is None, waiting.log
+    lab.api.create()
+    assert wait_until(lambda: lab.api.stored() == position(5), timeout=WAIT), waiting.log
 
 
 @needs_openssl
