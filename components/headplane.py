@@ -22,6 +22,7 @@ from headscale_ha.components.headplane_config import (
     HeadplanePaths,
     headplane_config_yaml,
 )
+from headscale_ha.components.identity import application_backup_key
 from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
 from headscale_ha.components.settings import BackupSettings, ClusterSettings, ComputeResources, OidcSettings
@@ -64,9 +65,17 @@ class HeadplaneArgs:
     #: After a real loss of both Headplane's volume and its backup on a site that has served: today's UTC date lets
     #: the restore start empty on that date only; None: refused (exit 24).
     allow_empty_start: str | None = None
-    #: The tailnet's backup key (a secret): Headplane's replica is signed and its restores authenticated with it, like
-    #: Headscale's; None: no authentication.
+    #: The tailnet's backup key (a secret, HeadscaleServer.backup_key): Headplane's replica is signed and its restores
+    #: authenticated with Headplane's own key, derived from it (components/identity.application_backup_key), so no
+    #: holder of Headplane's key can sign Headscale's replica; None: no authentication.
     backup_key: pulumi.Input[str] | None = None
+
+
+def _own_backup_key(tailnet_key: pulumi.Input[str] | None) -> pulumi.Output[str] | None:
+    """Headplane's own backup key, a secret, derived from the tailnet's (None: no authentication)."""
+    if tailnet_key is None:
+        return None
+    return pulumi.Output.secret(tailnet_key).apply(lambda key: application_backup_key(key, APP))
 
 
 def headplane_config_input(args: HeadplaneArgs) -> HeadplaneConfigInput:
@@ -134,7 +143,7 @@ class Headplane(pulumi.ComponentResource):
             db_file="hp_persist.db",
             metrics=args.metrics,
             cluster=args.cluster,
-            backup_key=args.backup_key,
+            backup_key=_own_backup_key(args.backup_key),
         )
         self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume
         self.pod_spec = self._pod_spec(args, {key: path for key, path in SECRET_FILES.items() if key in secret_keys})

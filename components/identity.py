@@ -32,3 +32,17 @@ def derived_backup_key(noise_private_key: str, epoch: int = 1) -> str:
     follows from it. Bumping ``epoch`` on every site rotates it without touching the identity."""
     label = _BACKUP_KEY_LABEL.format(epoch=epoch).encode()
     return hmac.new(noise_private_key.strip(_SPACE).encode(), label, hashlib.sha256).hexdigest()
+
+
+#: What an application's own backup key is bound to: the tailnet's backup key, one application, one scheme version.
+_APPLICATION_KEY_LABEL = "headscale-ha backup key of application {app} v1"
+
+
+def application_backup_key(tailnet_backup_key: str, app: str) -> str:
+    """An application's own backup key: 64 hex, HMAC-SHA256 of a label naming ``app`` under the tailnet's backup key.
+
+    One key per application, so that whatever holds one application's key (Headplane's restore, signer and daily
+    rehearsal) can sign nothing another application's restore accepts: the derivation is one-way, and Headscale's
+    replica stays signed with the tailnet's key itself (the node registry, whose holders may derive every other)."""
+    label = _APPLICATION_KEY_LABEL.format(app=app).encode()
+    return hmac.new(tailnet_backup_key.strip(_SPACE).encode(), label, hashlib.sha256).hexdigest()

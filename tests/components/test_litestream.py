@@ -10,13 +10,17 @@ optional witness declared where the site reads it) is in tests/program/test_site
 from __future__ import annotations
 
 import datetime
+import hashlib
+import hmac
 import re
 
+import pulumi
 import pytest
 import yaml
 from pydantic import ValidationError
 
-from headscale_ha.components.identity import derived_backup_key, identity_fingerprint
+from headscale_ha.components.headplane import Headplane
+from headscale_ha.components.identity import application_backup_key, derived_backup_key, identity_fingerprint
 from headscale_ha.components.litestream import (
     SERVED_FILE,
     SERVED_KEY,
@@ -34,7 +38,7 @@ from tests.support.seam_litestream import api_access as _api_access
 from tests.support.seam_litestream import holds as _holds
 from tests.support.seam_litestream import restore_of as _restore
 from tests.support.seam_litestream import witnesses as _witnesses
-from tests.support.seam_samples import backup, build_pair, sqlite
+from tests.support.seam_samples import backup, build_pair, headplane_sample, sqlite
 from tests.support.site_objects import deployment_pod as _deployment_pod
 from tests.support.site_objects import objects_of as _objects
 from tools.harness import ProgramRun
@@ -78,6 +82,26 @@ def test_every_site_derives_the_same_backup_key_and_the_epoch_rotates_it() -> No
     assert derived_backup_key("privkey:" + "cd" * 32) != key
     assert "ab" * 32 not in key
     assert key != identity_fingerprint(noise)
+
+
+def test_headplane_signs_with_its_own_key_derived_one_way_from_the_tailnets() -> None:
+    """One key per application: Headplane's Secret holds HMAC-SHA256(tailnet key, label naming headplane), so its
+    restore, signer and rehearsal hold nothing that signs Headscale's replica (HMAC is one-way); Headscale's replica
+    keeps the tailnet key. Checked against the formula and on what the component writes."""
+    tailnet = derived_backup_key("privkey:" + "ab" * 32)
+    own = application_backup_key(tailnet, "headplane")
+    label = b"headscale-ha backup key of application headplane v1"
+    assert own == hmac.new(tailnet.encode(), label, hashlib.sha256).hexdigest()
+    assert application_backup_key(f" {tailnet}\n", "headplane") == own
+    assert own not in (tailnet, application_backup_key(tailnet, "headscale"))
+
+    def build() -> None:
+        headplane = Headplane("headplane", headplane_sample(backup_key=pulumi.Output.secret(tailnet)))
+        assert headplane.backup.backup_key is not None
+        pulumi.export("written", pulumi.Output.unsecret(headplane.backup.backup_key.string_data))
+
+    run = build_component(build)
+    assert run.outputs["written"] == {"backup.key": own}
 
 
 WITNESS_TYPE = "kubernetes:core/v1:ConfigMapPatch"
