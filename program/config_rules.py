@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, ReplicaSource, Role
 from headscale_ha.program.config_problems import GONE, problem
 from headscale_ha.program.database_stage import DatabaseStageError, database_stage
@@ -205,6 +206,35 @@ def oidc_has_its_secrets(sections: Sections) -> list[str]:
     return problems
 
 
+#: A restore holds, on the application's data volume at once, the verified copy of the newest snapshot (about the
+#: database's size), Litestream's output and its temp file: three times the database leaves room for the WAL and the
+#: files after the snapshot (bench/backup_auth.py prints the measured peak).
+RESTORE_PEAK_FACTOR = 3
+
+
+def the_volume_holds_a_restore(sections: Sections) -> list[str]:
+    """Each SQLite application's data volume holds a restore of the database size recovery states."""
+    if not _have(sections, "recovery", "database"):
+        return []
+    problems = []
+    for app in ("headscale", "headplane"):
+        settings = sections.get(app)
+        if settings is None or not getattr(settings, "enabled", True):
+            continue
+        if app == "headscale" and sections["database"].stage is DatabaseStage.POSTGRES:
+            continue
+        database = getattr(sections["recovery"], f"{app}_database_size")
+        needed = RESTORE_PEAK_FACTOR * quantity_value(database)
+        if quantity_value(settings.storage_size) < needed:
+            what = (
+                f"cannot hold a restore of a database of recovery.{app}DatabaseSize ({database}): the restore keeps "
+                f"the database, the verified copy of the newest snapshot and Litestream's output on the data volume "
+                f"at once, about {RESTORE_PEAK_FACTOR} times the database; make it at least {needed / 2**20:.0f}Mi"
+            )
+            problems.append(problem(f"{app}.storageSize", what, settings.storage_size))
+    return problems
+
+
 #: Every rule across keys, in the order they run (ConfigError sorts the problems it reports).
 RULES: tuple[Rule, ...] = (
     site_is_listed,
@@ -219,6 +249,7 @@ RULES: tuple[Rule, ...] = (
     monitoring_links_its_runbooks,
     the_stage_has_what_it_needs,
     oidc_has_its_secrets,
+    the_volume_holds_a_restore,
 )
 
 

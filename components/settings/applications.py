@@ -90,7 +90,11 @@ class HeadscaleSettings(SettingsModel):
     resources: ComputeResources = Field(
         default_factory=default_resources("50m", "128Mi", "1", "512Mi"), description="Container resources."
     )
-    storage_size: Quantity = Field(default="1Gi", description="Size of the SQLite volume (sqlite stage).")
+    storage_size: Quantity = Field(
+        default="1Gi",
+        description="Size of the SQLite volume (sqlite stage); at least 3 times recovery.headscaleDatabaseSize, "
+        "since a restore holds the verified snapshot beside Litestream's output.",
+    )
     ephemeral_inactivity_timeout: Duration = Field(
         default="30m", description="Ephemeral nodes offline this long are removed; more than 65s."
     )
@@ -196,7 +200,10 @@ class HeadplaneSettings(SettingsModel):
     resources: ComputeResources = Field(
         default_factory=default_resources("50m", "128Mi", "500m", "384Mi"), description="Container resources."
     )
-    storage_size: Quantity = Field(default="256Mi", description="Size of Headplane's own data volume.")
+    storage_size: Quantity = Field(
+        default="256Mi",
+        description="Size of Headplane's own data volume; at least 3 times recovery.headplaneDatabaseSize.",
+    )
 
     @field_validator("image")
     @classmethod

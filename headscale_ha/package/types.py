@@ -310,7 +310,10 @@ class Headscale(TypedDict):
     resources: NotRequired[ComputeResources]
     """Container resources. Default: the defaults of each field."""
     storage_size: NotRequired[str]
-    """Size of the SQLite volume (sqlite stage). Default: `1Gi`."""
+    (
+        "Size of the SQLite volume (sqlite stage); at least 3 times recovery.headscaleDatabaseSize, since a restore "
+        "holds the verified snapshot beside Litestream's output. Default: `1Gi`."
+    )
     ephemeral_inactivity_timeout: NotRequired[str]
     """Ephemeral nodes offline this long are removed; more than 65s. Default: `30m`."""
     derp: NotRequired[Derp]

@@ -16,7 +16,7 @@ from headscale_ha.components.settings import PROJECT, TailnetSettings
 from headscale_ha.program.config import ConfigError, parse_stack_config
 from headscale_ha.program.config_files import read_config_files
 from headscale_ha.program.engine_config import engine_config
-from tests.support.config_samples import only_problem, problems, raw_config, section
+from tests.support.config_samples import only_problem, parse, problems, raw_config, section
 from tests.support.stacks import ACTIVE_STACK, IDENTITY_STACK
 from tools.harness import PROJECT_DIR, UnknownStackError
 from tools.plan import main as plan_main
@@ -455,3 +455,19 @@ def test_a_host_that_would_add_command_options_is_refused(key: str, edit: Callab
     found = [p for p in problems(**{key: value}) if p.startswith(f"{PROJECT}:{where}:")]
     assert len(found) == 1, problems(**{key: value})
     assert "must be a DNS name (lowercase letters, digits, '-' and '.') or an IPv4 or IPv6 address" in found[0]
+
+
+def test_a_data_volume_too_small_for_a_restore_is_refused_naming_the_size_it_needs() -> None:
+    """The restore keeps the verified snapshot beside Litestream's output on the data volume: a volume below three
+    times the stated database size would fill mid-restore, so the plan refuses it with the size that fits."""
+    headscale = section("hydra", "headscale") | {"storageSize": "100Mi"}
+    (found,) = problems("hydra", headscale=headscale)
+    assert found.startswith(f"{PROJECT}:headscale.storageSize: cannot hold a restore")
+    assert "recovery.headscaleDatabaseSize (64Mi)" in found
+    assert found.endswith("make it at least 192Mi, got '100Mi'")
+    headplane = section("hydra", "headplane") | {"storageSize": "256Mi"}
+    recovery = {"headplaneDatabaseSize": "100Mi"}
+    (found,) = problems("hydra", headplane=headplane, recovery=recovery)
+    assert "headplane.storageSize" in found
+    assert "make it at least 300Mi" in found
+    assert parse("hydra", headscale=section("hydra", "headscale") | {"storageSize": "192Mi"})
