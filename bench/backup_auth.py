@@ -16,12 +16,14 @@ Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -68,17 +70,54 @@ def build_signed_backup(binary: Path, root: Path, size_mb: int) -> tuple[App, Pa
     return app, key
 
 
-def time_restore(binary: Path, app: App, key: Path | None, expected: int) -> float:
+def tree_bytes(root: Path) -> int:
+    """Bytes of every regular file under ``root`` (files that vanish meanwhile count 0)."""
+    total = 0
+    for directory, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(directory, name)).st_size
+    return total
+
+
+def time_restore(binary: Path, app: App, key: Path | None, expected: int) -> tuple[float, int]:
+    """The restore script's wall time and the peak bytes on the data volume while it ran (sampled every 10 ms)."""
     app.remove_local_db()
     shutil.rmtree(app.data_dir / f".{app.db_path.name}-litestream", ignore_errors=True)
     for stale in app.data_dir.glob(".backup-*"):
         stale.unlink()
-    result = run_restore_script(
-        ["sh"], binary, app, backup_key=key, extra_env={"IDENTITY_FINGERPRINT": FINGERPRINT}, timeout=600
-    )
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_bytes(app.data_dir))
+            done.wait(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = run_restore_script(
+            ["sh"], binary, app, backup_key=key, extra_env={"IDENTITY_FINGERPRINT": FINGERPRINT}, timeout=600
+        )
+    finally:
+        done.set()
+        sampler.join()
     if result.returncode != 0 or len(read_rows(app.db_path)) != expected:
         raise RuntimeError(f"restore failed ({result.returncode}): {result.stderr}")
-    return result.seconds
+    return result.seconds, peak[0]
+
+
+def time_bare_restore(binary: Path, app: App, out: Path) -> float:
+    """A plain ``litestream restore -integrity-check full`` of the replica (what no script wraps)."""
+    started = time.perf_counter()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{out}{suffix}").unlink(missing_ok=True)
+    subprocess.run(
+        [str(binary), "restore", "-integrity-check", "full", "-config", str(app.config), "-o", str(out),
+         str(app.db_path)],
+        capture_output=True, check=True, timeout=600,
+    )  # fmt: skip
+    return time.perf_counter() - started
 
 
 def restore_costs(binary: Path, sizes: list[int], runs: int) -> None:
@@ -88,12 +127,25 @@ def restore_costs(binary: Path, sizes: list[int], runs: int) -> None:
             app, key = build_signed_backup(binary, Path(tmp), size)
             expected = len(read_rows(app.db_path))
             mb = app.db_path.stat().st_size / 1e6
-            plain = statistics.median(time_restore(binary, app, None, expected) for _ in range(runs))
-            verified = statistics.median(time_restore(binary, app, key, expected) for _ in range(runs))
+            # Interleaved, so that a load on the machine weighs on both alike.
+            plains, verifieds, bares = [], [], []
+            for _ in range(runs):
+                plains.append(time_restore(binary, app, None, expected))
+                verifieds.append(time_restore(binary, app, key, expected))
+                bares.append(time_bare_restore(binary, app, Path(tmp) / "bare.sqlite"))
+            plain = statistics.median(seconds for seconds, _ in plains)
+            verified = statistics.median(seconds for seconds, _ in verifieds)
+            bare = statistics.median(bares)
             files = sum(1 for _ in app.replica_dir.rglob("*.ltx"))
             print(
-                f"  {mb:7.1f} MB ({files} LTX files): unverified {plain:6.2f}s  verified {verified:6.2f}s  "
-                f"ratio {verified / plain:4.2f}"
+                f"  {mb:7.1f} MB ({files} LTX files): bare litestream restore {bare:6.2f}s  script unverified "
+                f"{plain:6.2f}s  verified {verified:6.2f}s  ratio verified/unverified {verified / plain:4.2f}  "
+                f"verified/bare {verified / bare:4.2f}"
+            )
+            print(
+                f"  {'':7s}    data volume peak: unverified {max(b for _, b in plains) / 1e6:6.1f} MB  verified "
+                f"{max(b for _, b in verifieds) / 1e6:6.1f} MB ({max(b for _, b in verifieds) / 1e6 / mb:4.2f}x the "
+                "database)"
             )
 
 

@@ -351,6 +351,12 @@ def public_endpoint_args(config: StackConfig) -> PublicEndpointArgs:
     )
 
 
+def headplane_oidc_login(config: StackConfig) -> bool:
+    """Headplane logs in through headscale.oidc's provider: only when chosen (`headplane.oidcLogin: true`), since
+    Headplane 0.6 makes the first login to an empty database its owner and enforces no allowed list."""
+    return config.headplane.enabled and config.headscale.oidc is not None and config.headplane.oidc_login is True
+
+
 def headplane_args(config: StackConfig) -> HeadplaneArgs | None:
     """Headplane's Args, None when `headplane.enabled` is off. Its Headscale URL is the server's in-cluster API
     (the site sets it from the server, with the tailnet's backup key); its API key is the stack's `headplaneApiKey`
@@ -358,7 +364,7 @@ def headplane_args(config: StackConfig) -> HeadplaneArgs | None:
     key only for OIDC logins, so without OIDC no key reaches it."""
     if not config.headplane.enabled:
         return None
-    oidc = config.headscale.oidc
+    oidc = config.headscale.oidc if headplane_oidc_login(config) else None
     api_key = config.headplane_api_key.get_secret_value() if oidc and config.headplane_api_key else None
     oidc_client_secret = None
     if oidc is not None and config.oidc_client_secret is not None:
@@ -402,7 +408,7 @@ def tailnet_objects_args(config: StackConfig) -> TailnetObjectsArgs | None:
         # site with API access mints its own Headplane's key, whatever its role: the key is that site's, so a
         # promotion or a fence neither mints nor deletes one (a fence that dropped it would delete it after the
         # same run scaled Headscale to 0, and fail), and a promoted Headplane has its key from the first second.
-        mint_headplane_api_key=config.headplane.enabled and config.headscale.oidc is not None,
+        mint_headplane_api_key=headplane_oidc_login(config),
     )
 
 

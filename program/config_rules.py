@@ -197,7 +197,15 @@ def oidc_has_its_secrets(sections: Sections) -> list[str]:
         problems.append(problem("oidcClientSecret", what, GONE))
     headplane = sections.get("headplane")
     no_key = sections.get("headplaneApiKey") is None and sections.get("bootstrapApiKey") is None
-    if headplane is not None and headplane.enabled and no_key:
+    if headplane is not None and headplane.enabled and headplane.oidc_login is None:
+        what = (
+            "must be chosen when headscale.oidc is set and Headplane is enabled: true lets whoever the identity "
+            "provider admits log in to Headplane (Headplane 0.6 enforces none of headscale.oidc's allowed lists, and "
+            "the first login to an empty database becomes its owner, so restrict the client to your admins at the "
+            "provider); false keeps Headplane's login to Headscale API keys"
+        )
+        problems.append(problem("headplane.oidcLogin", what, GONE))
+    if headplane is not None and headplane.enabled and headplane.oidc_login and no_key:
         what = (
             "is required when headscale.oidc is set and Headplane is enabled (Headplane's OIDC login acts with a "
             "Headscale API key), unless bootstrapApiKey lets the stack mint one"

@@ -152,7 +152,8 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
             Confined(
                 name=headplane_module.APP,
                 pods=selector(headplane_module.APP),
-                reaches=(dns, api, *to.oidc()),
+                # The issuer only with Headplane's own OIDC login (headplane.oidcLogin).
+                reaches=(dns, api, *(to.oidc() if config.headplane.oidc_login else ())),
             )
         )
     if stage is DatabaseStage.MIGRATING:

@@ -204,6 +204,13 @@ class HeadplaneSettings(SettingsModel):
         default="256Mi",
         description="Size of Headplane's own data volume; at least 3 times recovery.headplaneDatabaseSize.",
     )
+    oidc_login: bool | None = Field(
+        default=None,
+        description="Headplane's login through headscale.oidc's identity provider; must be chosen when "
+        "headscale.oidc is set. `true`: whoever the provider admits logs in (Headplane 0.6 enforces none of "
+        "headscale.oidc's allowed lists, and makes the first login to an empty database its owner: restrict the "
+        "client to your admins at the provider). `false`: Headplane's login takes a Headscale API key only.",
+    )
 
     @field_validator("image")
     @classmethod

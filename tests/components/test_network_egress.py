@@ -172,6 +172,7 @@ def test_an_issuer_on_the_lan_is_reached_at_its_listed_address_and_port() -> Non
     oidc = {"issuer": "https://idp.lan.example.com:8443/realms/t", "clientId": "hs", "allowedGroups": ["ops"]}
     world, config = _egress_world(
         headscale={**section("hydra", "headscale"), "oidc": oidc},
+        headplane={"oidcLogin": True},
         networkPolicy={**API_CIDRS, "egressHosts": {"idp.lan.example.com": ["192.168.7.5/32"]}},
         secret_keys=("oidcClientSecret", "headplaneApiKey"),
         oidcClientSecret="s",

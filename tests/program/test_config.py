@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from headscale_ha.components.settings import PROJECT, DatabaseStage, OidcSettings, PolicyMode, Role
+from headscale_ha.program.args import headplane_args, headplane_oidc_login
 from tests.support.config_samples import (
     DERP,
     NOISE,
@@ -332,15 +333,25 @@ def test_secret_strings_never_show_in_repr() -> None:
     assert config.kubeconfig.get_secret_value() == "token: hunter2"
 
 
-def test_oidc_needs_its_client_secret_and_headplane_an_api_key() -> None:
+def test_oidc_needs_its_client_secret_and_headplane_a_choice_then_an_api_key() -> None:
+    """Headplane 0.6 makes the first OIDC login to an empty database its owner and enforces none of headscale.oidc's
+    allowed lists: its OIDC login is chosen explicitly, never implied by Headscale's."""
     headscale = {**section("hydra", "headscale"), "oidc": {**OIDC_ALLOWING, "clientId": "hs"}}
     found = problems(headscale=headscale)
     assert len(found) == 2
-    assert found[0].startswith(f"{PROJECT}:headplaneApiKey: is required when headscale.oidc is set")
+    assert found[0].startswith(f"{PROJECT}:headplane.oidcLogin: must be chosen when headscale.oidc is set")
+    assert "the first login to an empty database becomes its owner" in found[0]
+    assert found[0].endswith("got nothing")
     assert found[1].startswith(f"{PROJECT}:oidcClientSecret: is required when headscale.oidc")
+    headplane = {"oidcLogin": True}
+    (found,) = problems(
+        secret_keys=("oidcClientSecret",), headscale=headscale, headplane=headplane, oidcClientSecret="s"
+    )
+    assert found.startswith(f"{PROJECT}:headplaneApiKey: is required when headscale.oidc is set")
     config = parse(
         secret_keys=("oidcClientSecret", "headplaneApiKey"),
         headscale=headscale,
+        headplane=headplane,
         oidcClientSecret="s3cret",
         headplaneApiKey="hskey-api-x",
     )
@@ -361,6 +372,15 @@ def test_headplane_without_oidc_needs_no_api_key() -> None:
         secret_keys=("oidcClientSecret",), headscale=headscale, headplane={"enabled": False}, oidcClientSecret="s"
     )
     assert config.headplane_api_key is None
+    declined = parse(
+        secret_keys=("oidcClientSecret",), headscale=headscale, headplane={"oidcLogin": False}, oidcClientSecret="s"
+    )
+    assert declined.headplane.oidc_login is False
+    args = headplane_args(declined)
+    assert args is not None
+    assert args.oidc is None, "Headplane's login takes an API key only: no oidc block is rendered"
+    assert args.api_key is None
+    assert headplane_oidc_login(declined) is False, "nor is an API key minted for it"
 
 
 def test_headplane_release_must_be_one_whose_config_is_known() -> None:
@@ -648,6 +668,7 @@ def test_oidc_without_an_allow_list_is_refused_unless_any_account_is_allowed_on_
     config = parse(
         secret_keys=("oidcClientSecret", "headplaneApiKey"),
         headscale=anyone,
+        headplane={"oidcLogin": True},
         oidcClientSecret="s3cret",
         headplaneApiKey="hskey",
     )

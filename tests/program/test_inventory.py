@@ -52,6 +52,7 @@ def test_imported_identity_and_oidc_change_the_advice() -> None:
         oidcClientSecret="x",
         headplaneApiKey="y",
         headscale=headscale,
+        headplane={"oidcLogin": True},
     )
     rows = {row["name"]: row for row in must_back_up(config)}
     assert "secret config" in rows["headscale/headscale-identity"]["how"]

@@ -432,6 +432,7 @@ def test_promotion_with_api_access_and_back(project: Path, deployed: Callable[..
 OIDC = {
     "headscale-ha:headscale.oidc": {"issuer": "https://id.example.com", "clientId": "hs", "allowedDomains": ["x.io"]},
     "headscale-ha:oidcClientSecret": "offline-secret",
+    "headscale-ha:headplane.oidcLogin": True,
 }
 
 

@@ -108,7 +108,8 @@ def _control_plane_reaches(world: World, config: StackConfig) -> None:
     for headplane in world.apps("headplane"):
         assert world.connects(headplane, headscale, 8080), "Headscale's API"
         assert not world.out(headplane, headscale, 9090)
-        assert world.out(headplane, INTERNET, 443) == oidc, "the OIDC issuer"
+        headplane_oidc = oidc and bool(config.headplane.oidc_login)
+        assert world.out(headplane, INTERNET, 443) == headplane_oidc, "the OIDC issuer, with Headplane's OIDC login"
         assert not any(world.out(headplane, instance, 5432) for instance in instances)
     for job in world.apps("headscale-migrate"):
         assert all(world.connects(job, instance, 5432) for instance in instances)

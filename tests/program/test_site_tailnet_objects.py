@@ -83,12 +83,15 @@ WITH_OIDC = (
     "  headscale-ha:headscale:\n    version: 0.29.2\n    image: ghcr.io/juanfont/headscale:0.29.2\n"
     "    oidc: {issuer: 'https://id.example.com', clientId: hs, allowedDomains: [example.com]}\n"
     "  headscale-ha:oidcClientSecret:\n    secure: v1:BBBB\n"
+    "  headscale-ha:headplane: {oidcLogin: true}\n"
 )
 
 
 def test_keys_reach_their_secrets_as_secrets(run_stack, lab_project) -> None:
     without_oidc = run_stack("lab", project_dir=lab_project(BOOTSTRAP))
     assert "lab-tailnet-headplane-api-key" not in _dynamic(without_oidc)
+    declined = run_stack("lab", project_dir=lab_project(BOOTSTRAP + WITH_OIDC.replace("true", "false")))
+    assert "lab-tailnet-headplane-api-key" not in _dynamic(declined), "no key for a Headplane without OIDC login"
     run = run_stack("lab", project_dir=lab_project(BOOTSTRAP + WITH_OIDC))
     assert _dynamic(run)["lab-tailnet-headplane-api-key"] == "ApiKey"
     secrets = {o["metadata"]["name"]: o for o in run.kubernetes_objects() if o["kind"] == "Secret"}

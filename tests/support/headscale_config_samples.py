@@ -55,6 +55,9 @@ def stack_config(
     if stage == "migrating":
         database["migration"] = {"image": "registry.example.com/headscale-ha/migrate:1.0.0"}
     secrets = {key: value for key, value in SECRETS.items() if key in SECRET_KEYS}
+    if oidc is not None:
+        # Headplane's OIDC login is chosen explicitly (headplane.oidcLogin): these samples choose it.
+        overrides.setdefault("headplane", {"oidcLogin": True})
     return parse("hydra", secret_keys=tuple(secrets), headscale=block, database=database, **secrets, **overrides)
 
 

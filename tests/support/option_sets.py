@@ -62,7 +62,10 @@ OPTION_SETS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     ),
     "migrating-oidc": (
         LAB_ACTIVE + POSTGRES_STAGE.format(stage="migrating") + OIDC_SECRETS,
-        {"headscale": {"oidc": {"issuer": "https://id.example.com", "clientId": "hs", "allowedGroups": ["ops"]}}},
+        {
+            "headscale": {"oidc": {"issuer": "https://id.example.com", "clientId": "hs", "allowedGroups": ["ops"]}},
+            "headplane": {"oidcLogin": True},
+        },
         (),
     ),
     "postgres-embedded-derp-ingress-kernel-api-key": (
