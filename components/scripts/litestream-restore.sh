@@ -470,7 +470,13 @@ fi
 
 # --- replica state (litestream is the authority on its own layout) --------------------------------------------
 REPLICA_FILES=0
-if [ "$BACKUP_STATE" = ok ]; then
+SIGNED_REPLICA=false
+if [ "$BACKUP_STATE" = ok ] && [ -n "$BACKUP_KEY_FILE" ] && { [ -e "$MANIFEST_FILE" ] || [ -L "$MANIFEST_FILE" ]; }; then
+    # A manifest stands for a replica: the verification reads what it signed and refuses what is gone or cannot be
+    # read (so a replica emptied under its manifest is refused, never taken for a first start), and one Litestream
+    # listing of the export is saved on every restore.
+    SIGNED_REPLICA=true
+elif [ "$BACKUP_STATE" = ok ]; then
     if ! LTX=$("$LITESTREAM_BIN" ltx -json -level all -config "$LITESTREAM_CONFIG" "$DB_PATH" 2>&1); then
         die "$EX_REPLICA_UNREADABLE" "The Litestream replica under '$BACKUP_DIR' cannot be read ($LTX). Not \
 starting empty over a backup that may exist. Fix the NFS backup volume or the replica files and restart the pod."
@@ -662,7 +668,7 @@ move_stale_local_files() {
     move_aside "$DB_DIR/.$DB_NAME-litestream"
 }
 
-if [ "$REPLICA_FILES" -gt 0 ]; then
+if [ "$SIGNED_REPLICA" = true ] || [ "$REPLICA_FILES" -gt 0 ]; then
     # --- c/d. a backup exists: restore it if it belongs to this identity ---------------------------------------
     if [ -n "$FINGERPRINT" ]; then
         if [ "$HAVE_BACKUP_MARKER" = false ]; then
@@ -685,7 +691,11 @@ to start empty."
         verify_replica
     fi
     move_stale_local_files
-    info "restoring '$DB_PATH' from the Litestream replica in '$BACKUP_DIR' ($REPLICA_FILES LTX files)."
+    if [ "$SIGNED_REPLICA" = true ]; then
+        info "restoring '$DB_PATH' from the verified copy of the replica in '$BACKUP_DIR'."
+    else
+        info "restoring '$DB_PATH' from the Litestream replica in '$BACKUP_DIR' ($REPLICA_FILES LTX files)."
+    fi
     if [ -n "$RESTORE_SOURCE" ]; then
         set -- restore -integrity-check full -o "$RESTORE_TMP" "$RESTORE_SOURCE"
     else
