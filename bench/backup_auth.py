@@ -58,8 +58,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def build_signed_backup(binary: Path, root: Path, size_mb: int) -> tuple[App, Path]:
-    """A database of about ``size_mb`` MB of incompressible rows, replicated once and signed."""
+    """A database of about ``size_mb`` MB of incompressible rows, replicated once, then once more with a forced
+    snapshot (so the replica holds the first level-0 file and a level-9 snapshot, both the whole database, as a
+    running replica does), and signed."""
     app = build_backup(binary, root, size_mb)
+    subprocess.run(
+        [str(binary), "replicate", "-once", "-force-snapshot", "-config", str(app.config)],
+        capture_output=True, check=True, timeout=300,
+    )  # fmt: skip
     key = write_backup_key(root / "backup.key")
     (app.backup_dir / "identity.sha256").write_text(FINGERPRINT + "\n")
     started = time.perf_counter()

@@ -781,19 +781,13 @@ the pod."
         [ "$v_copied" -eq 0 ] || die "$EX_IO" "Could not copy '$v_src' (NFS \
 volume, permissions, or the local volume is full)."
     done <"$COPY_DIR/needed"
-    # The copies' digests against the signed ones (a different size is a different digest), in one pass.
+    # The copies' digests, in the background: the checks below read only the local copies' headers and the
+    # manifest, so they overlap the hashing (on a second core) and the verdict waits for both.
+    : >"$COPY_DIR/sums"
+    v_hasher=
     if [ -d "$COPY_DIR/ltx" ]; then
-        (cd "$COPY_DIR/ltx" && sha256sum -- [0-9]/*.ltx) >"$COPY_DIR/sums" || die "$EX_IO" "Could not hash the \
-copies in '$COPY_DIR'."
-    else
-        : >"$COPY_DIR/sums"
-    fi
-    v_bad=$(awk 'NR == FNR { sum[$2] = $1; next } ($1 "/" $2) in sum && sum[$1 "/" $2] != $4 { print $1 "/" $2; exit }' \
-        "$COPY_DIR/sums" "$COPY_DIR/files")
-    if [ -n "$v_bad" ]; then
-        die "$EX_TAMPERED" "The replica file '$REPLICA_DIR/ltx/$v_bad' is not the file this tailnet's writer signed \
-(its digest differs from the manifest's): it was swapped or modified, e.g. with a file of another tailnet's \
-replica. Not restoring. Inspect the NFS export and restore '$REPLICA_DIR' from a copy you trust."
+        (cd "$COPY_DIR/ltx" && sha256sum -- [0-9]/*.ltx) >"$COPY_DIR/sums" &
+        v_hasher=$!
     fi
     # Each copy's header must name the range its name says: Litestream takes a file's TXIDs from its name, so a
     # renamed file (a foreign or an old snapshot put at a newer name) would restore as if it were that position.
@@ -836,6 +830,17 @@ Restore '$REPLICA_DIR' from a copy of the NFS backup volume."
     done <"$COPY_DIR/missing"
     v_unsigned=$(ltx_files | awk 'NR == FNR { signed[$1 " " $2] = 1; next } !(($1 " " $2) in signed) { n++ }
         END { print n + 0 }' "$COPY_DIR/files" -)
+    # The copies' digests against the signed ones (a different size is a different digest).
+    if [ -n "$v_hasher" ] && ! wait "$v_hasher"; then
+        die "$EX_IO" "Could not hash the copies in '$COPY_DIR'."
+    fi
+    v_bad=$(awk 'NR == FNR { sum[$2] = $1; next } ($1 "/" $2) in sum && sum[$1 "/" $2] != $4 { print $1 "/" $2; exit }' \
+        "$COPY_DIR/sums" "$COPY_DIR/files")
+    if [ -n "$v_bad" ]; then
+        die "$EX_TAMPERED" "The replica file '$REPLICA_DIR/ltx/$v_bad' is not the file this tailnet's writer signed \
+(its digest differs from the manifest's): it was swapped or modified, e.g. with a file of another tailnet's \
+replica. Not restoring. Inspect the NFS export and restore '$REPLICA_DIR' from a copy you trust."
+    fi
     # What the restore moves out of Litestream's way (every file not signed) and hands the signer (what was verified).
     awk '{ print $1, $2 }' "$COPY_DIR/files" >"$COPY_DIR/signed"
     awk '{ print $1, $2, $4 }' "$COPY_DIR/needed" >"$COPY_DIR/baseline"
