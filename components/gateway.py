@@ -117,8 +117,10 @@ def router_check_reasons(mode: RouterMode) -> dict[str, str]:
 
 
 def key_check(namespace: str, ordinal: int, key_dir: str = AUTHKEY_DIR) -> str:
-    """The router's entrypoint: take the key from its own mounted Secret, into containerboot's environment only
-    (never the pod spec); say in the log when it is absent; then run containerboot."""
+    """The router's entrypoint: point containerboot at the key file of its own mounted Secret (never the pod spec,
+    never the key itself in an environment a process listing shows: containerboot hands TS_AUTHKEY to `tailscale up
+    --authkey=`, which reads a `file:` value from the file, tailscale 1.82 cmd/tailscale/cli/up.go); say in the log
+    when it is absent; then run containerboot."""
     message = (
         f"subnet-router: no pre-auth key for {router_name(ordinal)} (Secret {namespace}/{router_key_secret(ordinal)}, "
         f"key {AUTHKEY_FILE}, is missing or empty); a replica that never enrolled stays not ready. "
@@ -127,7 +129,7 @@ def key_check(namespace: str, ordinal: int, key_dir: str = AUTHKEY_DIR) -> str:
     )
     return (
         f'key_file="{key_dir}/{AUTHKEY_FILE}"; '
-        'if [ -s "$key_file" ]; then TS_AUTHKEY="$(cat "$key_file")"; export TS_AUTHKEY; '
+        'if [ -s "$key_file" ]; then TS_AUTHKEY="file:$key_file"; export TS_AUTHKEY; '
         f'else echo "{message}" >&2; fi; '
         "exec /usr/local/bin/containerboot"
     )

@@ -152,7 +152,9 @@ def test_a_router_without_a_key_says_why_and_is_not_ready(tmp_path) -> None:
         (keys / "authkey").write_text(f"key-of-{ordinal}\n")
         started = start()
         assert started.stderr == ""
-        assert started.stdout == f"containerboot started with TS_AUTHKEY=key-of-{ordinal}\n"
+        # The key file's path, never the key: `tailscale up --authkey=file:<path>` reads it there.
+        assert started.stdout == f"containerboot started with TS_AUTHKEY=file:{keys}/authkey\n"
+        assert f"key-of-{ordinal}" not in started.stdout
         (keys / "authkey").write_text("")
         assert f"no pre-auth key for subnet-router-{ordinal}" in start().stderr, "an empty key is no key"
 
