@@ -9,7 +9,10 @@ the restore must never hand them to Litestream, and replication and the next res
 
 from __future__ import annotations
 
+import datetime
 import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +29,7 @@ from tests.support.litestream_lab import (
     read_rows,
     replica_row_count,
     replicating,
+    run_manifest_script,
     run_restore_script,
     signing,
     wait_until,
@@ -190,3 +194,62 @@ def test_the_signer_signs_a_level_0_file_only_when_it_is_this_writers_own(tmp_pa
         assert (0, level0.name) not in manifest_files(pod)
         assert (1, beyond.name) not in manifest_files(pod)
         assert manifest_txid(pod) == head
+
+
+def test_the_documented_downgrade_restores_the_pre_upgrade_snapshot_and_is_signed_again(tmp_path: Path) -> None:
+    """docs/upgrades.md's way back, step by step with the real tools: the replica and its manifest moved aside, a
+    new replica seeded from the pre-upgrade snapshot with `litestream replicate -once`, then the restore under
+    `allowUnsigned` (no manifest yet) restores it and hands its files to the signer, which signs them; the position
+    the newer state recorded refuses the next restore until `allowRollback` of the day (or the recorder's next
+    record)."""
+    assert LITESTREAM is not None
+    key = write_backup_key(tmp_path / "backup.key")
+    newer = App(tmp_path / "newer", name="headscale").create()
+    insert_rows(newer.db_path, ROWS)
+    with running_pod(newer, key, tmp_path / "newer"):
+        assert wait_until(lambda: _signed(newer, ROWS, tmp_path), timeout=20)
+    recorded = f"{manifest_txid(newer) + 40:016x} {int(time.time())}"  # the newer state's recorded position
+    # The pre-upgrade snapshot: the database as it was before the upgrade (fewer rows).
+    snapshot = tmp_path / "pre-upgrade" / "headscale.sqlite"
+    snapshot.parent.mkdir()
+    insert_rows(snapshot, FIRST_ROWS)
+    # Steps 2-3: move the replica and its manifest aside, seed a new replica from a copy of the snapshot.
+    pod = _next_pod(newer, tmp_path / "pod")
+    aside = pod.backup_dir / "before-downgrade"
+    aside.mkdir()
+    shutil.move(pod.replica_dir, aside / "replica")
+    shutil.move(pod.manifest, aside / "replica.manifest")
+    seed = tmp_path / "seed" / "restore.sqlite"
+    seed.parent.mkdir()
+    shutil.copyfile(snapshot, seed)
+    seeded = subprocess.run(
+        [str(LITESTREAM), "replicate", "-once", str(seed), f"file://{pod.replica_dir}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert seeded.returncode == 0, seeded.stderr
+    witness = tmp_path / "witness" / "position"
+    witness.parent.mkdir()
+    witness.write_text(recorded)
+    env = {"POSITION_WITNESS_FILE": str(witness)}
+    # Without the override: no manifest (40).
+    assert _restore(pod, key, **env).returncode == 40
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    restored = _restore(pod, key, ALLOW_UNSIGNED_RESTORE=today, **env)
+    assert restored.returncode == 0, restored.stderr
+    assert len(read_rows(pod.db_path)) == FIRST_ROWS
+    # The signer takes the restored files from the restore's baseline and signs them (no local copies: the seed's
+    # are elsewhere).
+    signed = run_manifest_script(["sh"], "sign", manifest_env(pod, key))
+    assert signed.returncode == 0, signed.stderr
+    assert manifest_files(pod) == sorted((int(p.parent.name), p.name) for p in pod.replica_dir.glob("ltx/[0-9]/*.ltx"))
+    # The next restore: the newer state's recorded position is above the new replica's, so a rollback (44) ...
+    again = _next_pod(pod, tmp_path / "again")
+    refused = _restore(again, key, **env)
+    assert refused.returncode == 44, refused.stderr
+    # ... until allowRollback of the day (or the recorder's first record of the new position).
+    accepted = _restore(again, key, ALLOW_ROLLBACK_RESTORE=today, **env)
+    assert accepted.returncode == 0, accepted.stderr
+    assert len(read_rows(again.db_path)) == FIRST_ROWS
