@@ -37,6 +37,7 @@ from tests.support.litestream_lab import (
     manifest_env,
     manifest_txid,
     read_rows,
+    replicate_app_once,
     replicating,
     restore_to,
     run_manifest_script,
@@ -62,10 +63,7 @@ def build_signed_backup(binary: Path, root: Path, size_mb: int) -> tuple[App, Pa
     snapshot (so the replica holds the first level-0 file and a level-9 snapshot, both the whole database, as a
     running replica does), and signed."""
     app = build_backup(binary, root, size_mb)
-    subprocess.run(
-        [str(binary), "replicate", "-once", "-force-snapshot", "-config", str(app.config)],
-        capture_output=True, check=True, timeout=300,
-    )  # fmt: skip
+    replicate_app_once(binary, app, "-force-snapshot", timeout=300)
     key = write_backup_key(root / "backup.key")
     (app.backup_dir / "identity.sha256").write_text(FINGERPRINT + "\n")
     started = time.perf_counter()

@@ -19,6 +19,7 @@ from tests.support.litestream_lab import (
     litestream_bin,
     manifest_env,
     position_check,
+    replicate_app_once,
     run_manifest_script,
     run_restore_script,
     write_backup_key,
@@ -39,14 +40,7 @@ def signed(tmp_path: Path) -> tuple[App, Path]:
     assert LITESTREAM is not None
     app = App(tmp_path / "pod").create()
     insert_rows(app.db_path, 5)
-    once = subprocess.run(
-        [str(LITESTREAM), "replicate", "-once", "-config", str(app.config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert once.returncode == 0, once.stderr
+    replicate_app_once(LITESTREAM, app)
     key = write_backup_key(tmp_path / "backup.key")
     write_signed_manifest(app, key)
     return app, key

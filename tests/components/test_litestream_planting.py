@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from tests.support.litestream_lab import (
     manifest_txid,
     read_rows,
     replica_row_count,
+    replicate_once,
     replicating,
     run_manifest_script,
     run_restore_script,
@@ -222,14 +222,7 @@ def test_the_documented_downgrade_restores_the_pre_upgrade_snapshot_and_is_signe
     seed = tmp_path / "seed" / "restore.sqlite"
     seed.parent.mkdir()
     shutil.copyfile(snapshot, seed)
-    seeded = subprocess.run(
-        [str(LITESTREAM), "replicate", "-once", str(seed), f"file://{pod.replica_dir}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert seeded.returncode == 0, seeded.stderr
+    replicate_once(LITESTREAM, seed, pod.replica_dir)
     witness = tmp_path / "witness" / "position"
     witness.parent.mkdir()
     witness.write_text(recorded)

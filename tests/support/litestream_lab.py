@@ -174,16 +174,21 @@ def build_backup(binary: Path, root: Path, size_mb: int) -> App:
         )
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
+    replicate_app_once(binary, app, timeout=300)
+    return app
+
+
+def replicate_app_once(binary: Path, app: App, *extra: str, timeout: float = 60) -> None:
+    """``litestream replicate -once [extra] -config`` for the app: its database shipped once, or RuntimeError."""
     once = subprocess.run(
-        [str(binary), "replicate", "-once", "-config", str(app.config)],
+        [str(binary), "replicate", "-once", *extra, "-config", str(app.config)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
     )
     if once.returncode != 0:
         raise RuntimeError(f"litestream replicate -once failed: {once.stdout}{once.stderr}")
-    return app
 
 
 def restore_to(binary: Path, app: App, out: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-from tests.support.litestream_lab import App, insert_rows
+from tests.support.litestream_lab import App, insert_rows, replicate_app_once
 
 MAGIC = "headscale-ha-replica-manifest 1"
 
@@ -71,14 +70,7 @@ def foreign_snapshot(binary: Path, root: Path, rows: int) -> Path:
     level-0 LTX file, which holds the whole database."""
     app = App(root).create()
     insert_rows(app.db_path, rows)
-    once = subprocess.run(
-        [str(binary), "replicate", "-once", "-config", str(app.config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert once.returncode == 0, once.stdout + once.stderr
+    replicate_app_once(binary, app)
     first = sorted(app.replica_dir.glob("ltx/0/*.ltx"))[0]
     assert header_range(first)[0] == 1
     return first
