@@ -249,13 +249,16 @@ ltx_files() {
 # copied byte for byte to the replica. So a file is signed ("attested") only when
 #   - it is a regular file whose header starts with "LTX1" and names the same TXID range as its file name, and
 #   - level 0: the writer's local copy of that name exists and has the same SHA-256 (this writer wrote it: nobody who
-#     can only write the export can write the pod's local volume), or
+#     can only write the export can write the pod's local volume), and it follows the last position signed (the
+#     local directory also holds the file Litestream fetches from the export as its baseline after a restart), or
 #   - levels 1-9 (compactions and snapshots, which Litestream writes straight to the replica): its whole range lies
 #     at or below the attested head, the highest position reached by files this writer attested,
 #   - and a file attested once keeps its digest: the same name with other content is refused, never re-signed.
 # Attestation carries over a restart from the manifest (when its MAC verifies under this key for this APP) and from
 # BASELINE_FILE (the files the restore verified, on the local volume). Anything else is left out of the manifest and
-# reported once (a warning naming the file and why); the restore moves it out of Litestream's way.
+# reported once (a warning naming the file and why); a refused level-0 file above the signed position is moved to
+# <backup dir>/quarantine/<UTC time>/ltx/0/ at once (Litestream takes its position from the highest level-0 name when
+# it restarts), and the restore moves the rest out of Litestream's way.
 #
 # The digest cache of the signer: "<path> <inode> <size> <sha256> <header> <local sha256>" lines (header: ok or bad;
 # local: the local copy's digest, or - ). Litestream writes each LTX file to "<name>.tmp" and renames it, so a file's
@@ -359,7 +362,15 @@ inspect_new() {
 # decide KNOWN: the manifest's file lines (to "lines") and the refusals (to "refused"), by the signing rule above.
 decide() {
     awk -v attested="$SIGN_WORK/attested" -v head="$ATTESTED_HEAD" -v root="$REPLICA_DIR/ltx/" \
-        -v refused="$SIGN_WORK/refused" -v out="$SIGN_WORK/lines" '
+        -v refused="$SIGN_WORK/refused" -v out="$SIGN_WORK/lines" -v movable="$SIGN_WORK/movable" '
+        # succ(h): the 16-hex-digit TXID after h (lowercase, no wrap past ffffffffffffffff).
+        function succ(h,    i, c, d) {
+            for (i = 16; i >= 1; i--) {
+                c = substr(h, i, 1); d = index("0123456789abcdef", c)
+                if (d < 16) return substr(h, 1, i - 1) substr("0123456789abcdef", d + 1, 1) substr("0000000000000000", 1, 16 - i)
+            }
+            return h
+        }
         BEGIN { while ((getline line < attested) > 0) { split(line, a, " "); sum[a[1] " " a[2]] = a[3] } }
         {
             rel = substr($1, length(root) + 1); split(rel, p, "/"); id = p[1] " " p[2]; max = substr(p[2], 18, 16)
@@ -369,8 +380,12 @@ decide() {
             } else if ($5 != "ok") {
                 why[n] = "its LTX header does not name the TXID range of its file name"
             } else if (p[1] == "0") {
-                if ($6 == $4) { ok[n] = 1; if (max "" > head "") head = max }
-                else why[n] = "it is not the level-0 file this writer wrote (no identical local copy)"
+                # In name order: a level-0 file of this writer follows the last position it signed (or repeats one).
+                if ($6 != $4) why[n] = "it is not the level-0 file this writer wrote (no identical local copy)"
+                else if (substr(p[2], 1, 16) "" > succ(head) "") {
+                    why[n] = "it does not follow the last position this writer signed (" head "): a file Litestream " \
+                        "fetched from the export as its baseline (planted) or a gap"
+                } else { ok[n] = 1; if (max "" > head "") head = max }
             } else later[n] = 1
         }
         END {
@@ -381,6 +396,8 @@ decide() {
             for (i = 1; i <= n; i++) {
                 if (i in ok) print "f " ident[i] " " size[i] " " digest[i] > out
                 else print path[i] " " why[i] >> refused
+                # A refused level-0 file above the head would become Litestream position at its next start.
+                if (!(i in ok) && level[i] == "0" && top[i] "" > head "") print path[i] > movable
             }
             print head
         }' "$1"
@@ -400,13 +417,28 @@ report_refused() {
     done <"$SIGN_WORK/refused"
 }
 
+# move_stray: stray level-0 files above the head (SIGN_WORK/movable) into <backup dir>/quarantine/<UTC time>/ltx/0/,
+# never deleted: Litestream takes the replica's position from the highest level-0 name when it (re)starts.
+move_stray() {
+    [ -s "$SIGN_WORK/movable" ] || return 0
+    ms_dir="${REPLICA_DIR%/*}/quarantine/$(date -u +%Y%m%dT%H%M%SZ)/ltx/0"
+    while IFS= read -r ms_path; do
+        if mkdir -p "$ms_dir" && mv -f "$ms_path" "$ms_dir/"; then
+            info "warning: moved the stray level-0 file '$ms_path' aside to '$ms_dir' (above the signed position: \
+Litestream would take it as the replica's position)."
+        else
+            info "warning: could not move the stray level-0 file '$ms_path' aside; the next restore moves it."
+        fi
+    done <"$SIGN_WORK/movable"
+}
+
 # sign_now: write the manifest of the files this writer wrote (nothing when there is none yet). A handful of
 # processes per signature whatever the replica's size (ls, awk, the HMAC), plus a few per new file (sha256sum, od).
 sign_now() {
     set -- "$REPLICA_DIR"/ltx/[0-9]/*.ltx
     [ -e "$1" ] || [ -L "$1" ] || return 0
     sn_work=$SIGN_WORK
-    rm -f "$sn_work/todo" "$sn_work/known" "$sn_work/sums" "$sn_work/lines" "$sn_work/refused"
+    rm -f "$sn_work/todo" "$sn_work/known" "$sn_work/sums" "$sn_work/lines" "$sn_work/refused" "$sn_work/strange"
     # A file compacted away between the glob and ls is reported by ls and left out.
     # shellcheck disable=SC2012 # inode, type and size of Litestream's own files (hex names, no blanks)
     ls -lnid -- "$@" >"$sn_work/ls" 2>/dev/null || true
@@ -414,7 +446,7 @@ sign_now() {
     # ls -lnid: inode mode links uid gid size <date> path; LTX names only (<16 hex>-<16 hex>.ltx, level 0-9), and
     # regular files only: a FIFO, device, socket or link at an LTX name is refused unread.
     if ! awk -v cache="$CACHE" -v todo="$sn_work/todo" -v known="$sn_work/known" -v root="$REPLICA_DIR/ltx/" \
-        -v refused="$sn_work/refused" '
+        -v refused="$sn_work/refused" -v strange="$sn_work/strange" '
         BEGIN {
             h = "[0-9a-f]"; t = h h h h h h h h h h h h h h h h
             name = "^[0-9]/" t "-" t "[.]ltx$"
@@ -423,7 +455,11 @@ sign_now() {
         {
             path = $NF
             if (substr(path, 1, length(root)) != root || substr(path, length(root) + 1) !~ name) next
-            if (substr($2, 1, 1) != "-") { print path " it is not a regular file (" substr($2, 1, 1) ")" > refused; next }
+            if (substr($2, 1, 1) != "-") {
+                print path " it is not a regular file (" substr($2, 1, 1) ")" > refused
+                if (substr(path, length(root) + 1, 2) == "0/") print path > strange
+                next
+            }
             key = path " " $1 " " $6
             if (key in seen) print seen[key] > known; else print key > todo
         }' "$sn_work/ls"; then
@@ -435,9 +471,20 @@ sign_now() {
         inspect_new "$sn_work/todo" "$sn_work/sums" >>"$sn_work/known" || return 1
     fi
     [ -f "$sn_work/known" ] || : >"$sn_work/known"
+    sort -o "$sn_work/known" "$sn_work/known"
+    rm -f "$sn_work/movable"
     sn_head=$(decide "$sn_work/known") || return 1
     CACHE_NOW="$sn_work/known"
     report_refused
+    # What is not a regular file at a level-0 name above the head goes too (Litestream would open it at a restart).
+    if [ -s "$sn_work/strange" ]; then
+        while IFS= read -r sn_path; do
+            sn_top=${sn_path##*-}
+            sn_top=${sn_top%.ltx}
+            ! hex_gt "$sn_top" "$sn_head" || printf '%s\n' "$sn_path" >>"$sn_work/movable"
+        done <"$sn_work/strange"
+    fi
+    move_stray
     mv -f "$sn_work/known" "$CACHE"
     [ -s "$sn_work/lines" ] || return 0
     sort "$sn_work/lines" -o "$sn_work/lines"

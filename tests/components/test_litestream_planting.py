@@ -41,6 +41,7 @@ from tests.support.ltx_attack import (
     ltx_name,
     manifest_files,
     plant,
+    with_header_range,
     write_signed_manifest,
 )
 
@@ -246,3 +247,63 @@ def test_the_documented_downgrade_restores_the_pre_upgrade_snapshot_and_is_signe
     accepted = _restore(again, key, ALLOW_ROLLBACK_RESTORE=today, **env)
     assert accepted.returncode == 0, accepted.stderr
     assert len(read_rows(again.db_path)) == FIRST_ROWS
+
+
+def test_a_stray_level_0_file_planted_under_the_running_pod_is_moved_aside_by_the_signer(tmp_path: Path) -> None:
+    """Litestream reads the replica's position from its highest level-0 name when it (re)starts (and fetches that
+    file as its baseline when its database is behind). A file planted far above the signed position while the pod
+    runs is moved aside by the signer at its next tick, so a restart of the Litestream sidecar alone (no restore
+    runs then) neither fetches it nor stops shipping."""
+    assert LITESTREAM is not None
+    pod = App(tmp_path / "pod", name="headscale").create()
+    key = write_backup_key(tmp_path / "backup.key")
+    insert_rows(pod.db_path, FIRST_ROWS)
+    env = manifest_env(pod, key, SIGN_INTERVAL_SECONDS="0.2", HEARTBEAT_SECONDS="1")
+    with signing(["sh"], env, tmp_path / "sign.log"):
+        with replicating(LITESTREAM, pod, tmp_path / "replicate.log"):
+            assert wait_until(lambda: _signed(pod, FIRST_ROWS, tmp_path), timeout=20)
+            signed = manifest_txid(pod)
+            planted = plant(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3), pod, 0, ltx_name(FAR, FAR))
+            assert wait_until(lambda: not planted.exists(), timeout=10), (tmp_path / "sign.log").read_text()
+            assert _quarantined(pod, 0, planted.name)
+            assert "moved the stray level-0 file" in (tmp_path / "sign.log").read_text()
+        # The Litestream sidecar restarts; the signer keeps running.
+        with replicating(LITESTREAM, pod, tmp_path / "replicate-again.log"):
+            insert_rows(pod.db_path, MORE_ROWS)
+            shipped = wait_until(lambda: _signed(pod, FIRST_ROWS + MORE_ROWS, tmp_path), timeout=30)
+            assert shipped, (tmp_path / "replicate-again.log").read_text()
+    assert signed < manifest_txid(pod) < FAR
+    again = _next_pod(pod, tmp_path / "again")
+    restored = _restore(again, key)
+    assert restored.returncode == 0, restored.stderr
+    assert len(read_rows(again.db_path)) == FIRST_ROWS + MORE_ROWS
+
+
+def test_a_planted_baseline_litestream_fetched_is_never_signed_nor_recorded(tmp_path: Path) -> None:
+    """The race the signer can lose: Litestream starts on a kept database (persistent storage, no restore) before
+    the signer's first tick, and fetches a far level-0 file planted while the pod was down as its baseline, so the
+    local copy is identical. The signer refuses it (it does not follow the last signed position), and the signed
+    position, which the recorder hands to the witness, never jumps to it."""
+    assert LITESTREAM is not None
+    pod = App(tmp_path / "pod", name="headscale").create()
+    key = write_backup_key(tmp_path / "backup.key")
+    insert_rows(pod.db_path, FIRST_ROWS)
+    with running_pod(pod, key, tmp_path / "pod"):
+        assert wait_until(lambda: _signed(pod, FIRST_ROWS, tmp_path), timeout=20)
+    signed = manifest_txid(pod)
+    crafted = with_header_range(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3), tmp_path / "far.ltx", FAR, FAR)
+    planted = plant(crafted, pod, 0, ltx_name(FAR, FAR))
+    position = tmp_path / "position"
+    env = manifest_env(pod, key, SIGN_INTERVAL_SECONDS="0.2", HEARTBEAT_SECONDS="1", POSITION_FILE=str(position))
+    local = pod.data_dir / ".app.sqlite-litestream" / "ltx" / "0" / planted.name
+    with replicating(LITESTREAM, pod, tmp_path / "replicate.log"):
+        assert wait_until(local.exists, timeout=20), (tmp_path / "replicate.log").read_text()
+        with signing(["sh"], env, tmp_path / "sign.log"):
+            log = tmp_path / "sign.log"
+            assert wait_until(lambda: "does not follow the last position" in log.read_text(), timeout=10), (
+                log.read_text()
+            )
+            time.sleep(1)
+    assert manifest_txid(pod) == signed
+    assert (0, planted.name) not in manifest_files(pod)
+    assert int(position.read_text().split()[0], 16) == signed, "the recorder is never handed the planted position"

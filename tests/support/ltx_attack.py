@@ -76,6 +76,14 @@ def foreign_snapshot(binary: Path, root: Path, rows: int) -> Path:
     return first
 
 
+def with_header_range(source: Path, target: Path, min_txid: int, max_txid: int) -> Path:
+    """A copy of ``source`` whose header names ``min_txid``-``max_txid`` (what a careful attacker crafts)."""
+    data = bytearray(source.read_bytes())
+    data[16:32] = min_txid.to_bytes(8, "big") + max_txid.to_bytes(8, "big")
+    target.write_bytes(bytes(data))
+    return target
+
+
 def plant(source: Path, app: App, level: int, file_name: str) -> Path:
     """Copy ``source`` into the victim's replica under ``level``/``file_name``, as an export writer can."""
     target = app.replica_dir / "ltx" / str(level) / file_name
