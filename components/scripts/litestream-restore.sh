@@ -321,6 +321,48 @@ esac
 DB_DIR=$(dirname "$DB_PATH")
 DB_NAME=$(basename "$DB_PATH")
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+QUARANTINE_DIR="$BACKUP_DIR/quarantine/$STAMP"
+
+# hex_gt A B: whether the 16-hex-digit TXID A is above B as unsigned 64-bit numbers, compared as two 32-bit halves
+# (shell arithmetic is signed: $((0x8000000000000000)) is negative).
+hex_gt() {
+    hg_a=$((0x${1%????????}))
+    hg_b=$((0x${2%????????}))
+    if [ "$hg_a" -ne "$hg_b" ]; then
+        [ "$hg_a" -gt "$hg_b" ]
+        return
+    fi
+    [ $((0x${1#????????})) -gt $((0x${2#????????})) ]
+}
+
+# quarantine_beyond_local: on a kept database, move every level-0 entry of the replica above Litestream's newest
+# local level-0 file into QUARANTINE_DIR. This single writer writes each level-0 file locally before it ships it, so
+# nothing it wrote lies above its own newest; a file there was planted, and Litestream would fetch it as its baseline
+# at start ("database behind replica"). Nothing is moved without a local position to compare with.
+quarantine_beyond_local() {
+    bl_local="$DB_DIR/.$DB_NAME-litestream/ltx/0"
+    bl_newest=
+    for bl_file in "$bl_local"/*.ltx; do
+        [ -f "$bl_file" ] && bl_newest=${bl_file##*/}
+    done
+    [ -n "$bl_newest" ] || return 0
+    bl_top=${bl_newest#*-}
+    bl_top=${bl_top%.ltx}
+    for bl_file in "$REPLICA_DIR"/ltx/0/*.ltx; do
+        [ -e "$bl_file" ] || [ -L "$bl_file" ] || continue
+        bl_max=${bl_file##*-}
+        bl_max=${bl_max%.ltx}
+        case "$bl_max" in *[!0-9a-f]*) continue ;; esac
+        [ "${#bl_max}" -eq 16 ] || continue
+        hex_gt "$bl_max" "$bl_top" || continue
+        if mkdir -p "$QUARANTINE_DIR/ltx/0" && mv -f "$bl_file" "$QUARANTINE_DIR/ltx/0/"; then
+            info "warning: moved '$bl_file' aside to '$QUARANTINE_DIR/ltx/0': it lies above this database's newest \
+position ($bl_top), so this writer did not write it (planted?); Litestream would take it as its baseline."
+        else
+            info "warning: could not move '$bl_file' (above this database's newest position $bl_top) aside."
+        fi
+    done
+}
 [ -d "$DB_DIR" ] || die "$EX_LOCAL_STATE" "The database directory '$DB_DIR' does not exist. Check the data \
 volume mount of the init container."
 
@@ -439,6 +481,9 @@ if [ -f "$DB_PATH" ] && [ -s "$DB_PATH" ]; then
 NFS backup volume is fixed."
             ;;
     esac
+    if [ "$BACKUP_STATE" = ok ]; then
+        quarantine_beyond_local
+    fi
     info "serving existing database '$DB_PATH' (left untouched)."
     exit 0
 fi
@@ -494,19 +539,6 @@ remove_restore_tmp() {
 POSITION_RECORD="$DB_DIR/.backup-position"
 # What the restore verified ("<level> <name> <sha256>"): the signer sidecar carries it as this writer's own.
 BASELINE="$DB_DIR/.backup-baseline"
-QUARANTINE_DIR="$BACKUP_DIR/quarantine/$STAMP"
-
-# hex_gt A B: whether the 16-hex-digit TXID A is above B as unsigned 64-bit numbers, compared as two 32-bit halves
-# (shell arithmetic is signed: $((0x8000000000000000)) is negative).
-hex_gt() {
-    hg_a=$((0x${1%????????}))
-    hg_b=$((0x${2%????????}))
-    if [ "$hg_a" -ne "$hg_b" ]; then
-        [ "$hg_a" -gt "$hg_b" ]
-        return
-    fi
-    [ $((0x${1#????????})) -gt $((0x${2#????????})) ]
-}
 
 # quarantine_unsigned SIGNED_LIST POSITION: move every entry at an LTX name that the manifest does not list and that
 # ends above POSITION out of the replica, into QUARANTINE_DIR (never deleted): Litestream takes the replica's

@@ -307,3 +307,28 @@ def test_a_planted_baseline_litestream_fetched_is_never_signed_nor_recorded(tmp_
     assert manifest_txid(pod) == signed
     assert (0, planted.name) not in manifest_files(pod)
     assert int(position.read_text().split()[0], 16) == signed, "the recorder is never handed the planted position"
+
+
+def test_on_a_kept_volume_the_restore_moves_a_far_file_before_litestream_starts(tmp_path: Path) -> None:
+    """Persistent storage: the pod restarts on its own database (the restore serves it untouched). A level-0 file
+    planted above the database's newest local position while the pod was down is moved aside by the restore before
+    Litestream starts, so it is never fetched as the baseline, and the writes after the restart are signed."""
+    assert LITESTREAM is not None
+    pod = App(tmp_path / "pod", name="headscale").create()
+    key = write_backup_key(tmp_path / "backup.key")
+    insert_rows(pod.db_path, FIRST_ROWS)
+    with running_pod(pod, key, tmp_path / "pod"):
+        assert wait_until(lambda: _signed(pod, FIRST_ROWS, tmp_path), timeout=20)
+    crafted = with_header_range(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3), tmp_path / "far.ltx", FAR, FAR)
+    planted = plant(crafted, pod, 0, ltx_name(FAR, FAR))
+    served = _restore(pod, key)
+    assert served.returncode == 0, served.stderr
+    assert "serving existing database" in served.stderr
+    assert not planted.exists()
+    assert _quarantined(pod, 0, planted.name)
+    with running_pod(pod, key, tmp_path):
+        insert_rows(pod.db_path, MORE_ROWS)
+        shipped = wait_until(lambda: _signed(pod, FIRST_ROWS + MORE_ROWS, tmp_path), timeout=30)
+        assert shipped, (tmp_path / "replicate.log").read_text()
+    assert "behind replica" not in (tmp_path / "replicate.log").read_text()
+    assert manifest_txid(pod) < FAR
