@@ -4,8 +4,9 @@
 # planted, swapped or rolled back.
 #
 # Runs in litestream/litestream (alpine: busybox ash + litestream only), so: POSIX sh and busybox tools. Beyond what
-# the other scripts already use (sha256sum, cut, tr, sed, sort, mktemp, date, ls, cp, wc), it uses awk and a
-# fractional `sleep` (both busybox applets of the image; POSIX awk, no GNU extension), and never openssl.
+# the other scripts already use (sha256sum, cut, tr, sed, sort, mktemp, date, ls, cp, wc), it uses awk, od (an LTX
+# header's 32 bytes), timeout (a bounded read), mv (strays to the quarantine) and a fractional `sleep` (busybox
+# applets of the image; POSIX awk, no GNU extension), and never openssl.
 #
 #   sh litestream-manifest.sh run      the signer sidecar: signs what this writer wrote (the signing rule below)
 #                                      whenever the replica's files change (checked every
@@ -330,7 +331,7 @@ carry_attestation() {
     if [ -n "$BASELINE_FILE" ] && [ -f "$BASELINE_FILE" ] && [ ! -L "$BASELINE_FILE" ]; then
         awk 'NF == 3 && $1 ~ /^[0-9]$/ { print }' "$BASELINE_FILE" >>"$SIGN_WORK/attested"
     fi
-    sort -u "$SIGN_WORK/attested" -o "$SIGN_WORK/attested"
+    LC_ALL=C sort -u "$SIGN_WORK/attested" -o "$SIGN_WORK/attested"
     ca_head=$(awk '{ t = substr($2, 18, 16); if (t "" > max "") max = t } END { print max }' "$SIGN_WORK/attested")
     ATTESTED_HEAD=${ca_head:-0000000000000000}
     rm -f "$SIGN_WORK/manifest" "$SIGN_WORK/body"
@@ -471,7 +472,8 @@ sign_now() {
         inspect_new "$sn_work/todo" "$sn_work/sums" >>"$sn_work/known" || return 1
     fi
     [ -f "$sn_work/known" ] || : >"$sn_work/known"
-    sort -o "$sn_work/known" "$sn_work/known"
+    # Byte order: level 0 first, then by TXID (the names are fixed-width hex), whatever the locale.
+    LC_ALL=C sort -o "$sn_work/known" "$sn_work/known"
     rm -f "$sn_work/movable"
     sn_head=$(decide "$sn_work/known") || return 1
     CACHE_NOW="$sn_work/known"
