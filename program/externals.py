@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from headscale_ha.components import headplane, headscale
+from headscale_ha.components import headplane, headscale, migration
 from headscale_ha.components.gateway import AUTHKEY_FILE, router_key_secret, router_name
 from headscale_ha.components.litestream import SERVED_KEY, served_config_map
 from headscale_ha.components.position_recorder import WITNESS_KEY
@@ -108,13 +108,27 @@ def optional_references(config: StackConfig) -> list[OptionalRef]:
                 f"the first ready rollout), the directory holds no file '{SERVED_KEY}' and the restore treats the site "
                 "as never served, so with no database and no backup it first-starts and logs 'first start'; present, "
                 "the same case is refused (exit 24) and logged 'REFUSING TO START'; its key "
-                f"'{WITNESS_KEY}' is written by the running pod's position recorder, and until then the restore "
-                "logs 'no position recorded in the served witness yet' and checks the replica's age alone",
+                f"'{WITNESS_KEY}' is written by the running pod's position recorder; a served site without it is "
+                "refused (exit 44, 'no replica position was ever recorded'), a site not served yet logs 'no position "
+                "recorded in the served witness yet' and checks the replica's age alone",
                 runtime_keys=(
                     frozenset({WITNESS_KEY})
                     if app == headscale.APP and config.backup.auth.record_position
                     else frozenset()
                 ),
+            )
+        )
+    if config.database.stage is DatabaseStage.MIGRATING:
+        found.append(
+            OptionalRef(
+                namespace=config.namespace,
+                workload=f"Job/{migration.JOB}-*",  # named from its spec (components/migration.py)
+                name=served_config_map(headscale.APP),
+                absence_shown_by="the migration Job's restore reads the served witness as the pod's restore does: "
+                "without the ConfigMap (a site that never served) it logs 'no position recorded in the served "
+                "witness yet' and checks the replica's age alone; a served site without a recorded position is "
+                "refused (exit 44) and the Job fails",
+                runtime_keys=frozenset({WITNESS_KEY}) if config.backup.auth.record_position else frozenset(),
             )
         )
     return found

@@ -154,6 +154,7 @@ def test_optional_features_render_manifests_thatvalidate(
         "allowedDomains": ["example.com"],
     }
     config["headscale"]["value"]["derp"] = {"embedded": True}
+    config.setdefault("headplane", {"value": {}})["value"]["oidcLogin"] = True  # Headplane's OIDC login, chosen
     (project / "Pulumi.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     run = plan_stack("lab", project_dir=project, stack_outputs=stack_outputs)
     files = [f for f in write_rendered(run, project / "out") if f.suffix == ".yaml"]

@@ -59,7 +59,8 @@ class Checker:
         namespace = scope(kind, namespace if namespace is not None else holder.namespace)
         target = self.model.resolve(kind, namespace, name)
         label = ref_label(kind, namespace, name, holder.namespace)
-        if optional and (holder.namespace, holder.workload, name) not in self.model.optional:
+        declared = self.model.optional_keys(holder.namespace, holder.workload, name)
+        if optional and declared is None:
             absent = " (and it is not rendered: pods run without it today)" if target is None else ""
             self.report(
                 holder,
@@ -71,8 +72,7 @@ class Checker:
             if not optional:
                 self.report(holder, path, self.missing(kind, namespace, name, holder.namespace, consequence))
             return None
-        written_later = self.model.optional.get((holder.namespace, holder.workload, name), frozenset())
-        later = written_later if optional else frozenset()
+        later = (declared or frozenset()) if optional else frozenset()
         self._check_keys(holder, label, target, keys, later, key_consequence)
         return target
 

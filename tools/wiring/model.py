@@ -134,6 +134,17 @@ class RenderedSet:
         for obj, holder in self.objects:
             self._index_provided(obj, holder)
 
+    def optional_keys(self, namespace: str, workload: str, name: str) -> frozenset[str] | None:
+        """The runtime keys of the declared optional reference (None: not declared). A declared workload ending in
+        `*` covers every workload whose "Kind/name" starts with what precedes it: a Job named from its spec."""
+        exact = self.optional.get((namespace, workload, name))
+        if exact is not None:
+            return exact
+        for (ns, declared, ref), keys in self.optional.items():
+            if ns == namespace and ref == name and declared.endswith("*") and workload.startswith(declared[:-1]):
+                return keys
+        return None
+
     # ---- indexing
 
     def _index(self, obj: Any) -> None:

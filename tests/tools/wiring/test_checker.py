@@ -83,3 +83,14 @@ def test_optional_volume() -> None:
     workload = mounted({"name": "s", "secret": {"secretName": "authkey", "optional": True}})
     assert len(check(workload)) == 1
     assert check(workload, optional_refs=[DECLARED]) == []
+
+
+def test_a_declaration_ending_in_a_star_covers_the_workloads_named_from_their_spec() -> None:
+    """A Job named from a checksum of its spec (the migration Job) is declared by the name's fixed part and `*`."""
+    workload = deployment(pod_spec(container(env=OPTIONAL_ENV)))
+    prefix = OptionalRef(namespace=NS, workload="Deployment/we*", name="authkey", absence_shown_by="log line")
+    assert check(workload, optional_refs=[prefix]) == []
+    other = OptionalRef(namespace=NS, workload="Deployment/web-*", name="authkey", absence_shown_by="log line")
+    assert len(check(workload, optional_refs=[other])) == 1
+    literal = OptionalRef(namespace=NS, workload="Deployment/w", name="authkey", absence_shown_by="log line")
+    assert len(check(workload, optional_refs=[literal])) == 1, "without the star, the name must match whole"
