@@ -81,6 +81,24 @@ def _next_pod(previous: App, root: Path) -> App:
     return pod
 
 
+def _stopped_pod(tmp_path: Path, name: str, rows: int) -> tuple[App, Path]:
+    """A Headscale pod (under ``tmp_path/name``) that wrote ``rows`` rows, had them replicated and signed, and
+    stopped; with the tailnet's key."""
+    pod = App(tmp_path / name, name="headscale").create()
+    key = write_backup_key(tmp_path / "backup.key")
+    insert_rows(pod.db_path, rows)
+    with running_pod(pod, key, tmp_path / name):
+        assert wait_until(lambda: _signed(pod, rows, tmp_path), timeout=20)
+    return pod, key
+
+
+def _far_file(tmp_path: Path) -> Path:
+    """A foreign database's LTX file whose header names FAR-FAR, as a careful attacker crafts it."""
+    assert LITESTREAM is not None
+    foreign = foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3)
+    return with_header_range(foreign, tmp_path / "far.ltx", FAR, FAR)
+
+
 def _quarantined(app: App, level: int, name: str) -> list[Path]:
     return list(app.backup_dir.glob(f"quarantine/*/ltx/{level}/{name}"))
 
@@ -138,11 +156,7 @@ def test_an_unsigned_file_above_the_position_stops_neither_replication_nor_the_n
     before Litestream starts, Litestream ships what the restored database writes, the signer signs it, and the next
     restore holds every row."""
     assert LITESTREAM is not None
-    key = write_backup_key(tmp_path / "backup.key")
-    first = App(tmp_path / "first", name="headscale").create()
-    insert_rows(first.db_path, ROWS)
-    with running_pod(first, key, tmp_path / "first"):
-        assert wait_until(lambda: _signed(first, ROWS, tmp_path), timeout=20)
+    first, key = _stopped_pod(tmp_path, "first", ROWS)
     signed = manifest_txid(first)
     txid = signed + 1 if position == "next" else FAR
     planted_name = ltx_name(txid, txid)
@@ -178,13 +192,12 @@ def test_the_signer_signs_a_level_0_file_only_when_it_is_this_writers_own(tmp_pa
         assert wait_until(lambda: _signed(pod, FIRST_ROWS, tmp_path), timeout=20)
         head = manifest_txid(pod)
         # A foreign file rewritten to a correct header at head + 1 (what a careful attacker crafts).
-        crafted = bytearray(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3).read_bytes())
-        crafted[16:32] = (head + 1).to_bytes(8, "big") + (head + 1).to_bytes(8, "big")
-        (tmp_path / "crafted.ltx").write_bytes(bytes(crafted))
-        level0 = plant(tmp_path / "crafted.ltx", pod, 0, ltx_name(head + 1, head + 1))
-        crafted[16:32] = (1).to_bytes(8, "big") + (head + 50).to_bytes(8, "big")
-        (tmp_path / "beyond.ltx").write_bytes(bytes(crafted))
-        beyond = plant(tmp_path / "beyond.ltx", pod, 1, ltx_name(1, head + 50))
+        foreign = foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3)
+        crafted = with_header_range(foreign, tmp_path / "crafted.ltx", head + 1, head + 1)
+        level0 = plant(crafted, pod, 0, ltx_name(head + 1, head + 1))
+        beyond = plant(
+            with_header_range(foreign, tmp_path / "beyond.ltx", 1, head + 50), pod, 1, ltx_name(1, head + 50)
+        )
         assert header_range(beyond) == (1, head + 50)
         log = tmp_path / "sign.log"
         for planted in (level0, beyond):
@@ -204,11 +217,7 @@ def test_the_documented_downgrade_restores_the_pre_upgrade_snapshot_and_is_signe
     the newer state recorded refuses the next restore until `allowRollback` of the day (or the recorder's next
     record)."""
     assert LITESTREAM is not None
-    key = write_backup_key(tmp_path / "backup.key")
-    newer = App(tmp_path / "newer", name="headscale").create()
-    insert_rows(newer.db_path, ROWS)
-    with running_pod(newer, key, tmp_path / "newer"):
-        assert wait_until(lambda: _signed(newer, ROWS, tmp_path), timeout=20)
+    newer, key = _stopped_pod(tmp_path, "newer", ROWS)
     recorded = f"{manifest_txid(newer) + 40:016x} {int(time.time())}"  # the newer state's recorded position
     # The pre-upgrade snapshot: the database as it was before the upgrade (fewer rows).
     snapshot = tmp_path / "pre-upgrade" / "headscale.sqlite"
@@ -285,14 +294,9 @@ def test_a_planted_baseline_litestream_fetched_is_never_signed_nor_recorded(tmp_
     local copy is identical. The signer refuses it (it does not follow the last signed position), and the signed
     position, which the recorder hands to the witness, never jumps to it."""
     assert LITESTREAM is not None
-    pod = App(tmp_path / "pod", name="headscale").create()
-    key = write_backup_key(tmp_path / "backup.key")
-    insert_rows(pod.db_path, FIRST_ROWS)
-    with running_pod(pod, key, tmp_path / "pod"):
-        assert wait_until(lambda: _signed(pod, FIRST_ROWS, tmp_path), timeout=20)
+    pod, key = _stopped_pod(tmp_path, "pod", FIRST_ROWS)
     signed = manifest_txid(pod)
-    crafted = with_header_range(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3), tmp_path / "far.ltx", FAR, FAR)
-    planted = plant(crafted, pod, 0, ltx_name(FAR, FAR))
+    planted = plant(_far_file(tmp_path), pod, 0, ltx_name(FAR, FAR))
     position = tmp_path / "position"
     env = manifest_env(pod, key, SIGN_INTERVAL_SECONDS="0.2", HEARTBEAT_SECONDS="1", POSITION_FILE=str(position))
     local = pod.data_dir / ".app.sqlite-litestream" / "ltx" / "0" / planted.name
@@ -314,13 +318,8 @@ def test_on_a_kept_volume_the_restore_moves_a_far_file_before_litestream_starts(
     planted above the database's newest local position while the pod was down is moved aside by the restore before
     Litestream starts, so it is never fetched as the baseline, and the writes after the restart are signed."""
     assert LITESTREAM is not None
-    pod = App(tmp_path / "pod", name="headscale").create()
-    key = write_backup_key(tmp_path / "backup.key")
-    insert_rows(pod.db_path, FIRST_ROWS)
-    with running_pod(pod, key, tmp_path / "pod"):
-        assert wait_until(lambda: _signed(pod, FIRST_ROWS, tmp_path), timeout=20)
-    crafted = with_header_range(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3), tmp_path / "far.ltx", FAR, FAR)
-    planted = plant(crafted, pod, 0, ltx_name(FAR, FAR))
+    pod, key = _stopped_pod(tmp_path, "pod", FIRST_ROWS)
+    planted = plant(_far_file(tmp_path), pod, 0, ltx_name(FAR, FAR))
     served = _restore(pod, key)
     assert served.returncode == 0, served.stderr
     assert "serving existing database" in served.stderr
