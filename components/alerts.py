@@ -18,6 +18,8 @@ Why each alert exists, and what it is built on (series names are the upstream ex
   liveness signal of the ``backup-signer`` sidecar, which re-signs at least every minute while its application
   runs), and the alert fires when it is older than ten heartbeats (or 0: no manifest) while the Deployment has a
   ready replica. Backups are always signed today, so it is rendered for every Litestream application.
+  BackupUnsignedFiles: the exporter counts the files of each replica its manifest does not list (beyond the newest
+  signed snapshot); the signer signs Litestream's own within seconds, so ten minutes of them are files it refused.
 - The restore and pre-upgrade init containers refusing to start the application, the restore rehearsal CronJobs,
   CloudNativePG's WAL archiving, the public certificate, and the Headplane API key the dynamic provider rotates only
   at ``pulumi up`` (its expiry reaches Prometheus through the exporter's key file).
@@ -467,6 +469,25 @@ def _signature_alerts(scope: AlertRulesInput) -> list[_Alert]:
             "backup-signer`, check that the NFS export is writable, and that the Secret "
             "`{{ $labels.app }}-backup-key` exists and holds the key. (The exported time is not authenticated: a "
             "liveness signal of the signer, not a proof.)",
+        ),
+        _Alert(
+            "BackupUnsignedFiles",
+            "warning",
+            600,
+            "\nor\n".join(
+                f"max by (namespace, app) (headscale_ha_replica_unsigned_files{matchers(namespace=ns, app=app)}) > 0"
+                for app in scope.apps
+            ),
+            "The backup replica of {{ $labels.app }} in {{ $labels.namespace }} holds files its signer did not sign",
+            'For 10 minutes the replica of {{ $labels.app }} on the backup volume has held {{ printf "%.0f" $value }} '
+            "file(s) "
+            "that its signed manifest does not list, ending after the newest signed snapshot. The `backup-signer` "
+            "signs what this pod's Litestream writes within a second (a compaction once its proof ends), so these "
+            "are files it refused: written by something other than Litestream (anyone who can write the NFS "
+            "export), crafted, or built by Litestream from a planted file; or files it could not sign (it was "
+            "stopped longer than Litestream keeps level-0 files). No restore hands them to Litestream. Read why: "
+            "`kubectl -n {{ $labels.namespace }} logs deploy/{{ $labels.app }} -c backup-signer | grep 'NOT "
+            "SIGNING'`, then find who writes the export. (Counted from an unauthenticated read of the manifest.)",
         ),
     ]
 

@@ -94,6 +94,7 @@ def backed_up_volume(
             allow_empty_start=allow_empty_start,
             upgrade_version=upgrade_version,
             upgrade_scratch_size=str(int(3 * quantity_value(size))),
+            signer_scratch_size=str(int(4 * quantity_value(size))),
             metrics_port=LITESTREAM_METRICS_PORT if metrics else None,
             record_position=record_position,
         ),

@@ -15,12 +15,13 @@ site that is demoted and promoted again never fails with AlreadyExists) and is r
 demotion leave it in the cluster.
 
 Authenticated backups (``backup_key``): a third native sidecar, ``backup-signer`` (the Litestream image running
-components/scripts/litestream-manifest.sh), signs the replica's manifest with the tailnet's backup key whenever the
+components/scripts/litestream-sign.sh), signs the replica's manifest with the application's backup key whenever the
 replica changes; the restore verifies it before a byte is restored and refuses what the key did not sign. The key
-(the Secret `<app>-backup-key`) is mounted into the signer, the restore and the rehearsal only: not into Litestream,
-not into the application. With ``backup.auth.recordPosition`` (the default), the position recorder sidecar
-(components/position_recorder.py) copies the signer's last position into the served witness, outside the export, and
-the restore refuses a replica signed below it: a rollback of the export is caught however young it is.
+(the Secret `<app>-backup-key`) is mounted into the signer, the restore, the pre-upgrade snapshot (its MAC) and the
+rehearsal only: not into Litestream, not into the application. With ``backup.auth.recordPosition`` (the default),
+the position recorder sidecar (components/position_recorder.py) copies the signer's last position into the served
+witness, outside the export, and the restore refuses a replica signed below it: a rollback of the export is caught
+however young it is.
 """
 
 from __future__ import annotations
@@ -77,7 +78,14 @@ SERVED_VALUE = "true"
 MANIFEST_SCRIPT_NAME = "litestream-manifest.sh"
 MANIFEST_SCRIPT_KEY = "manifest.sh"
 MANIFEST_SCRIPT_FILE = f"{CONFIG_MOUNT}/{MANIFEST_SCRIPT_KEY}"
-#: The backup key: its Secret's item, and where the signer, the restore and the rehearsal see it.
+#: The signer itself (it sources the manifest script), and its own scratch volume: the mirror of the files it signed
+#: and the restores of its proofs (components/scripts/litestream-sign.sh).
+SIGN_SCRIPT_NAME = "litestream-sign.sh"
+SIGN_SCRIPT_KEY = "sign.sh"
+SIGN_SCRIPT_FILE = f"{CONFIG_MOUNT}/{SIGN_SCRIPT_KEY}"
+SIGNER_SCRATCH_VOLUME = "signer-scratch"
+SIGNER_SCRATCH_MOUNT = "/signer-scratch"
+#: The backup key: its Secret's item, and where the signer, the restore, the pre-upgrade and the rehearsal see it.
 BACKUP_KEY_VOLUME = "backup-key"
 BACKUP_KEY_ITEM = "backup.key"
 BACKUP_KEY_MOUNT = "/etc/litestream-key"
@@ -169,6 +177,9 @@ class LitestreamBackupArgs:
     upgrade_version: str | None = None
     #: Room for that snapshot's scratch copies (about three times the database): a Kubernetes quantity.
     upgrade_scratch_size: str = "1Gi"
+    #: Room for the signer's mirror of what it signed and its proofs' two restores (about four times the database):
+    #: a Kubernetes quantity.
+    signer_scratch_size: str = "1Gi"
     #: Serve the sidecar's Prometheus metrics on this port, behind the headless Service `<app>-litestream`; None: off.
     metrics_port: int | None = None
     #: Whether this application's pod records its signed position in the served witness (when
@@ -205,6 +216,7 @@ def config_scripts(args: LitestreamBackupArgs) -> dict[str, str]:
     scripts = {"restore.sh": restore_script(), POSITION_SCRIPT_KEY: packaged_script(POSITION_SCRIPT_NAME)}
     if args.backup_key is not None:
         scripts[MANIFEST_SCRIPT_KEY] = manifest_script()
+        scripts[SIGN_SCRIPT_KEY] = packaged_script(SIGN_SCRIPT_NAME)
     if args.records_position:
         scripts[RECORDER_SCRIPT_KEY] = recorder_script()
     if args.upgrade_version is not None:
@@ -222,6 +234,7 @@ def pod_volumes(args: LitestreamBackupArgs) -> list[dict[str, Any]]:
     ]
     if args.backup_key is not None:
         volumes.append(backup_key_volume(backup_key_secret(args.app)))
+        volumes.append({"name": SIGNER_SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.signer_scratch_size}})
     if args.records_position:
         volumes += recorder_volumes()
     if args.reads_witness:
@@ -423,6 +436,15 @@ class LitestreamBackup(pulumi.ComponentResource):
             scratch_mount={"name": UPGRADE_SCRATCH_VOLUME, "mountPath": UPGRADE_SCRATCH_MOUNT},
             resources=resources(args.settings.litestream.restore_resources),
             security=container_security(),
+            **(
+                {
+                    "key_mount": BACKUP_KEY_VOLUME_MOUNT,
+                    "key_file": BACKUP_KEY_FILE,
+                    "manifest_script_file": MANIFEST_SCRIPT_FILE,
+                }
+                if args.backup_key is not None
+                else {}
+            ),
         )
 
     def _recorder(self, args: LitestreamBackupArgs) -> dict[str, Any]:
@@ -436,19 +458,22 @@ class LitestreamBackup(pulumi.ComponentResource):
         )
 
     def _signer(self, args: LitestreamBackupArgs) -> dict[str, Any]:
-        """The native sidecar that signs the replica's manifest (litestream-manifest.sh run); it alone (with the
-        restore) holds the backup key. It reads the data volume (read-only) for Litestream's local copies of the
-        level-0 files it ships and the restore's record of what it verified: it signs only what this writer wrote."""
+        """The native sidecar that signs the replica's manifest (litestream-sign.sh run); it alone of the running
+        containers holds the backup key. It reads the data volume (read-only) for Litestream's local copies of the
+        level-0 files it ships and the restore's record of what it verified, and proves compactions and snapshots in
+        its own scratch volume: it signs only what this writer wrote."""
         return {
             "name": SIGNER_CONTAINER,
             "image": args.settings.litestream.image,
-            "command": ["/bin/sh", MANIFEST_SCRIPT_FILE, "run"],
+            "command": ["/bin/sh", SIGN_SCRIPT_FILE, "run"],
             "restartPolicy": "Always",  # native sidecar: starts before Litestream, stops after it
             "env": [
                 {"name": "KEY_FILE", "value": BACKUP_KEY_FILE},
                 {"name": "APP", "value": args.app},
                 {"name": "REPLICA_DIR", "value": f"{self.backup_dir}/replica"},
                 {"name": "MANIFEST_FILE", "value": f"{self.backup_dir}/{MANIFEST_FILE_NAME}"},
+                {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
+                {"name": "SCRATCH_DIR", "value": SIGNER_SCRATCH_MOUNT},
                 {"name": "DB_PATH", "value": args.db_path},
                 {"name": "BASELINE_FILE", "value": f"{posixpath.dirname(args.db_path)}/{BASELINE_FILE_NAME}"},
                 *([{"name": "POSITION_FILE", "value": POSITION_FILE}] if args.records_position else []),
@@ -458,6 +483,7 @@ class LitestreamBackup(pulumi.ComponentResource):
                 backup_mount(args.app),
                 {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
                 {"name": TMP_VOLUME, "mountPath": "/tmp"},
+                {"name": SIGNER_SCRATCH_VOLUME, "mountPath": SIGNER_SCRATCH_MOUNT},
                 BACKUP_KEY_VOLUME_MOUNT,
                 *([position_mount(read_only=False)] if args.records_position else []),
             ],

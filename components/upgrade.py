@@ -107,8 +107,15 @@ def pre_upgrade_container(
     scratch_mount: dict[str, Any],
     resources: dict[str, Any],
     security: dict[str, Any],
+    key_mount: dict[str, Any] | None = None,
+    key_file: str | None = None,
+    manifest_script_file: str | None = None,
 ) -> dict[str, Any]:
     """The ``pre-upgrade`` init container: runs ``/bin/sh script_file`` in the Litestream image.
+
+    With signed backups, ``key_mount`` (the backup key's volume mount), ``key_file`` (the key in it) and
+    ``manifest_script_file`` (litestream-manifest.sh in the ConfigMap) let it write each snapshot's MAC, so the
+    downgrade procedure can tell the snapshot from one planted on the export; all three or none.
 
     ``mounts`` are the data volume (holding ``db_path``), the backup directory (``backup_dir``) and the ConfigMap
     holding the script (at ``script_file``); ``scratch_mount`` is a writable emptyDir, the script's SCRATCH_DIR
@@ -134,6 +141,16 @@ def pre_upgrade_container(
         volume_mounts.append(dict(scratch_mount))
     elif same_path[0] != scratch_mount:
         raise ValueError(f"scratch_mount: {scratch_dir!r} is already the mount path of {same_path[0]!r} in mounts")
+    signing = (key_mount, key_file, manifest_script_file)
+    if any(part is not None for part in signing) and not all(part is not None for part in signing):
+        raise ValueError("key_mount, key_file and manifest_script_file: give all three (signed backups) or none")
+    signed_env = []
+    if key_mount is not None:
+        volume_mounts.append(dict(key_mount))
+        signed_env = [
+            {"name": "BACKUP_KEY_FILE", "value": key_file},
+            {"name": "MANIFEST_SCRIPT", "value": manifest_script_file},
+        ]
     return {
         "name": CONTAINER_NAME,
         "image": image,
@@ -143,6 +160,7 @@ def pre_upgrade_container(
             {"name": "BACKUP_DIR", "value": backup_dir},
             {"name": "TO_VERSION", "value": to_version},
             {"name": "SCRATCH_DIR", "value": scratch_dir},
+            *signed_env,
         ],
         "volumeMounts": volume_mounts,
         "resources": resources,

@@ -3,20 +3,25 @@
 # tailnet's writers, so a restore can tell a replica they wrote from one that anybody else who can write the export
 # planted, swapped or rolled back.
 #
-# Runs in litestream/litestream (alpine: busybox ash + litestream only), so: POSIX sh and busybox tools. Beyond what
+# Runs in litestream/litestream (a POSIX sh and busybox-compatible tools + litestream), so: POSIX sh only. Beyond what
 # the other scripts already use (sha256sum, cut, tr, sed, sort, mktemp, date, ls, cp, wc), it uses awk, od (an LTX
-# header's 32 bytes), timeout (a bounded read), mv (strays to the quarantine) and a fractional `sleep` (busybox
-# applets of the image; POSIX awk, no GNU extension), and never openssl.
+# header's 32 bytes) and timeout (a bounded read) (POSIX awk, no GNU extension), and never openssl. The signer
+# (litestream-sign.sh) sources it with MANIFEST_LIBRARY=1 for the key, the MAC and the LTX header checks.
 #
-#   sh litestream-manifest.sh run      the signer sidecar: signs what this writer wrote (the signing rule below)
-#                                      whenever the replica's files change (checked every
-#                                      SIGN_INTERVAL_SECONDS) and at least every HEARTBEAT_SECONDS; on SIGTERM it keeps
-#                                      signing until the replica is still (Litestream ships its tail), then exits 0
-#   sh litestream-manifest.sh sign     one signature of the replica as it is now, by the same rule
 #   sh litestream-manifest.sh verify   checks the manifest and copies every signed file into COPY_DIR (a fresh local
 #                                      directory): what Litestream then restores from is exactly what was verified
 #   sh litestream-manifest.sh hmac     HMAC-SHA256 of stdin under KEY_FILE, as hex (what the tests compare with
 #                                      `openssl dgst -sha256 -hmac`)
+#   sh litestream-manifest.sh snapshot-mac FROM TO SHA256
+#                                      the MAC of a pre-upgrade snapshot of APP (litestream-pre-upgrade.sh writes it
+#                                      to <snapshot dir>/headscale.sqlite.hmac): HMAC-SHA256 under KEY_FILE of the
+#                                      lines "headscale-ha-pre-upgrade-snapshot 1", "app APP", "from FROM", "to TO",
+#                                      "sha256 SHA256"
+#   sh litestream-manifest.sh check-snapshot DIR
+#                                      whether DIR (<backup dir>/pre-upgrade/<from>-<to>) holds a snapshot of APP this
+#                                      tailnet's writer took: its headscale.sqlite has the digest its .hmac was
+#                                      computed over, for that from and to (exit 0; 41: no MAC beside it; 43: the
+#                                      MAC does not verify, so the database or the MAC was swapped or edited)
 #
 # Environment:
 #   KEY_FILE          the tailnet's backup key (the Secret <app>-backup-key): 64 lowercase hex digits (surrounding
@@ -26,10 +31,6 @@
 #                     authenticates another's directory
 #   REPLICA_DIR       the Litestream file replica directory (absolute), e.g. /backup/headscale/replica
 #   MANIFEST_FILE     the manifest (absolute), outside REPLICA_DIR, e.g. /backup/headscale/replica.manifest
-#   DB_PATH           run, sign: the application's database (absolute, on the local volume, mounted read-only):
-#                     Litestream's local copies of its level-0 files are "<dir>/.<name>-litestream/ltx/0/"
-#   BASELINE_FILE     run, sign, optional: "<level> <name> <sha256>" lines of the files the restore verified (the
-#                     restore's record on the local volume), carried as this writer's own
 #   COPY_DIR          verify: where the verified copy goes (absolute; created, must not exist)
 #   CLOCK_SKEW_SECONDS  verify, optional: how far in the future a signed_at may be (default 300); beyond: exit 44
 #   READ_TIMEOUT_SECONDS  verify, optional: the longest read of one signed file (default 300); beyond: exit 47
@@ -43,14 +44,6 @@
 #   MIN_TXID_SOURCE   verify, optional: what MIN_TXID was read from, named in the refusal
 #   ALLOW_ROLLBACK    verify, optional: today's UTC date (YYYY-MM-DD) accepts a signed position below MIN_TXID on that
 #                     date only (the dated override after a deliberate return to an older replica)
-#   POSITION_FILE     run, optional: after each signature, the highest position signed since this signer started is
-#                     written there as "<16 hex txid> <signed_at>" (temp file, then rename): what the position
-#                     recorder sidecar copies into the served witness, outside the export. Never lowered while the
-#                     signer runs, so a replica rolled back under a running pod is never recorded as its position.
-#   SIGN_INTERVAL_SECONDS  run: how often the replica's file names are compared (default 0.2; a fraction is fine)
-#   HEARTBEAT_SECONDS  run: the longest time between two signatures, even with no change (default 60)
-#   TERM_SETTLE_SECONDS  run: on SIGTERM, sign until the replica has not changed for this long (default 2), at most
-#                     TERM_MAX_SECONDS (default 10)
 #
 # Manifest (text; written to a temp file beside it, then renamed, so a reader sees a whole one or the previous one):
 #   headscale-ha-replica-manifest 1
@@ -242,40 +235,6 @@ ltx_files() {
     done
 }
 
-# --- sign: only what this writer wrote ------------------------------------------------------------------------
-# The signing rule. Litestream 0.5.17 writes its LTX files with HeaderFlagNoChecksum: their pre- and post-apply
-# checksums are zero, so the LTX format offers no checksum chain between files. What it does offer is a header that
-# names the file's TXID range (bytes 16-31: min and max TXID, big-endian), and Litestream's own way of shipping: every
-# level-0 file is written to the database's local directory "<dir>/.<db>-litestream/ltx/0/<name>" first and then
-# copied byte for byte to the replica. So a file is signed ("attested") only when
-#   - it is a regular file whose header starts with "LTX1" and names the same TXID range as its file name, and
-#   - level 0: the writer's local copy of that name exists and has the same SHA-256 (this writer wrote it: nobody who
-#     can only write the export can write the pod's local volume), and it follows the last position signed (the
-#     local directory also holds the file Litestream fetches from the export as its baseline after a restart), or
-#   - levels 1-9 (compactions and snapshots, which Litestream writes straight to the replica): its whole range lies
-#     at or below the attested head, the highest position reached by files this writer attested,
-#   - and a file attested once keeps its digest: the same name with other content is refused, never re-signed.
-# Attestation carries over a restart from the manifest (when its MAC verifies under this key for this APP) and from
-# BASELINE_FILE (the files the restore verified, on the local volume). Anything else is left out of the manifest and
-# reported once (a warning naming the file and why); a refused level-0 file above the signed position is moved to
-# <backup dir>/quarantine/<UTC time>/ltx/0/ at once (Litestream takes its position from the highest level-0 name when
-# it restarts), and the restore moves the rest out of Litestream's way.
-#
-# The digest cache of the signer: "<path> <inode> <size> <sha256> <header> <local sha256>" lines (header: ok or bad;
-# local: the local copy's digest, or - ). Litestream writes each LTX file to "<name>.tmp" and renames it, so a file's
-# inode and size identify its content; a rewritten file is a new inode.
-CACHE=
-SIGNED_TXID=
-SIGNED_AT=
-RECORDED_TXID=
-SIGN_WORK=
-ATTESTED_HEAD=0000000000000000
-LOCAL_LTX_DIR=
-# The pod's name (its UTS namespace's host name), or the process id.
-SIGNER_ID=$$
-if [ -r /proc/sys/kernel/hostname ] && IFS= read -r SIGNER_ID </proc/sys/kernel/hostname; then :; fi
-case "$SIGNER_ID" in '' | *[!A-Za-z0-9.-]*) SIGNER_ID=$$ ;; esac
-
 # hex_gt A B: whether the 16-hex-digit TXID A is above B, as unsigned 64-bit numbers (shell arithmetic is signed:
 # $((0x8000000000000000)) is negative), compared as two 32-bit halves.
 hex_gt() {
@@ -318,319 +277,10 @@ mac_checked_body() {
     [ "$(hmac_file "$2/body")" = "$MANIFEST_VALUE" ]
 }
 
-# carry_attestation: ATTESTED ("<level> <name> <sha256>" lines) and ATTESTED_HEAD from what this tailnet's writers
-# signed before (the manifest, when it verifies for APP) and from BASELINE_FILE (what the restore verified).
-carry_attestation() {
-    : >"$SIGN_WORK/attested"
-    if mac_checked_body "$MANIFEST_FILE" "$SIGN_WORK" && [ "$(sed -n 2p "$SIGN_WORK/body")" = "app $APP" ]; then
-        awk '$1 == "f" && NF == 5 { print $2, $3, $5 }' "$SIGN_WORK/body" >>"$SIGN_WORK/attested"
-        info "carrying the signed manifest's $(wc -l <"$SIGN_WORK/attested" | tr -d ' ') file(s) over."
-    elif [ -e "$MANIFEST_FILE" ]; then
-        info "warning: the manifest '$MANIFEST_FILE' does not verify under this key for $APP; nothing of it is carried."
-    fi
-    if [ -n "$BASELINE_FILE" ] && [ -f "$BASELINE_FILE" ] && [ ! -L "$BASELINE_FILE" ]; then
-        awk 'NF == 3 && $1 ~ /^[0-9]$/ { print }' "$BASELINE_FILE" >>"$SIGN_WORK/attested"
-    fi
-    LC_ALL=C sort -u "$SIGN_WORK/attested" -o "$SIGN_WORK/attested"
-    ca_head=$(awk '{ t = substr($2, 18, 16); if (t "" > max "") max = t } END { print max }' "$SIGN_WORK/attested")
-    ATTESTED_HEAD=${ca_head:-0000000000000000}
-    rm -f "$SIGN_WORK/manifest" "$SIGN_WORK/body"
-}
-
-# inspect_new TODO SUMS: for each new file ("<path> <inode> <size>" in TODO, digests in SUMS), the cache line with
-# its header verdict and, for level 0, the digest of the writer's local copy.
-inspect_new() {
-    while read -r in_path in_inode in_size; do
-        in_sum=$(awk -v p="$in_path" '$2 == p { print $1; exit }' "$2")
-        [ -n "$in_sum" ] || continue
-        in_name=${in_path##*/}
-        in_level=${in_path%/*}
-        in_level=${in_level##*/}
-        in_header=bad
-        if header_agrees "$in_path" "$in_name"; then
-            in_header=ok
-        fi
-        in_local=-
-        in_copy="$LOCAL_LTX_DIR/0/$in_name"
-        if [ "$in_level" = 0 ] && [ "$in_header" = ok ] && [ -f "$in_copy" ] && [ ! -L "$in_copy" ]; then
-            in_local=$(sha256sum "$in_copy" 2>/dev/null) || in_local=-
-            in_local=${in_local%% *}
-        fi
-        printf '%s %s %s %s %s %s\n' "$in_path" "$in_inode" "$in_size" "$in_sum" "$in_header" "$in_local"
-    done <"$1"
-}
-
-# decide KNOWN: the manifest's file lines (to "lines") and the refusals (to "refused"), by the signing rule above.
-decide() {
-    awk -v attested="$SIGN_WORK/attested" -v head="$ATTESTED_HEAD" -v root="$REPLICA_DIR/ltx/" \
-        -v refused="$SIGN_WORK/refused" -v out="$SIGN_WORK/lines" -v movable="$SIGN_WORK/movable" '
-        # succ(h): the 16-hex-digit TXID after h (lowercase, no wrap past ffffffffffffffff).
-        function succ(h,    i, c, d) {
-            for (i = 16; i >= 1; i--) {
-                c = substr(h, i, 1); d = index("0123456789abcdef", c)
-                if (d < 16) return substr(h, 1, i - 1) substr("0123456789abcdef", d + 1, 1) substr("0000000000000000", 1, 16 - i)
-            }
-            return h
-        }
-        BEGIN { while ((getline line < attested) > 0) { split(line, a, " "); sum[a[1] " " a[2]] = a[3] } }
-        {
-            rel = substr($1, length(root) + 1); split(rel, p, "/"); id = p[1] " " p[2]; max = substr(p[2], 18, 16)
-            n++; path[n] = $1; ident[n] = id; size[n] = $3; digest[n] = $4; top[n] = max; level[n] = p[1]
-            if (id in sum) {
-                if (sum[id] == $4) ok[n] = 1; else why[n] = "its content differs from the content this writer signed"
-            } else if ($5 != "ok") {
-                why[n] = "its LTX header does not name the TXID range of its file name"
-            } else if (p[1] == "0") {
-                # In name order: a level-0 file of this writer follows the last position it signed (or repeats one).
-                if ($6 != $4) why[n] = "it is not the level-0 file this writer wrote (no identical local copy)"
-                else if (substr(p[2], 1, 16) "" > succ(head) "") {
-                    why[n] = "it does not follow the last position this writer signed (" head "): a file Litestream " \
-                        "fetched from the export as its baseline (planted) or a gap"
-                } else { ok[n] = 1; if (max "" > head "") head = max }
-            } else later[n] = 1
-        }
-        END {
-            for (i = 1; i <= n; i++) if (i in later) {
-                if (top[i] "" <= head "") ok[i] = 1
-                else why[i] = "its range ends beyond every position this writer wrote"
-            }
-            for (i = 1; i <= n; i++) {
-                if (i in ok) print "f " ident[i] " " size[i] " " digest[i] > out
-                else print path[i] " " why[i] >> refused
-                # A refused level-0 file above the head would become Litestream position at its next start.
-                if (!(i in ok) && level[i] == "0" && top[i] "" > head "") print path[i] > movable
-            }
-            print head
-        }' "$1"
-}
-
-# report_refused: a warning for each refused file, once per file (path and inode).
-report_refused() {
-    [ -s "$SIGN_WORK/refused" ] || return 0
-    touch "$SIGN_WORK/reported"
-    while read -r rr_path rr_why; do
-        rr_inode=$(awk -v p="$rr_path" '$1 == p { print $2; exit }' "$CACHE_NOW")
-        if ! grep -qx "$rr_path $rr_inode" "$SIGN_WORK/reported"; then
-            info "warning: NOT SIGNING '$rr_path': $rr_why. Something other than this pod's Litestream wrote it \
-(anyone who can write the NFS export can); it is left out of the manifest and the next restore moves it aside."
-            printf '%s %s\n' "$rr_path" "$rr_inode" >>"$SIGN_WORK/reported"
-        fi
-    done <"$SIGN_WORK/refused"
-}
-
-# move_stray: stray level-0 files above the head (SIGN_WORK/movable) into <backup dir>/quarantine/<UTC time>/ltx/0/,
-# never deleted: Litestream takes the replica's position from the highest level-0 name when it (re)starts.
-move_stray() {
-    [ -s "$SIGN_WORK/movable" ] || return 0
-    ms_dir="${REPLICA_DIR%/*}/quarantine/$(date -u +%Y%m%dT%H%M%SZ)/ltx/0"
-    while IFS= read -r ms_path; do
-        if mkdir -p "$ms_dir" && mv -f "$ms_path" "$ms_dir/"; then
-            info "warning: moved the stray level-0 file '$ms_path' aside to '$ms_dir' (above the signed position: \
-Litestream would take it as the replica's position)."
-        else
-            info "warning: could not move the stray level-0 file '$ms_path' aside; the next restore moves it."
-        fi
-    done <"$SIGN_WORK/movable"
-}
-
-# sign_now: write the manifest of the files this writer wrote (nothing when there is none yet). A handful of
-# processes per signature whatever the replica's size (ls, awk, the HMAC), plus a few per new file (sha256sum, od).
-sign_now() {
-    set -- "$REPLICA_DIR"/ltx/[0-9]/*.ltx
-    [ -e "$1" ] || [ -L "$1" ] || return 0
-    sn_work=$SIGN_WORK
-    rm -f "$sn_work/todo" "$sn_work/known" "$sn_work/sums" "$sn_work/lines" "$sn_work/refused" "$sn_work/strange"
-    # A file compacted away between the glob and ls is reported by ls and left out.
-    # shellcheck disable=SC2012 # inode, type and size of Litestream's own files (hex names, no blanks)
-    ls -lnid -- "$@" >"$sn_work/ls" 2>/dev/null || true
-    [ -f "$CACHE" ] || : >"$CACHE"
-    # ls -lnid: inode mode links uid gid size <date> path; LTX names only (<16 hex>-<16 hex>.ltx, level 0-9), and
-    # regular files only: a FIFO, device, socket or link at an LTX name is refused unread.
-    if ! awk -v cache="$CACHE" -v todo="$sn_work/todo" -v known="$sn_work/known" -v root="$REPLICA_DIR/ltx/" \
-        -v refused="$sn_work/refused" -v strange="$sn_work/strange" '
-        BEGIN {
-            h = "[0-9a-f]"; t = h h h h h h h h h h h h h h h h
-            name = "^[0-9]/" t "-" t "[.]ltx$"
-            while ((getline line < cache) > 0) { split(line, f, " "); seen[f[1] " " f[2] " " f[3]] = line }
-        }
-        {
-            path = $NF
-            if (substr(path, 1, length(root)) != root || substr(path, length(root) + 1) !~ name) next
-            if (substr($2, 1, 1) != "-") {
-                print path " it is not a regular file (" substr($2, 1, 1) ")" > refused
-                if (substr(path, length(root) + 1, 2) == "0/") print path > strange
-                next
-            }
-            key = path " " $1 " " $6
-            if (key in seen) print seen[key] > known; else print key > todo
-        }' "$sn_work/ls"; then
-        return 1
-    fi
-    if [ -s "$sn_work/todo" ]; then
-        # shellcheck disable=SC2046 # paths of LTX names (hex, no blanks), split on purpose
-        sha256sum $(cut -d ' ' -f 1 "$sn_work/todo") >"$sn_work/sums" 2>/dev/null || true
-        inspect_new "$sn_work/todo" "$sn_work/sums" >>"$sn_work/known" || return 1
-    fi
-    [ -f "$sn_work/known" ] || : >"$sn_work/known"
-    # Byte order: level 0 first, then by TXID (the names are fixed-width hex), whatever the locale.
-    LC_ALL=C sort -o "$sn_work/known" "$sn_work/known"
-    rm -f "$sn_work/movable"
-    sn_head=$(decide "$sn_work/known") || return 1
-    CACHE_NOW="$sn_work/known"
-    report_refused
-    # What is not a regular file at a level-0 name above the head goes too (Litestream would open it at a restart).
-    if [ -s "$sn_work/strange" ]; then
-        while IFS= read -r sn_path; do
-            sn_top=${sn_path##*-}
-            sn_top=${sn_top%.ltx}
-            ! hex_gt "$sn_top" "$sn_head" || printf '%s\n' "$sn_path" >>"$sn_work/movable"
-        done <"$sn_work/strange"
-    fi
-    move_stray
-    mv -f "$sn_work/known" "$CACHE"
-    [ -s "$sn_work/lines" ] || return 0
-    sort "$sn_work/lines" -o "$sn_work/lines"
-    # shellcheck disable=SC2046 # two words: the highest TXID and the number of files
-    set -- $(awk '{ t = substr($3, 18, 16); if (t "" > max "") max = t } END { print max, NR }' "$sn_work/lines")
-    sn_max=$1
-    # Written under umask 022 (0644: the manifest is not secret) beside the manifest, then renamed over it; the
-    # name is this container's own (two pods of a partition never share a temp file).
-    sn_body="$MANIFEST_FILE.tmp.$SIGNER_ID.$$"
-    sn_at=$(date -u +%s)
-    if (umask 022 && printf '%s\napp %s\nsigned_at %s\ntxid %s\nfiles %s\n' "$MAGIC" "$APP" "$sn_at" \
-        "$sn_max" "$2" >"$sn_body") && cat "$sn_work/lines" >>"$sn_body" && sn_mac=$(hmac_file "$sn_body") &&
-        printf 'hmac %s\n' "$sn_mac" >>"$sn_body" && mv -f "$sn_body" "$MANIFEST_FILE"; then
-        awk '{ print $2, $3, $5 }' "$sn_work/lines" >"$sn_work/attested"
-        ATTESTED_HEAD=$sn_head
-        SIGNED_TXID=$sn_max
-        SIGNED_AT=$sn_at
-        return 0
-    fi
-    rm -f "$sn_body"
-    return 1
-}
-
-# start_signing: the work directory, the cache and what earlier signatures attested.
-start_signing() {
-    DB_PATH=${DB_PATH:-}
-    BASELINE_FILE=${BASELINE_FILE:-}
-    require_absolute DB_PATH "$DB_PATH"
-    [ -z "$BASELINE_FILE" ] || require_absolute BASELINE_FILE "$BASELINE_FILE"
-    LOCAL_LTX_DIR="${DB_PATH%/*}/.${DB_PATH##*/}-litestream/ltx"
-    SIGN_WORK=$(mktemp -d "${TMPDIR:-/tmp}/sign.XXXXXX") || die "$EX_IO" "Could not create a work directory in \
-${TMPDIR:-/tmp}. Check the container's /tmp volume."
-    CACHE="$SIGN_WORK/cache"
-    carry_attestation
-}
-
-# record_position: the highest position signed since this signer started, into POSITION_FILE (when set). A failure
-# is reported and retried at the next signature: it never stops the signing.
-record_position() {
-    [ -n "$POSITION_FILE" ] && [ -n "$SIGNED_TXID" ] || return 0
-    if [ -n "$RECORDED_TXID" ] && ! hex_gt "$SIGNED_TXID" "$RECORDED_TXID"; then
-        return 0
-    fi
-    if printf '%s %s\n' "$SIGNED_TXID" "$SIGNED_AT" >"$POSITION_FILE.tmp" && mv -f "$POSITION_FILE.tmp" "$POSITION_FILE"
-    then
-        RECORDED_TXID=$SIGNED_TXID
-    else
-        info "warning: could not write the position file '$POSITION_FILE'; retrying at the next signature."
-    fi
-}
-
-# listing_state: the names of the replica's files, without a process: a new LTX file is a new name (Litestream's
-# files are named by their TXID range), compaction and retention remove names. A rewrite under the same name is
-# caught by the heartbeat's signature (a new inode).
-listing_state() {
-    ls_state=
-    for ls_file in "$REPLICA_DIR"/ltx/[0-9]/*.ltx; do
-        ls_state="$ls_state ${ls_file#"$REPLICA_DIR"/ltx/}"
-    done
-    LISTING_STATE=$ls_state
-}
-
 positive_seconds() {
     case "$2" in
         '' | *[!0-9]* | 0*) die "$EX_USAGE" "$1 must be a positive whole number of seconds (got '$2')." ;;
     esac
-}
-
-# The poll interval may be a fraction (busybox and coreutils sleep take one): 0.2, 1, 2.5.
-positive_interval() {
-    case "$2" in
-        '' | *[!0-9.]* | *.*.* | .* | *. | 0 | 0.0*[!1-9]* | 0.0) die "$EX_USAGE" "$1 must be a positive number \
-of seconds such as 0.2 or 1 (got '$2')." ;;
-    esac
-}
-
-run_signer() {
-    POSITION_FILE=${POSITION_FILE:-}
-    [ -z "$POSITION_FILE" ] || require_absolute POSITION_FILE "$POSITION_FILE"
-    SIGN_INTERVAL_SECONDS=${SIGN_INTERVAL_SECONDS:-0.2}
-    HEARTBEAT_SECONDS=${HEARTBEAT_SECONDS:-60}
-    TERM_SETTLE_SECONDS=${TERM_SETTLE_SECONDS:-2}
-    TERM_MAX_SECONDS=${TERM_MAX_SECONDS:-10}
-    positive_interval SIGN_INTERVAL_SECONDS "$SIGN_INTERVAL_SECONDS"
-    positive_seconds HEARTBEAT_SECONDS "$HEARTBEAT_SECONDS"
-    positive_seconds TERM_SETTLE_SECONDS "$TERM_SETTLE_SECONDS"
-    positive_seconds TERM_MAX_SECONDS "$TERM_MAX_SECONDS"
-    start_signing
-    STOPPING=false
-    SLEEPER=
-    trap 'STOPPING=true; if [ -n "$SLEEPER" ]; then kill "$SLEEPER" 2>/dev/null || true; fi' TERM INT
-    # The heartbeat is counted in polls: no clock read (a process) on every poll.
-    rs_polls=$(awk -v h="$HEARTBEAT_SECONDS" -v i="$SIGN_INTERVAL_SECONDS" 'BEGIN { n = int(h / i); print (n < 1 ? 1 : n) }')
-    rs_since=$rs_polls
-    rs_state=
-    info "signing the replica '$REPLICA_DIR' of $APP into '$MANIFEST_FILE' (every ${SIGN_INTERVAL_SECONDS}s on change, \
-at least every ${HEARTBEAT_SECONDS}s)."
-    while [ "$STOPPING" = false ]; do
-        listing_state
-        rs_now_state=$LISTING_STATE
-        rs_since=$((rs_since + 1))
-        if [ "$rs_now_state" != "$rs_state" ] || [ "$rs_since" -ge "$rs_polls" ]; then
-            # Read at every signature: a rotated key reaches the signer when the kubelet refreshes the Secret.
-            load_key
-            if sign_now; then
-                record_position
-                rs_state=$rs_now_state
-                rs_since=0
-            else
-                info "warning: could not sign the replica '$REPLICA_DIR' (NFS export, permissions, space?); retrying."
-            fi
-        fi
-        sleep "$SIGN_INTERVAL_SECONDS" &
-        SLEEPER=$!
-        wait "$SLEEPER" 2>/dev/null || true
-        SLEEPER=
-    done
-    # Stopping: Litestream ships its tail on its own SIGTERM; keep signing until the replica is still.
-    rs_started=$(date -u +%s)
-    rs_still_since=$rs_started
-    rs_state=
-    while :; do
-        listing_state
-        rs_now_state=$LISTING_STATE
-        rs_now=$(date -u +%s)
-        if [ "$rs_now_state" != "$rs_state" ]; then
-            if sign_now; then
-                record_position
-            else
-                info "warning: could not sign the replica '$REPLICA_DIR' while stopping."
-            fi
-            rs_state=$rs_now_state
-            rs_still_since=$rs_now
-        elif [ $((rs_now - rs_still_since)) -ge "$TERM_SETTLE_SECONDS" ]; then
-            break
-        fi
-        if [ $((rs_now - rs_started)) -ge "$TERM_MAX_SECONDS" ]; then
-            info "warning: the replica was still changing after ${TERM_MAX_SECONDS}s; stopping with the last signature."
-            break
-        fi
-        sleep 1
-    done
-    rm -rf "$SIGN_WORK"
-    info "stopped; the manifest covers txid ${SIGNED_TXID:-none}."
 }
 
 # --- verify ---------------------------------------------------------------------------------------------------
@@ -902,7 +552,54 @@ planted): not restored; the restore stops at the signed position txid $v_txid."
     printf 'txid=%s signed_at=%s files=%s unsigned=%s\n' "$v_txid" "$v_signed_at" "$v_files" "$v_unsigned"
 }
 
+# --- pre-upgrade snapshots -------------------------------------------------------------------------------------
+# snapshot_mac FROM TO SHA256: the snapshot's MAC, as 64 hex digits on stdout.
+snapshot_mac() {
+    if [ "$#" -ne 3 ] || ! is_hex "$3" 64; then
+        die "$EX_USAGE" "usage: $0 snapshot-mac FROM TO SHA256 (64 hex digits)."
+    fi
+    case "$1$2" in *[!0-9.]* | '') die "$EX_USAGE" "FROM and TO must be versions X.Y.Z (got '$1', '$2')." ;; esac
+    APP=${APP:-}
+    case "$APP" in '' | *[!a-z0-9-]*) die "$EX_USAGE" "APP must be lowercase letters, digits and '-' (got '$APP')." ;; esac
+    load_key
+    sm_body=$(mktemp "${TMPDIR:-/tmp}/snapshot.XXXXXX") || die "$EX_IO" "Could not create a temp file."
+    printf 'headscale-ha-pre-upgrade-snapshot 1\napp %s\nfrom %s\nto %s\nsha256 %s\n' "$APP" "$1" "$2" "$3" >"$sm_body"
+    sm_mac=$(hmac_file "$sm_body") || sm_mac=
+    rm -f "$sm_body"
+    [ -n "$sm_mac" ] || die "$EX_IO" "Could not compute the MAC in ${TMPDIR:-/tmp}."
+    printf '%s\n' "$sm_mac"
+}
+
+# check_snapshot DIR: exit 0 when DIR's snapshot is authentic, 41 (no MAC) or 43 (a MAC that does not verify).
+check_snapshot() {
+    [ "$#" -eq 1 ] || die "$EX_USAGE" "usage: $0 check-snapshot <backup dir>/pre-upgrade/<from>-<to>"
+    cs_dir=${1%/}
+    cs_name=${cs_dir##*/}
+    cs_from=${cs_name%%-*}
+    cs_to=${cs_name#*-}
+    for cs_file in "$cs_dir/headscale.sqlite" "$cs_dir/headscale.sqlite.hmac"; do
+        if [ -L "$cs_file" ] || [ ! -f "$cs_file" ]; then
+            die "$EX_FORGED" "'$cs_file' is missing or not a regular file: '$cs_dir' is not a snapshot this tailnet's \
+writer took with signed backups on. Do not seed from it."
+        fi
+    done
+    cs_sum=$(sha256sum "$cs_dir/headscale.sqlite") || die "$EX_IO" "Could not read '$cs_dir/headscale.sqlite'."
+    cs_sum=${cs_sum%% *}
+    cs_mac=$(snapshot_mac "$cs_from" "$cs_to" "$cs_sum")
+    IFS= read -r cs_recorded <"$cs_dir/headscale.sqlite.hmac" || cs_recorded=
+    if [ "$cs_mac" != "$cs_recorded" ]; then
+        die "$EX_TAMPERED" "The snapshot '$cs_dir/headscale.sqlite' (sha256 $cs_sum) is not the database this \
+tailnet's writer snapshotted before the upgrade $cs_from -> $cs_to (its MAC does not verify under this key): \
+swapped or edited on the export, or taken under another key. Do not seed from it."
+    fi
+    info "snapshot authenticated: $cs_from -> $cs_to sha256=$cs_sum"
+}
+
 # --- main -----------------------------------------------------------------------------------------------------
+# Sourced by the signer (MANIFEST_LIBRARY=1): the functions above, no subcommand.
+if [ "${MANIFEST_LIBRARY:-}" = 1 ]; then
+    return 0
+fi
 case "${1:-}" in
     hmac)
         load_key
@@ -914,21 +611,17 @@ case "${1:-}" in
         }
         rm -f "$h_tmp"
         ;;
-    sign)
-        replica_inputs
-        load_key
-        start_signing
-        sign_now || die "$EX_IO" "Could not sign the replica '$REPLICA_DIR' into '$MANIFEST_FILE'."
-        rm -rf "$SIGN_WORK"
-        ;;
-    run)
-        replica_inputs
-        load_key
-        run_signer
-        ;;
     verify)
         replica_inputs
         verify
         ;;
-    *) die "$EX_USAGE" "usage: $0 run|sign|verify|hmac (see the header of this script)." ;;
+    snapshot-mac)
+        shift
+        snapshot_mac "$@"
+        ;;
+    check-snapshot)
+        shift
+        check_snapshot "$@"
+        ;;
+    *) die "$EX_USAGE" "usage: $0 verify|hmac|snapshot-mac|check-snapshot (see the header of this script)." ;;
 esac

@@ -15,6 +15,11 @@
 #   SCRATCH_DIR     a writable scratch directory (an emptyDir; absolute, only [A-Za-z0-9._/-] because its path
 #                   becomes a file:// URL for Litestream); needs room for up to 3x the database and its WAL
 #   LITESTREAM_BIN  optional: litestream executable (default: litestream)
+#   BACKUP_KEY_FILE optional (signed backups): Headscale's backup key; with MANIFEST_SCRIPT (litestream-manifest.sh,
+#                   absolute), each snapshot gets headscale.sqlite.hmac, its MAC under that key (the manifest
+#                   script's snapshot-mac), so the downgrade procedure can tell it from one planted on the export
+#                   (`litestream-manifest.sh check-snapshot`); an earlier attempt's snapshot is reused only when its
+#                   MAC verifies
 #
 # The version marker "$BACKUP_DIR/headscale-version" holds the version (X.Y.Z) that last started on this
 # database (written to a temp file, then mv, so a crash never leaves half a marker):
@@ -26,8 +31,8 @@
 #                                     TO_VERSION; on any failure the marker is left alone, so the next start retries
 #
 # A snapshot directory holds headscale.sqlite (the database as the old version left it, one self-contained
-# file), headscale.sqlite.sha256 (its digest, `sha256sum -c` format) and source.sha256 (the digests of the local
-# files it was taken from). It is built in "pre-upgrade/.<from>-<to>.partial" and renamed into place only when
+# file), headscale.sqlite.sha256 (its digest, `sha256sum -c` format), source.sha256 (the digests of the local
+# files it was taken from) and, with BACKUP_KEY_FILE, headscale.sqlite.hmac. It is built in "pre-upgrade/.<from>-<to>.partial" and renamed into place only when
 # complete, so a snapshot directory is either complete or absent. A complete one whose digest still matches and
 # whose source is the same local database is reused (an earlier attempt of this upgrade); any other one is moved
 # aside to "<dir>.replaced-<UTC time>", never deleted.
@@ -176,6 +181,12 @@ BACKUP_DIR=${BACKUP_DIR:-}
 TO_VERSION=${TO_VERSION:-}
 SCRATCH_DIR=${SCRATCH_DIR:-}
 LITESTREAM_BIN=${LITESTREAM_BIN:-litestream}
+BACKUP_KEY_FILE=${BACKUP_KEY_FILE:-}
+MANIFEST_SCRIPT=${MANIFEST_SCRIPT:-}
+if [ -n "$BACKUP_KEY_FILE" ]; then
+    require_absolute BACKUP_KEY_FILE "$BACKUP_KEY_FILE"
+    require_absolute MANIFEST_SCRIPT "$MANIFEST_SCRIPT"
+fi
 
 require_absolute DB_PATH "$DB_PATH"
 require_absolute BACKUP_DIR "$BACKUP_DIR"
@@ -309,6 +320,13 @@ no snapshot can be taken and $TO_VERSION is not started on it. Inspect the data 
 the backup if it is damaged, then restart the pod."
 fi
 
+# snapshot_mac SHA256: the MAC of this upgrade's snapshot with that digest (empty output without a key).
+snapshot_mac() {
+    [ -n "$BACKUP_KEY_FILE" ] || return 0
+    KEY_FILE=$BACKUP_KEY_FILE APP=headscale TMPDIR=$SCRATCH_DIR \
+        sh "$MANIFEST_SCRIPT" snapshot-mac "$FROM_VERSION" "$TO_VERSION" "$1"
+}
+
 print_ok() {
     po_bytes=$(size_of "$SNAP_DIR/$SNAPSHOT_FILE")
     po_sha=$(printf '%.12s' "$1")
@@ -336,6 +354,9 @@ if [ -e "$SNAP_DIR" ]; then
             REASON="its database does not match its recorded digest"
         elif [ "$(cat "$SNAP_DIR/source.sha256" 2>/dev/null || true)" != "$SOURCE_SUMS" ]; then
             REASON="it was taken from a different state of the local database"
+        elif [ -n "$BACKUP_KEY_FILE" ] && { [ -L "$SNAP_DIR/$SNAPSHOT_FILE.hmac" ] ||
+            [ "$(cat "$SNAP_DIR/$SNAPSHOT_FILE.hmac" 2>/dev/null || true)" != "$(snapshot_mac "$ACTUAL")" ]; }; then
+            REASON="its MAC is missing or does not verify under the backup key"
         fi
     fi
     if [ -z "$REASON" ]; then
@@ -398,6 +419,11 @@ cp "$CHECKED" "$STAGING/$SNAPSHOT_FILE" || write_failed "$STAGING" "copy failed"
 verified snapshot"
 printf '%s  %s\n' "$SHA" "$SNAPSHOT_FILE" >"$STAGING/$SNAPSHOT_FILE.sha256" || write_failed "$STAGING" "digest"
 printf '%s\n' "$SOURCE_SUMS" >"$STAGING/source.sha256" || write_failed "$STAGING" "source digests"
+if [ -n "$BACKUP_KEY_FILE" ]; then
+    MAC=$(snapshot_mac "$SHA") || die "$EX_SNAPSHOT_WRITE" "Could not compute the snapshot's MAC (see the message \
+above: the backup key '$BACKUP_KEY_FILE' or the scratch volume). The version marker is unchanged; restart the pod."
+    printf '%s\n' "$MAC" >"$STAGING/$SNAPSHOT_FILE.hmac" || write_failed "$STAGING" "MAC"
+fi
 if [ -e "$SNAP_DIR" ] || [ -L "$SNAP_DIR" ]; then
     write_failed "$SNAP_DIR" "it appeared while this ran"
 fi

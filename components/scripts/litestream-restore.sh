@@ -40,7 +40,7 @@
 #                      that introduced signing and a key rotation (a tampered or truncated manifest is never overridden)
 #   LITESTREAM_BIN     optional: litestream executable (default: litestream)
 #
-# Authenticated backups: the signer sidecar (litestream-manifest.sh run) writes MANIFEST_FILE, an HMAC-SHA256 under the
+# Authenticated backups: the signer sidecar (litestream-sign.sh run) writes MANIFEST_FILE, an HMAC-SHA256 under the
 # tailnet's backup key over the replica's LTX files (name, size, SHA-256), the signed position (txid) and the signing
 # time. Before a byte is restored, the manifest is verified and every signed file is copied to "$DB_PATH.verified" and
 # checked there; Litestream then restores from that copy, so a file swapped after the check is never read. Files the

@@ -41,6 +41,15 @@
 #                                                        write the export can set it. It is a liveness signal of the
 #                                                        signer (BackupSignatureStale), not a proof that the replica
 #                                                        is signed: only the restore's verify is.
+#   headscale_ha_replica_unsigned_files{app}             only when that manifest was read (signed backups): how many
+#                                                        entries at an LTX name in the replica the manifest does not
+#                                                        list, of those ending after the newest snapshot it lists
+#                                                        (older ones no restore reads). The signer signs a new file
+#                                                        within a second, a compaction once proven (seconds), so a
+#                                                        count that stays above 0 is what it refused (planted,
+#                                                        crafted) or could not sign (BackupUnsignedFiles). Reads at
+#                                                        most UNSIGNED_MAX_BYTES of the manifest; unauthenticated
+#                                                        like signed_at.
 # and once: headscale_ha_exporter_last_run_timestamp_seconds, the time (Unix seconds) the round started.
 # A replica that cannot be read never stops the other applications or the loop; a hung read (an NFS hard mount)
 # stops the loop, which the alert StateExporterDown sees in the round's timestamp.
@@ -262,6 +271,36 @@ signed() {
     S_AT=$s_at
 }
 
+# unsigned APP: U_COUNT, the replica's entries at LTX names that APP's manifest (read by `signed` this round) does not
+# list and that end after the newest snapshot it lists; empty when the manifest was not read. Names only: nothing in
+# the replica is opened, and only a count leaves.
+UNSIGNED_MAX_BYTES=8388608
+unsigned() {
+    U_COUNT=
+    [ "$S_STATE" = ok ] || return 0
+    u_dir="$BACKUP_ROOT/$1/replica/ltx"
+    if [ -L "$u_dir" ] || [ ! -d "$u_dir" ]; then
+        U_COUNT=0
+        return 0
+    fi
+    U_COUNT=$({
+        head -c "$UNSIGNED_MAX_BYTES" "$BACKUP_ROOT/$1/replica.manifest" 2>/dev/null | sed 's/^/m /'
+        find "$u_dir" -mindepth 2 -maxdepth 2 -name '*.ltx' 2>/dev/null | sed 's/^/r /'
+    } | awk -v root="$u_dir/" '
+        $1 == "m" && $2 == "f" && NF == 6 { listed[$3 "/" $4] = 1; if ($3 == "9" && $4 > snap) snap = $4; next }
+        $1 == "r" { n++; rel[n] = substr($0, 3 + length(root)) }
+        END {
+            top = substr(snap, 18, 16)
+            for (i = 1; i <= n; i++) {
+                if (split(rel[i], part, "/") != 2 || part[1] !~ /^[0-9]$/ || length(part[2]) != 37) continue
+                if (part[2] !~ /^[0-9a-f]+-[0-9a-f]+[.]ltx$/ || (rel[i] in listed)) continue
+                if (substr(part[2], 18, 16) > top) count++
+            }
+            print count + 0
+        }')
+    case "$U_COUNT" in '' | *[!0-9]*) U_COUNT=0 ;; esac
+}
+
 # note NAME STATE MESSAGE: log MESSAGE when NAME's state differs from the previous round's (or on the first one).
 STATES=' '
 NEW_STATES=' '
@@ -317,6 +356,7 @@ round() {
     r_newest=
     r_files=
     r_signed=
+    r_unsigned=
     NEW_STATES=' '
     for r_app in $APPS; do
         inspect "$r_app"
@@ -332,6 +372,10 @@ round() {
         fi
         signed "$r_app"
         r_signed="${r_signed}headscale_ha_replica_signed_timestamp_seconds$r_label $S_AT$NL"
+        unsigned "$r_app"
+        if [ -n "$U_COUNT" ]; then
+            r_unsigned="${r_unsigned}headscale_ha_replica_unsigned_files$r_label $U_COUNT$NL"
+        fi
         if [ "$S_STATE" = ok ]; then
             note "manifest:$r_app" ok "$r_app: manifest readable (signed_at $S_AT; unauthenticated here)"
         else
@@ -351,7 +395,10 @@ application's replica (0 when none or unreadable)." "$r_newest" &&
 unreadable)." "$r_files" &&
                 family headscale_ha_replica_signed_timestamp_seconds "Unix time the backup-signer last signed the \
 application's replica: signed_at of its replica.manifest, unauthenticated (0 when absent, unreadable, a symlink or \
-malformed)." "$r_signed"
+malformed)." "$r_signed" &&
+                family headscale_ha_replica_unsigned_files "Files at LTX names in the application's replica that its \
+manifest does not list, ending after the newest snapshot it lists (unauthenticated; only with a readable manifest)." \
+                    "$r_unsigned"
         fi &&
             family headscale_ha_exporter_last_run_timestamp_seconds "Unix time the state exporter's latest round \
 started." "headscale_ha_exporter_last_run_timestamp_seconds $r_now$NL" &&

@@ -7,6 +7,7 @@ bad environments refused (exit 2); and shellcheck.
 from __future__ import annotations
 
 import datetime
+import os
 import shutil
 import signal
 import subprocess
@@ -259,6 +260,42 @@ def test_exporter_exports_the_manifests_signed_at(
     assert "directory: manifest signed_at NOT readable, exported as 0" in result.stderr
     assert "not a regular file" in result.stderr
     assert "letters: manifest signed_at NOT readable, exported as 0: line 3" in result.stderr
+
+
+def _listing_manifest(app: str, files: list[tuple[int, str]]) -> str:
+    lines = "".join(f"f {level} {name} 1 {'0' * 64}\n" for level, name in files)
+    return f"headscale-ha-replica-manifest 1\napp {app}\nsigned_at 1700000000\ntxid 0\nfiles {len(files)}\n{lines}"
+
+
+def test_exporter_counts_the_files_the_manifest_does_not_list(
+    exporter_lab: ExporterLab, replica_template: Path
+) -> None:
+    """headscale_ha_replica_unsigned_files: the entries at LTX names the manifest does not list and that end after
+    the newest snapshot it lists (a planted file, and a FIFO too, unread); none for an older file, a name that is no
+    LTX name, or an application whose manifest is absent (unsigned backups export no count)."""
+    lab = exporter_lab
+    for app in ("listed", "planted", "nomanifest"):
+        shutil.copytree(replica_template, lab.backup / app / "replica", copy_function=shutil.copy2)
+    files = sorted((int(p.parent.name), p.name) for p in replica_template.glob("ltx/[0-9]/*.ltx"))
+    snapshot = max((name for level, name in files if level == 9), default=None)
+    assert snapshot is not None, files
+    top = int(snapshot[17:33], 16)
+    newest = max(int(name[17:33], 16) for _, name in files)
+    for app in ("listed", "planted"):
+        (lab.backup / app / "replica.manifest").write_text(_listing_manifest(app, files))
+    ltx = lab.backup / "planted" / "replica" / "ltx"
+    (ltx / "0" / f"{newest + 1:016x}-{newest + 1:016x}.ltx").write_bytes(b"planted")
+    (ltx / "8").mkdir()
+    (ltx / "8" / f"{1:016x}-{newest + 5:016x}.ltx").write_bytes(b"crafted")
+    os.mkfifo(ltx / "0" / f"{newest + 9:016x}-{newest + 9:016x}.ltx")
+    (ltx / "8" / f"{1:016x}-{top:016x}.ltx").write_bytes(b"ends at the snapshot: never restored")
+    (ltx / "0" / "notes.txt").write_text("not an LTX name")
+    result = run_state_exporter(lab.shell.argv, lab.env("listed planted nomanifest"), "once", timeout=60)
+    assert result.returncode == 0, result.stderr
+    samples = parse_samples(lab.out_file.read_text())
+    assert sample(samples, "headscale_ha_replica_unsigned_files", app="listed") == 0
+    assert sample(samples, "headscale_ha_replica_unsigned_files", app="planted") == 3
+    assert ("headscale_ha_replica_unsigned_files", frozenset({("app", "nomanifest")})) not in samples
 
 
 BAD_ENV: list[tuple[str, dict[str, str | None], tuple[str, ...], str]] = [

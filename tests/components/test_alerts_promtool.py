@@ -351,6 +351,25 @@ CASES: list[Case] = [
         scope="standby",
     ),
     Case(
+        "BackupUnsignedFiles",
+        "a refused file stays 10 minutes",
+        merge(
+            exported("headscale_ha_replica_unsigned_files", NS, "0x10 1x110", app=HS),
+            exported("headscale_ha_replica_unsigned_files", NS, "0x120", app=HP),
+        ),
+        (Fires({"namespace": NS, "app": HS}, 1),),
+        since=11,
+    ),
+    Case(
+        "BackupUnsignedFiles",
+        "the tail before the next signature, a proof of a few seconds, another namespace",
+        merge(
+            exported("headscale_ha_replica_unsigned_files", NS, "0 2 0 1 0 0 3 0x113", app=HS),
+            exported("headscale_ha_replica_unsigned_files", OTHER, "1x120", app=HS),
+        ),
+        until=60,
+    ),
+    Case(
         "BackupSignatureStale",
         "a stale signature of an application that does not run, and of another namespace",
         merge(

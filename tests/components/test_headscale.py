@@ -142,7 +142,7 @@ def test_restore_runs_before_replication_and_the_app() -> None:
     # restore and the rehearsal mount the backup key.
     assert signer["name"] == "backup-signer"
     assert signer["restartPolicy"] == "Always"
-    assert signer["command"] == ["/bin/sh", "/etc/litestream/manifest.sh", "run"]
+    assert signer["command"] == ["/bin/sh", "/etc/litestream/sign.sh", "run"]
     # It signs only what this writer wrote: it reads Litestream's local level-0 copies beside the restore's database
     # and the restore's record of what it verified, from the data volume mounted read-only.
     signer_env = {e["name"]: e["value"] for e in signer["env"]}
@@ -151,10 +151,18 @@ def test_restore_runs_before_replication_and_the_app() -> None:
     assert 'BASELINE="$DB_DIR/.backup-baseline"' in (SCRIPTS / "litestream-restore.sh").read_text()
     (data,) = [m for m in restore["volumeMounts"] if m["mountPath"] == "/var/lib/headscale"]
     assert [m for m in signer["volumeMounts"] if m["name"] == data["name"]] == [{**data, "readOnly": True}]
+    # It sources the manifest script beside it, and proves compactions in a scratch volume of its own, four times
+    # the 1Gi database (the mirror of what it signed and two restores).
+    assert signer_env["MANIFEST_SCRIPT"] == "/etc/litestream/manifest.sh"
+    (scratch_mount,) = [m for m in signer["volumeMounts"] if m["mountPath"] == signer_env["SCRATCH_DIR"]]
+    scratch = next(v for v in pod["volumes"] if v["name"] == scratch_mount["name"])
+    assert scratch["emptyDir"]["sizeLimit"] == str(4 * 1024**3)
+    others = [c for c in [*pod["initContainers"], *pod["containers"]] if c is not signer]
+    assert [c["name"] for c in others if _mounts_volume(c, scratch["name"])] == []
     assert env["BACKUP_KEY_FILE"] == "/etc/litestream-key/backup.key"
     assert env["MAX_REPLICA_AGE_SECONDS"] == str(24 * 3600)
     holders = [c["name"] for c in [*pod["initContainers"], *pod["containers"]] if _mounts_volume(c, "backup-key")]
-    assert holders == ["restore", "backup-signer"]
+    assert holders == ["restore", "pre-upgrade", "backup-signer"]
     backup = next(v for v in pod["volumes"] if v["name"] == "backup")
     assert backup == {"name": "backup", "persistentVolumeClaim": {"claimName": BACKUP_CLAIM}}
     for container in (restore, pre_upgrade, signer, sidecar):

@@ -213,7 +213,7 @@ def test_a_stopped_server_writes_no_witness() -> None:
     assert {e["name"]: e.get("value") for e in restore["env"]}["SERVED_FILE"] == SERVED_FILE
 
 
-def test_only_the_signer_the_restore_and_the_rehearsal_hold_the_backup_key() -> None:
+def test_only_the_signer_the_restores_and_the_pre_upgrade_hold_the_backup_key() -> None:
     """Authenticated backups: each application's key Secret, a Pulumi secret, mounted by exactly the containers that
     sign or verify; the Litestream sidecar waits for its position before the application starts and stops after
     the last sync."""
@@ -228,7 +228,9 @@ def test_only_the_signer_the_restore_and_the_rehearsal_hold_the_backup_key() -> 
         (key,) = [v for v in pod["volumes"] if v["name"] == "backup-key"]
         assert key["secret"]["secretName"] == f"{app}-backup-key"
         containers = [*pod["initContainers"], *pod["containers"]]
-        assert [c["name"] for c in containers if _holds(c, "backup-key")] == ["restore", "backup-signer"]
+        # Headscale's pre-upgrade container MACs its snapshot; Headplane has none.
+        holders = ["restore", "pre-upgrade", "backup-signer"] if app == "headscale" else ["restore", "backup-signer"]
+        assert [c["name"] for c in containers if _holds(c, "backup-key")] == holders
         names = [c["name"] for c in pod["initContainers"]]
         assert names.index("backup-signer") < names.index("litestream"), "starts first, stops last"
         sidecar = next(c for c in pod["initContainers"] if c["name"] == "litestream")

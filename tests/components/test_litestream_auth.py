@@ -24,6 +24,7 @@ import pytest
 
 from tests.support.litestream_lab import (
     MANIFEST_SCRIPT,
+    SIGN_SCRIPT,
     App,
     ScriptResult,
     insert_rows,
@@ -190,9 +191,10 @@ def test_a_malformed_key_is_refused_without_showing_it(content: str, tmp_path: P
 # --- static checks -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("script", [MANIFEST_SCRIPT, SIGN_SCRIPT], ids=["manifest", "sign"])
 @pytest.mark.parametrize("checker", SYNTAX_CHECKERS)
-def test_manifest_script_is_clean_posix_sh(checker: list[str]) -> None:
-    assert_passes(checker, MANIFEST_SCRIPT)
+def test_manifest_and_sign_scripts_are_clean_posix_sh(checker: list[str], script: Path) -> None:
+    assert_passes(checker, script)
 
 
 def test_manifest_exit_codes_are_documented() -> None:

@@ -37,6 +37,7 @@ from headscale_ha.components.upgrade import (
 )
 from tests.support import headscale_samples as sample_db
 from tests.support.litestream_lab import (
+    MANIFEST_SCRIPT,
     POSIX_SHELLS,
     PRE_UPGRADE_SCRIPT,
     App,
@@ -45,7 +46,9 @@ from tests.support.litestream_lab import (
     replicate_once,
     run_pre_upgrade_script,
     run_restore_script,
+    run_script,
     tree_state,
+    write_backup_key,
 )
 from tests.support.script_checks import SYNTAX_CHECKERS
 
@@ -309,6 +312,18 @@ def test_the_init_container() -> None:
     }
     # The scratch volume already mounted (the Litestream containers mount /tmp): not repeated.
     assert _container(mounts=[*MOUNTS, SCRATCH])["volumeMounts"] == [*MOUNTS, SCRATCH]
+    # Signed backups: the key and the manifest script, so each snapshot gets its MAC.
+    key_mount = {"name": "backup-key", "mountPath": "/etc/litestream-key", "readOnly": True}
+    signed = _container(
+        key_mount=key_mount, key_file="/etc/litestream-key/backup.key", manifest_script_file="/etc/litestream/m.sh"
+    )
+    assert signed["volumeMounts"] == [*MOUNTS, SCRATCH, key_mount]
+    assert signed["env"][4:] == [
+        {"name": "BACKUP_KEY_FILE", "value": "/etc/litestream-key/backup.key"},
+        {"name": "MANIFEST_SCRIPT", "value": "/etc/litestream/m.sh"},
+    ]
+    with pytest.raises(ValueError, match="all three"):
+        _container(key_mount=key_mount)
     assert container["volumeMounts"] is not MOUNTS
     assert container["volumeMounts"][0] is not MOUNTS[0]
 
@@ -669,6 +684,63 @@ def test_a_stale_or_damaged_snapshot_is_moved_aside_and_retaken(lab, change: str
     if change == "database":
         assert tree_state(aside) == old, output
     assert _marker(app) == f"{TO}\n"
+
+
+def _signed_run(app: App, key: Path) -> ScriptResult:
+    return _run(["sh"], app, extra_env={"BACKUP_KEY_FILE": str(key), "MANIFEST_SCRIPT": str(MANIFEST_SCRIPT)})
+
+
+def _check_snapshot(app: App, key: Path) -> ScriptResult:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "KEY_FILE": str(key), "APP": "headscale"}
+    return run_script(["sh", str(MANIFEST_SCRIPT), "check-snapshot", str(_snap(app))], env=env, timeout=60)
+
+
+@needs_litestream
+def test_with_signed_backups_the_snapshot_carries_a_mac_the_downgrade_checks(lab, tmp_path: Path) -> None:
+    """The pre-upgrade container writes the snapshot's MAC under Headscale's backup key; check-snapshot (step 3 of
+    the downgrade in docs/upgrades.md) accepts it, and refuses a database swapped on the export with its digest
+    file rewritten to match (what the digest alone cannot catch), a snapshot without a MAC, and another key."""
+    app = lab()
+    key = write_backup_key(tmp_path / "backup.key")
+    expected = _tables(app.db_path, wal=_wal(app))
+    _assert_exit(_signed_run(app, key), "ok", "pre-upgrade snapshot ok")
+    snap = _snap(app)
+    assert sorted(p.name for p in snap.iterdir()) == sorted(
+        [SNAPSHOT_FILE, SNAPSHOT_SHA256_FILE, SOURCE_SHA256_FILE, f"{SNAPSHOT_FILE}.hmac"]
+    )
+    assert _tables(snap / SNAPSHOT_FILE) == expected
+    checked = _check_snapshot(app, key)
+    assert checked.returncode == 0, checked.stderr
+    assert f"snapshot authenticated: {FROM} -> {TO}" in checked.stderr
+
+    other_key = write_backup_key(tmp_path / "other.key")
+    assert _check_snapshot(app, other_key).returncode == 43
+
+    planted = sqlite3.connect(snap / SNAPSHOT_FILE)
+    planted.execute("UPDATE users SET name = 'mallory' WHERE id = 1")
+    planted.commit()
+    planted.close()
+    digest = hashlib.sha256((snap / SNAPSHOT_FILE).read_bytes()).hexdigest()
+    (snap / SNAPSHOT_SHA256_FILE).write_text(f"{digest}  {SNAPSHOT_FILE}\n")
+    swapped = _check_snapshot(app, key)
+    assert swapped.returncode == 43, swapped.stderr
+    assert "Do not seed from it" in swapped.stderr
+
+    (snap / f"{SNAPSHOT_FILE}.hmac").unlink()
+    assert _check_snapshot(app, key).returncode == 41
+
+
+@needs_litestream
+def test_with_signed_backups_an_earlier_snapshot_without_a_mac_is_retaken(lab, tmp_path: Path) -> None:
+    """An earlier attempt's snapshot is reused only when its MAC verifies: one without (planted beside a digest
+    that matches, or taken before signing) is moved aside and taken again."""
+    app = lab()
+    key = write_backup_key(tmp_path / "backup.key")
+    _assert_exit(_run(["sh"], app), "ok")
+    (app.backup_dir / MARKER_NAME).write_text(f"{FROM}\n")
+    output = _assert_exit(_signed_run(app, key), "ok", "its MAC is missing or does not verify", "taking a new one")
+    assert (_snap(app) / f"{SNAPSHOT_FILE}.hmac").is_file(), output
+    assert _check_snapshot(app, key).returncode == 0
 
 
 # --- the image's toolbox ------------------------------------------------------------------------------------------

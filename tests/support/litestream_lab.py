@@ -366,6 +366,7 @@ def run_restore_script(
 # --- signed manifests (components/scripts/litestream-manifest.sh) ----------------------------------------------------
 
 MANIFEST_SCRIPT = ROOT / "components" / "scripts" / "litestream-manifest.sh"
+SIGN_SCRIPT = ROOT / "components" / "scripts" / "litestream-sign.sh"
 
 
 def write_backup_key(path: Path) -> Path:
@@ -387,22 +388,27 @@ def manifest_env(app: App, key_file: Path, *, name: str | None = None, **extra: 
         "DB_PATH": str(app.db_path),
         "BASELINE_FILE": str(app.data_dir / ".backup-baseline"),
         "TMPDIR": str(app.root),
+        "MANIFEST_SCRIPT": str(MANIFEST_SCRIPT),
+        "SCRATCH_DIR": str(app.root / "signer-scratch"),
+        "LITESTREAM_BIN": str(litestream_bin() or "litestream"),
         **extra,
     }
 
 
 def run_manifest_script(shell: list[str], command: str, env: dict[str, str], **run: Any) -> ScriptResult:
-    """``litestream-manifest.sh <command>`` under ``shell`` (run: ``input``, ``timeout`` ...)."""
+    """``litestream-manifest.sh <command>`` under ``shell`` (``run`` and ``sign``: ``litestream-sign.sh``, the signer;
+    run: ``input``, ``timeout`` ...)."""
     run.setdefault("timeout", 60)
-    return run_script([*shell, str(MANIFEST_SCRIPT), command], env=env, **run)
+    script = SIGN_SCRIPT if command in ("run", "sign") else MANIFEST_SCRIPT
+    return run_script([*shell, str(script), command], env=env, **run)
 
 
 @contextmanager
 def signing(shell: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """The signer sidecar's loop (``litestream-manifest.sh run``); always stopped (TERM, then KILL) on exit."""
+    """The signer sidecar's loop (``litestream-sign.sh run``); always stopped (TERM, then KILL) on exit."""
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [*shell, str(MANIFEST_SCRIPT), "run"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd="/"
+            [*shell, str(SIGN_SCRIPT), "run"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd="/"
         )
     try:
         yield proc

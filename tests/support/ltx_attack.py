@@ -77,11 +77,91 @@ def foreign_snapshot(binary: Path, root: Path, rows: int) -> Path:
 
 
 def with_header_range(source: Path, target: Path, min_txid: int, max_txid: int) -> Path:
-    """A copy of ``source`` whose header names ``min_txid``-``max_txid`` (what a careful attacker crafts)."""
+    """A copy of ``source`` whose header names ``min_txid``-``max_txid``, resealed (its file checksum recomputed) so
+    that Litestream reads it as valid: what a careful attacker with the LTX library crafts."""
     data = bytearray(source.read_bytes())
     data[16:32] = min_txid.to_bytes(8, "big") + max_txid.to_bytes(8, "big")
-    target.write_bytes(bytes(data))
+    target.write_bytes(resealed(bytes(data)))
     return target
+
+
+# --- the LTX file checksum, as superfly/ltx 0.5 computes it --------------------------------------------------
+# The trailer's last 8 bytes are ChecksumFlag (1 << 63) | CRC-64/ISO of the header, every page header and size, every
+# page's *uncompressed* bytes (pages are LZ4 blocks), the end-of-pages header, the page index and the trailer's first
+# 8 bytes. So a changed header needs the pages decompressed to reseal the file.
+_HEADER_SIZE, _PAGE_HEADER_SIZE, _PAGE_FLAG_SIZE = 100, 6, 1
+
+
+def _crc64_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xD800000000000000 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC64 = _crc64_table()
+
+
+def _crc64_iso(chunks: list[bytes]) -> int:
+    crc = 0xFFFFFFFFFFFFFFFF
+    for chunk in chunks:
+        for byte in chunk:
+            crc = _CRC64[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFFFFFFFFFF
+
+
+def _lz4_length(src: bytes, i: int, nibble: int) -> tuple[int, int]:
+    """A length of an LZ4 sequence (its token's nibble, extended by bytes while they are 255) and the next index."""
+    length = nibble
+    if nibble == 15:
+        while True:
+            length += src[i]
+            i += 1
+            if src[i - 1] != 255:
+                break
+    return length, i
+
+
+def _lz4_block(src: bytes) -> bytes:
+    """Decompress one LZ4 block (the format's sequences of literals and matches)."""
+    out = bytearray()
+    i = 0
+    while i < len(src):
+        token = src[i]
+        literals, i = _lz4_length(src, i + 1, token >> 4)
+        out += src[i : i + literals]
+        i += literals
+        if i >= len(src):
+            break
+        offset = src[i] | src[i + 1] << 8
+        length, i = _lz4_length(src, i + 2, token & 15)
+        start = len(out) - offset
+        for k in range(length + 4):
+            out.append(out[start + k])
+    return bytes(out)
+
+
+def resealed(data: bytes) -> bytes:
+    """``data`` (an LTX file) with its file checksum recomputed over its current bytes."""
+    hashed = [data[:_HEADER_SIZE]]
+    at = _HEADER_SIZE
+    while True:
+        page_header = data[at : at + _PAGE_HEADER_SIZE]
+        at += _PAGE_HEADER_SIZE
+        hashed.append(page_header)
+        if int.from_bytes(page_header[:4], "big") == 0:
+            break
+        assert int.from_bytes(page_header[4:6], "big") & _PAGE_FLAG_SIZE, "an LTX 0.5 page carries its size"
+        size = int.from_bytes(data[at : at + 4], "big")
+        hashed.append(data[at : at + 4])
+        hashed.append(_lz4_block(data[at + 4 : at + 4 + size]))
+        at += 4 + size
+    hashed.append(data[at:-8])
+    checksum = (1 << 63) | _crc64_iso(hashed)
+    return data[:-8] + checksum.to_bytes(8, "big")
 
 
 def plant(source: Path, app: App, level: int, file_name: str) -> Path:
