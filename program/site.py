@@ -36,7 +36,8 @@ from headscale_ha.program.standby import StandbyGate, standby_gate
 
 
 def kubernetes_provider(name: str, args: KubernetesArgs, opts: pulumi.ResourceOptions) -> k8s.Provider:
-    """The one Kubernetes provider of the stack, from its first `pulumi up` (the ambient kubeconfig when none is set).
+    """The one Kubernetes provider of the stack, from its first `pulumi up` (the ambient kubeconfig file at the site's
+    context when none is set).
 
     - ``enableConfigMapMutable`` / ``enableSecretMutable``: a data change of a ConfigMap or Secret is an update in
       place. Without them pulumi-kubernetes replaces the object, and an object with a fixed name is deleted
@@ -45,12 +46,16 @@ def kubernetes_provider(name: str, args: KubernetesArgs, opts: pulumi.ResourceOp
     - ``clusterIdentifier``: the cluster is the site. pulumi-kubernetes replaces a provider (and with it every
       object of the stack) when the active cluster of its kubeconfig changes, which a rotated CA or a new API
       address also does; with an identifier it never does while the identifier stays the same.
+    - ``context``: without ``kubeconfig``, the ambient kubeconfig file's context named for the site, never its
+      current context: one shell runs both stacks (``make promote``), and the current context would send the
+      standby's objects into the active's cluster. A missing context fails the run, naming it.
     - A resource's provider never changes between runs: setting ``kubeconfig`` later updates this provider.
     """
     kubeconfig = pulumi.Output.secret(args.kubeconfig) if args.kubeconfig is not None else None
     return k8s.Provider(
         f"{name}-kubernetes",
         kubeconfig=kubeconfig,
+        context=args.context,
         enable_config_map_mutable=True,
         enable_secret_mutable=True,
         cluster_identifier=args.cluster_identifier,

@@ -49,7 +49,10 @@ class NamespaceArgs:
 class KubernetesArgs:
     """The stack's one Kubernetes provider (program/site.py ``kubernetes_provider`` says why each setting)."""
 
-    kubeconfig: str | None  # secret: the stack's `kubeconfig`; None: the ambient kubeconfig
+    kubeconfig: str | None  # secret: the stack's `kubeconfig`; None: the ambient kubeconfig file, at `context`
+    #: Without `kubeconfig`: the context of the ambient kubeconfig file that reaches this site (`kubeContext`, default
+    #: the site's name), never the file's current context, which one shell shares between both stacks.
+    context: str | None
     cluster_identifier: str  # the site: the provider is never replaced while it stays the same
 
 
@@ -156,6 +159,7 @@ def site_args(config: StackConfig) -> SiteArgs:
         standby_gate=standby_gate_args(config) if config.role is Role.STANDBY else None,
         kubernetes=KubernetesArgs(
             kubeconfig=config.kubeconfig.get_secret_value() if config.kubeconfig is not None else None,
+            context=config.site.context if config.kubeconfig is None else None,
             cluster_identifier=config.site.name,
         ),
         namespace=restricted_namespace(config.namespace, "headscale-ha"),

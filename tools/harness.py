@@ -76,6 +76,10 @@ class UnknownStackError(Exception):
     """A StackReference names a stack the run was not given outputs for (the engine: the stack does not exist)."""
 
 
+class DuplicateUrnError(Exception):
+    """A program registered (or read) one URN twice: the engine fails the update with the same words."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RegisteredResource:
     """One resource the program registered: what it asked for, secrets replaced by SECRET."""
@@ -276,6 +280,16 @@ class _RecordingMonitor(sdk.MockMonitor):
         self.lock = threading.Lock()
         self.registered: list[RegisteredResource] = []
         self.thread_loops: set[asyncio.AbstractEventLoop] = set()
+        self.urns: set[str] = set()
+
+    def remember_urn(self, urn: str) -> None:
+        """As strict as the engine: a second resource with a URN already taken fails the run."""
+        with self.lock:
+            if urn in self.urns:
+                self.mocks.errors.append(
+                    DuplicateUrnError(f"Duplicate resource URN '{urn}'; try giving it a unique name")
+                )
+            self.urns.add(urn)
 
     def _track_thread_loop(self) -> None:
         # The SDK gives each executor thread an event loop; keep them so the run can close them.
@@ -294,6 +308,7 @@ class _RecordingMonitor(sdk.MockMonitor):
             custom=True,
             inputs=_plain(json_format.MessageToDict(request.properties)),
         )
+        self.remember_urn(response.urn)
         with self.lock:
             self.registered.append(record)
         return response
@@ -323,6 +338,7 @@ class _RecordingMonitor(sdk.MockMonitor):
             retain_on_delete=bool(request.retainOnDelete),
             dependencies=tuple(request.dependencies),
         )
+        self.remember_urn(urn)
         with self.lock:
             self.registered.append(record)
 

@@ -48,7 +48,8 @@ class Site(SettingsModel):
         default=None,
         min_length=1,
         pattern=r"^\S+$",
-        description="kubectl context of the site's cluster, for the commands the stack prints; default the name.",
+        description="kubectl context of the site's cluster: the provider's context when `kubeconfig` is unset, and "
+        "the commands the stack prints; default the name.",
     )
 
     @property
@@ -165,6 +166,7 @@ class TailnetSettings(SettingsModel):
                 FieldProblem(("activeSite",), f"is not one of the sites ({', '.join(names)})", self.active_site)
             )
         problems += self._shared_values()
+        problems += self._unique_users()
         networks = self._site_networks()
         problems += self._inside_the_tailnet(networks)
         problems += self._overlapping(networks)
@@ -189,6 +191,18 @@ class TailnetSettings(SettingsModel):
                 if self.zone_of(site) == self.zone_of(other):
                     zone = self.zone_of(site)
                     problems.append(self._shared(i, j, "dnsZone", "DNS zone", zone, "<name>.tn.<internalDomain>"))
+        return problems
+
+    def _unique_users(self) -> list[FieldProblem]:
+        """A user name is one Headscale user and one Pulumi resource (its URN): the engine refuses a program that
+        registers a URN twice, so a repeated name is refused here, at the later entry, naming the earlier."""
+        first: dict[str, int] = {}
+        problems: list[FieldProblem] = []
+        for i, user in enumerate(self.users):
+            if user.name in first:
+                what = f"is also the name of users[{first[user.name]}]: user names are unique"
+                problems.append(FieldProblem(("users", i, "name"), what, user.name))
+            first.setdefault(user.name, i)
         return problems
 
     def _site_networks(self) -> list[tuple[int, Location, IpNetwork]]:

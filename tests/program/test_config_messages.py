@@ -185,6 +185,18 @@ def test_sites_that_share_a_value_name_the_site_that_sets_it(change: dict, expec
     assert only_problem(tailnet=tailnet) == f"{PROJECT}:{expected}"
 
 
+def test_a_repeated_user_name_is_refused_at_the_later_entry() -> None:
+    """Two users of one name would register one URN twice, which the engine refuses (issue 38); the plan refuses
+    them first, naming the key, the value and the earlier entry."""
+    tailnet = section("hydra", "tailnet")
+    first = tailnet["users"][0]
+    tailnet["users"] = [*tailnet["users"], {**first, "email": "someone@example.com"}]
+    assert only_problem(tailnet=tailnet) == (
+        f"{PROJECT}:tailnet.users[{len(tailnet['users']) - 1}].name: is also the name of users[0]: user names are "
+        f"unique, got '{first['name']}'"
+    )
+
+
 def test_a_shared_gateway_ip_names_both_sites() -> None:
     tailnet = section("hydra", "tailnet")
     tailnet["sites"][1] |= {"gatewayIp": "172.30.250.10", "lbPool": "172.30.250.0/28"}

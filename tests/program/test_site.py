@@ -73,6 +73,7 @@ def test_kubeconfig_secret_gets_an_explicit_provider_and_stays_secret(run_stack,
     run = run_stack("lab", project_dir=project)
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] is SECRET
+    assert "context" not in provider.inputs, "the kubeconfig's own current context"
     namespaces = run.of_type(NAMESPACE_TYPE)
     assert len(namespaces) == 2
     namespace = namespaces[0]
@@ -84,11 +85,14 @@ def test_kubeconfig_secret_gets_an_explicit_provider_and_stays_secret(run_stack,
 @pytest.mark.parametrize("stack", ["hydra", "cosmos"])
 def test_one_explicit_provider_from_the_first_up_with_the_ambient_kubeconfig(run_stack, stack: str) -> None:
     """No kubeconfig set: the stack's own provider (ambient kubeconfig), so setting one later updates it instead
-    of moving every object to another provider; data changes are updates; the cluster is the site."""
+    of moving every object to another provider; data changes are updates; the cluster is the site. Its context is
+    the site's (issue 38): never the ambient file's current context, which one shell shares between both stacks, so
+    cosmos's objects can never land in hydra's cluster."""
     run = run_stack(stack)
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert provider.name == f"{stack}-kubernetes"
     assert "kubeconfig" not in provider.inputs
+    assert provider.inputs["context"] == stack
     assert provider.inputs["enableConfigMapMutable"] == "true"
     assert provider.inputs["enableSecretMutable"] == "true"
     assert provider.inputs["clusterIdentifier"] == stack
@@ -97,6 +101,22 @@ def test_one_explicit_provider_from_the_first_up_with_the_ambient_kubeconfig(run
     assert all(r.provider and r.provider.startswith(provider.urn) for r in kubernetes), [
         r.name for r in kubernetes if not (r.provider or "").startswith(provider.urn)
     ]
+
+
+def test_a_site_s_kube_context_is_its_provider_s_context(run_stack, project_copy) -> None:
+    """`tailnet.sites[].kubeContext` names the context when the contexts are not named after the sites."""
+    project = project_copy()
+    text = (project / "Pulumi.yaml").read_text()
+    assert "        - name: cosmos\n" in text
+    (project / "Pulumi.yaml").write_text(
+        text.replace(
+            "        - name: cosmos\n", "        - name: cosmos\n          kubeContext: admin@cosmos-cluster\n"
+        )
+    )
+    (provider,) = run_stack("cosmos", project_dir=project).of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["context"] == "admin@cosmos-cluster"
+    (hydra,) = run_stack("hydra", project_dir=project).of_type("pulumi:providers:kubernetes")
+    assert hydra.inputs["context"] == "hydra"
 
 
 # ------------------------------------------------------------------------------------------ the one pass

@@ -12,6 +12,7 @@ from tools.harness import (
     PROJECT_DIR,
     SECRET,
     UNKNOWN,
+    DuplicateUrnError,
     RegisteredResource,
     SecretOutput,
     UnknownStackError,
@@ -60,6 +61,28 @@ def test_a_callable_program_runs_in_place_of_a_file_and_fails_the_same_way() -> 
     with pytest.raises(RuntimeError, match="boom"):
         run_program(project="p", stack="s", config={}, program=failing, registered=registered)
     assert [r.name for r in registered] == ["first"]
+
+
+def test_a_urn_registered_twice_fails_the_run_as_the_engine_does() -> None:
+    """The engine refuses a program that registers one URN twice ("Duplicate resource URN"); so does the offline run,
+    which let two `tailnet.users` of one name through before (issue 38). The same name under another parent, or of
+    another type, is another URN."""
+
+    def twice() -> None:
+        k8s.core.v1.Namespace("same")
+        k8s.core.v1.Namespace("same")
+
+    with pytest.raises(
+        DuplicateUrnError, match=r"Duplicate resource URN 'urn:pulumi:s::p::[^']*kubernetes:core/v1:Namespace::same'"
+    ):
+        run_program(project="p", stack="s", config={}, program=twice)
+
+    def distinct() -> None:
+        k8s.core.v1.Namespace("same")
+        k8s.core.v1.ConfigMap("same")
+
+    run = run_program(project="p", stack="s", config={}, program=distinct)
+    assert len(run.resources) == 2
 
 
 def test_config_error_comes_before_any_resource() -> None:

@@ -22,11 +22,12 @@ class StepError(Exception):
 
 
 def kubeconfig_for(cluster: Cluster, *, user: str = "admin") -> str:
-    """A kubeconfig whose active context is ``cluster`` (what a user's KUBECONFIG or a stack's secret holds)."""
+    """A kubeconfig whose active context is ``cluster``, named after it, as the docs ask (what a user's KUBECONFIG
+    or a stack's secret holds; a stack without ``kubeconfig`` asks the ambient one for its site's context)."""
     return (
-        "apiVersion: v1\nkind: Config\ncurrent-context: main\n"
+        f"apiVersion: v1\nkind: Config\ncurrent-context: {cluster.name}\n"
         f"clusters:\n- name: {cluster.name}\n  cluster: {{server: '{cluster.server}'}}\n"
-        f"contexts:\n- name: main\n  context: {{cluster: {cluster.name}, user: {user}}}\n"
+        f"contexts:\n- name: {cluster.name}\n  context: {{cluster: {cluster.name}, user: {user}}}\n"
         f"users:\n- name: {user}\n  user: {{token: offline}}\n"
     )
 
