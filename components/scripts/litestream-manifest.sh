@@ -198,13 +198,18 @@ hmac_file() {
 }
 
 # --- common inputs --------------------------------------------------------------------------------------------
-replica_inputs() {
+# app_input: APP, checked (the application a manifest or a snapshot MAC is signed for).
+app_input() {
     APP=${APP:-}
-    REPLICA_DIR=${REPLICA_DIR:-}
-    MANIFEST_FILE=${MANIFEST_FILE:-}
     case "$APP" in
         '' | *[!a-z0-9-]*) die "$EX_USAGE" "APP must be lowercase letters, digits and '-' (got '$APP')." ;;
     esac
+}
+
+replica_inputs() {
+    app_input
+    REPLICA_DIR=${REPLICA_DIR:-}
+    MANIFEST_FILE=${MANIFEST_FILE:-}
     require_absolute REPLICA_DIR "$REPLICA_DIR"
     require_absolute MANIFEST_FILE "$MANIFEST_FILE"
     REPLICA_DIR=${REPLICA_DIR%/}
@@ -559,8 +564,7 @@ snapshot_mac() {
         die "$EX_USAGE" "usage: $0 snapshot-mac FROM TO SHA256 (64 hex digits)."
     fi
     case "$1$2" in *[!0-9.]* | '') die "$EX_USAGE" "FROM and TO must be versions X.Y.Z (got '$1', '$2')." ;; esac
-    APP=${APP:-}
-    case "$APP" in '' | *[!a-z0-9-]*) die "$EX_USAGE" "APP must be lowercase letters, digits and '-' (got '$APP')." ;; esac
+    app_input
     load_key
     sm_body=$(mktemp "${TMPDIR:-/tmp}/snapshot.XXXXXX") || die "$EX_IO" "Could not create a temp file."
     printf 'headscale-ha-pre-upgrade-snapshot 1\napp %s\nfrom %s\nto %s\nsha256 %s\n' "$APP" "$1" "$2" "$3" >"$sm_body"

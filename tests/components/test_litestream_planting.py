@@ -20,7 +20,6 @@ import pytest
 
 from tests.support.litestream_lab import (
     App,
-    ScriptResult,
     insert_rows,
     litestream_bin,
     manifest_env,
@@ -30,7 +29,6 @@ from tests.support.litestream_lab import (
     replicate_once,
     replicating,
     run_manifest_script,
-    run_restore_script,
     signing,
     wait_until,
     write_backup_key,
@@ -40,7 +38,9 @@ from tests.support.ltx_attack import (
     header_range,
     ltx_name,
     manifest_files,
+    next_pod,
     plant,
+    signed_restore,
     with_header_range,
     write_signed_manifest,
 )
@@ -67,18 +67,6 @@ def _signed(app: App, rows: int, scratch: Path) -> bool:
     assert LITESTREAM is not None
     newest_l0 = max((int(p.name[17:33], 16) for p in app.replica_dir.glob("ltx/0/*.ltx")), default=0)
     return replica_row_count(LITESTREAM, app, scratch) == rows and manifest_txid(app) >= newest_l0 > 0
-
-
-def _restore(app: App, key: Path, **env: str) -> ScriptResult:
-    assert LITESTREAM is not None
-    return run_restore_script(["sh"], LITESTREAM, app, backup_key=key, extra_env=env)
-
-
-def _next_pod(previous: App, root: Path) -> App:
-    """A new pod of the same application on a fresh local volume, with the previous pod's backup directory."""
-    pod = App(root, name=previous.name).create()
-    shutil.copytree(previous.backup_dir, pod.backup_dir)
-    return pod
 
 
 def _stopped_pod(tmp_path: Path, name: str, rows: int) -> tuple[App, Path]:
@@ -132,17 +120,17 @@ def test_a_snapshot_renamed_to_a_newer_position_is_never_signed_nor_served(
     assert (9, planted_name) not in manifest_files(pod)
     assert manifest_txid(pod) < 0xFFFFF
 
-    restored = _next_pod(pod, tmp_path / "next")
-    result = _restore(restored, key)
+    restored = next_pod(pod, tmp_path / "next")
+    result = signed_restore(restored, key)
     assert result.returncode == 0, result.stderr
     assert len(read_rows(restored.db_path)) == ROWS
     assert not (restored.replica_dir / "ltx" / "9" / planted_name).exists()
     assert _quarantined(restored, 9, planted_name), result.stderr
 
     # The same replica signed whole by a holder of the key (a signer before the rule): the header check refuses it.
-    signed_whole = _next_pod(pod, tmp_path / "signed-whole")
+    signed_whole = next_pod(pod, tmp_path / "signed-whole")
     write_signed_manifest(signed_whole, key)
-    refused = _restore(signed_whole, key)
+    refused = signed_restore(signed_whole, key)
     assert refused.returncode == 43, refused.stderr
     assert "does not name the TXID range of its name" in refused.stderr
     assert not signed_whole.db_path.exists()
@@ -162,8 +150,8 @@ def test_an_unsigned_file_above_the_position_stops_neither_replication_nor_the_n
     planted_name = ltx_name(txid, txid)
     plant(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 7), first, 0, planted_name)
 
-    second = _next_pod(first, tmp_path / "second")
-    result = _restore(second, key)
+    second = next_pod(first, tmp_path / "second")
+    result = signed_restore(second, key)
     assert result.returncode == 0, result.stderr
     assert len(read_rows(second.db_path)) == ROWS
     with running_pod(second, key, tmp_path / "second"):
@@ -173,8 +161,8 @@ def test_an_unsigned_file_above_the_position_stops_neither_replication_nor_the_n
     assert manifest_txid(second) > signed
     assert "cannot verify wal state" not in (tmp_path / "second" / "replicate.log").read_text()
 
-    third = _next_pod(second, tmp_path / "third")
-    again = _restore(third, key)
+    third = next_pod(second, tmp_path / "third")
+    again = signed_restore(third, key)
     assert again.returncode == 0, again.stderr
     assert len(read_rows(third.db_path)) == ROWS + MORE_ROWS
     # The planted file is kept for inspection, out of Litestream's way.
@@ -224,7 +212,7 @@ def test_the_documented_downgrade_restores_the_pre_upgrade_snapshot_and_is_signe
     snapshot.parent.mkdir()
     insert_rows(snapshot, FIRST_ROWS)
     # Steps 2-3: move the replica and its manifest aside, seed a new replica from a copy of the snapshot.
-    pod = _next_pod(newer, tmp_path / "pod")
+    pod = next_pod(newer, tmp_path / "pod")
     aside = pod.backup_dir / "before-downgrade"
     aside.mkdir()
     shutil.move(pod.replica_dir, aside / "replica")
@@ -238,9 +226,9 @@ def test_the_documented_downgrade_restores_the_pre_upgrade_snapshot_and_is_signe
     witness.write_text(recorded)
     env = {"POSITION_WITNESS_FILE": str(witness)}
     # Without the override: no manifest (40).
-    assert _restore(pod, key, **env).returncode == 40
+    assert signed_restore(pod, key, **env).returncode == 40
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
-    restored = _restore(pod, key, ALLOW_UNSIGNED_RESTORE=today, **env)
+    restored = signed_restore(pod, key, ALLOW_UNSIGNED_RESTORE=today, **env)
     assert restored.returncode == 0, restored.stderr
     assert len(read_rows(pod.db_path)) == FIRST_ROWS
     # The signer takes the restored files from the restore's baseline and signs them (no local copies: the seed's
@@ -249,11 +237,11 @@ def test_the_documented_downgrade_restores_the_pre_upgrade_snapshot_and_is_signe
     assert signed.returncode == 0, signed.stderr
     assert manifest_files(pod) == sorted((int(p.parent.name), p.name) for p in pod.replica_dir.glob("ltx/[0-9]/*.ltx"))
     # The next restore: the newer state's recorded position is above the new replica's, so a rollback (44) ...
-    again = _next_pod(pod, tmp_path / "again")
-    refused = _restore(again, key, **env)
+    again = next_pod(pod, tmp_path / "again")
+    refused = signed_restore(again, key, **env)
     assert refused.returncode == 44, refused.stderr
     # ... until allowRollback of the day (or the recorder's first record of the new position).
-    accepted = _restore(again, key, ALLOW_ROLLBACK_RESTORE=today, **env)
+    accepted = signed_restore(again, key, ALLOW_ROLLBACK_RESTORE=today, **env)
     assert accepted.returncode == 0, accepted.stderr
     assert len(read_rows(again.db_path)) == FIRST_ROWS
 
@@ -282,8 +270,8 @@ def test_a_stray_level_0_file_planted_under_the_running_pod_is_moved_aside_by_th
             shipped = wait_until(lambda: _signed(pod, FIRST_ROWS + MORE_ROWS, tmp_path), timeout=30)
             assert shipped, (tmp_path / "replicate-again.log").read_text()
     assert signed < manifest_txid(pod) < FAR
-    again = _next_pod(pod, tmp_path / "again")
-    restored = _restore(again, key)
+    again = next_pod(pod, tmp_path / "again")
+    restored = signed_restore(again, key)
     assert restored.returncode == 0, restored.stderr
     assert len(read_rows(again.db_path)) == FIRST_ROWS + MORE_ROWS
 
@@ -320,7 +308,7 @@ def test_on_a_kept_volume_the_restore_moves_a_far_file_before_litestream_starts(
     assert LITESTREAM is not None
     pod, key = _stopped_pod(tmp_path, "pod", FIRST_ROWS)
     planted = plant(_far_file(tmp_path), pod, 0, ltx_name(FAR, FAR))
-    served = _restore(pod, key)
+    served = signed_restore(pod, key)
     assert served.returncode == 0, served.stderr
     assert "serving existing database" in served.stderr
     assert not planted.exists()

@@ -10,7 +10,6 @@ back; the signer now signs a file of levels 1-9 only when restoring through it g
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -19,7 +18,6 @@ import pytest
 
 from tests.support.litestream_lab import (
     App,
-    ScriptResult,
     insert_rows,
     litestream_bin,
     manifest_env,
@@ -28,17 +26,30 @@ from tests.support.litestream_lab import (
     replicate_app_once,
     replicating,
     run_manifest_script,
-    run_restore_script,
     signing,
     wait_until,
     write_backup_key,
 )
-from tests.support.ltx_attack import ltx_name, manifest_files, plant, with_header_range
+from tests.support.ltx_attack import (
+    ltx_name,
+    manifest_files,
+    next_pod,
+    plant,
+    signed_restore,
+    with_header_range,
+)
 
 LITESTREAM = litestream_bin()
 ROWS = 30
 
 pytestmark = pytest.mark.real_tool("litestream")
+
+
+def _compacting_pod(tmp_path: Path) -> App:
+    """A Headscale pod whose Litestream compacts into level 1 every second (the default is every 30 s)."""
+    app = App(tmp_path / "pod", name="headscale").create()
+    app.config.write_text(app.config.read_text().replace("snapshot:\n", "levels:\n  - interval: 1s\nsnapshot:\n"))
+    return app
 
 
 def _delete_row(db: Path, row_id: int) -> None:
@@ -51,18 +62,6 @@ def _delete_row(db: Path, row_id: int) -> None:
 
 def _level0(app: App) -> list[tuple[int, int]]:
     return sorted((int(p.name[:16], 16), int(p.name[17:33], 16)) for p in app.replica_dir.glob("ltx/0/*.ltx"))
-
-
-def _restore(app: App, key: Path) -> ScriptResult:
-    assert LITESTREAM is not None
-    return run_restore_script(["sh"], LITESTREAM, app, backup_key=key)
-
-
-def _next_pod(previous: App, root: Path) -> App:
-    """A new pod of the same application on a fresh local volume, with the previous pod's backup directory."""
-    pod = App(root, name=previous.name).create()
-    shutil.copytree(previous.backup_dir, pod.backup_dir)
-    return pod
 
 
 @pytest.mark.parametrize("app_name", ["headscale", "headplane"])
@@ -101,8 +100,8 @@ def test_a_crafted_compaction_inside_the_written_range_is_never_signed(app_name:
     assert (1, crafted_name) not in manifest_files(app)
     assert manifest_txid(app) == inserted_at
 
-    restored = _next_pod(app, tmp_path / "next")
-    result = _restore(restored, key)
+    restored = next_pod(app, tmp_path / "next")
+    result = signed_restore(restored, key)
     assert result.returncode == 0, result.stderr
     ids = [row_id for row_id, _ in read_rows(restored.db_path)]
     assert 1 not in ids
@@ -113,8 +112,7 @@ def test_litestream_compactions_and_snapshots_are_proven_and_restore(tmp_path: P
     """With a level-1 compaction every second, the running signer proves and signs Litestream's own compactions and
     its snapshot (no refusal), and a restore from what it signed holds every row."""
     assert LITESTREAM is not None
-    app = App(tmp_path / "pod", name="headscale").create()
-    app.config.write_text(app.config.read_text().replace("snapshot:\n", "levels:\n  - interval: 1s\nsnapshot:\n"))
+    app = _compacting_pod(tmp_path)
     key = write_backup_key(tmp_path / "backup.key")
     insert_rows(app.db_path, ROWS)
     env = manifest_env(app, key, SIGN_INTERVAL_SECONDS="0.2", HEARTBEAT_SECONDS="1")
@@ -146,8 +144,8 @@ def test_litestream_compactions_and_snapshots_are_proven_and_restore(tmp_path: P
     last = max((entry for entry in rest if entry[0] >= 1), key=lambda entry: entry[2])
     assert all(last[1] <= lo and hi <= last[2] for _, lo, hi in covered), (covered, last)
 
-    restored = _next_pod(app, tmp_path / "next")
-    result = _restore(restored, key)
+    restored = next_pod(app, tmp_path / "next")
+    result = signed_restore(restored, key)
     assert result.returncode == 0, result.stderr
     assert len(read_rows(restored.db_path)) == written
 
@@ -189,8 +187,7 @@ def test_the_running_signer_signs_level_0_files_while_it_proves(tmp_path: Path) 
         f'exec {LITESTREAM} "$@"\n'
     )
     gated.chmod(0o755)
-    app = App(tmp_path / "pod", name="headscale").create()
-    app.config.write_text(app.config.read_text().replace("snapshot:\n", "levels:\n  - interval: 1s\nsnapshot:\n"))
+    app = _compacting_pod(tmp_path)
     key = write_backup_key(tmp_path / "backup.key")
     insert_rows(app.db_path, ROWS)
     env = manifest_env(app, key, SIGN_INTERVAL_SECONDS="0.2", HEARTBEAT_SECONDS="1", LITESTREAM_BIN=str(gated))

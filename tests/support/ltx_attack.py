@@ -14,7 +14,14 @@ import shutil
 import time
 from pathlib import Path
 
-from tests.support.litestream_lab import App, insert_rows, replicate_app_once
+from tests.support.litestream_lab import (
+    App,
+    ScriptResult,
+    insert_rows,
+    litestream_bin,
+    replicate_app_once,
+    run_restore_script,
+)
 
 MAGIC = "headscale-ha-replica-manifest 1"
 
@@ -63,6 +70,20 @@ def write_signed_manifest(
     )
     mac = hmac.new(key_file.read_text().strip().encode(), body.encode(), hashlib.sha256).hexdigest()
     app.manifest.write_text(f"{body}hmac {mac}\n")
+
+
+def next_pod(previous: App, root: Path) -> App:
+    """A new pod of the same application on a fresh local volume, with the previous pod's backup directory."""
+    pod = App(root, name=previous.name).create()
+    shutil.copytree(previous.backup_dir, pod.backup_dir)
+    return pod
+
+
+def signed_restore(app: App, key: Path, **env: str) -> ScriptResult:
+    """The pod's restore script (real Litestream, sh) with the backup key; ``env`` adds variables."""
+    binary = litestream_bin()
+    assert binary is not None
+    return run_restore_script(["sh"], binary, app, backup_key=key, extra_env=env)
 
 
 def foreign_snapshot(binary: Path, root: Path, rows: int) -> Path:
