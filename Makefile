@@ -24,7 +24,7 @@ DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
 # apt-get runs as root: directly when we are root, else through sudo.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo,NO_SUDO))
 
-.PHONY: deps plan validate crd-schemas checkov test lint bench docs diff clean promote demote upgrade
+.PHONY: deps real-tools plan validate crd-schemas checkov test lint bench docs diff clean promote demote upgrade
 
 deps:
 	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
@@ -72,8 +72,14 @@ crd-schemas: $(RUNTIME_STAMP)
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check --no-cache .
 
-test: lint $(CHECKOV_STAMP)
+test: lint $(CHECKOV_STAMP) real-tools
 	$(PY) -m pytest
+
+# The real actors (Pulumi CLI, pulumi-kubernetes, Headscale, etcd, the Kubernetes control plane, kwok), built from
+# the pins in tools/real_tools.json through the Go module proxy into ~/.cache/headscale-ha/real-tools/<hash>
+# (HEADSCALE_HA_REAL_TOOLS moves it): cold, tens of minutes; warm, seconds. It prints each binary's version.
+real-tools: $(RUNTIME_STAMP)
+	$(PY) -m tools.real_tools
 
 # Offline preview: what changes from BASE (a git ref) to the working tree, per stack (tools/diff/). make reports
 # any non-zero status as 2; CI gates on `.venv/bin/python -m tools.diff` (0 none, 1 changes, 3 DATA LOSS, 2 error).

@@ -25,6 +25,7 @@ import pytest
 
 from tests.support.litestream_lab import litestream_bin
 from tests.support.pg_lab import postgres_bindir
+from tools import real_tools
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEBIAN_PACKAGES_FILE = PROJECT_DIR / "debian-packages.txt"
@@ -54,6 +55,8 @@ class Tool:
         """The package that provides the tool, for a reader."""
         if self.source == "apt":
             return f"Debian package {self.package}"
+        if self.source == "go":
+            return f"Go module {self.package}, tools/real_tools.json"
         if self.source == "toolenv":
             return f"pip package {self.package} in .venv-{self.name}, requirements-{self.name}.txt"
         return f"pip package {self.package}, requirements-dev.txt"
@@ -64,6 +67,7 @@ HOW = {
     "apt": ("make deps", "installs what is missing from debian-packages.txt (apt-get; as root, or via sudo)"),
     "pip": ("make test", "installs requirements-dev.txt into .venv first"),
     "toolenv": ("make test", "creates the tool's own environment (.venv-<tool>) from requirements-<tool>.txt first"),
+    "go": ("make real-tools", "builds the pinned real actors of tools/real_tools.json from the Go module proxy"),
 }
 
 
@@ -72,6 +76,16 @@ def _tool_env(name: str) -> Callable[[], object]:
 
     def find() -> object:
         path = PROJECT_DIR / f".venv-{name}" / "bin" / name
+        return path if path.is_file() else None
+
+    return find
+
+
+def _built(binary: str) -> Callable[[], object]:
+    """A real actor ``make real-tools`` built into its cache (tools/real_tools.py)."""
+
+    def find() -> object:
+        path = real_tools.bin_dir() / binary
         return path if path.is_file() else None
 
     return find
@@ -104,6 +118,20 @@ TOOLS: dict[str, Tool] = {
         ),
     )
 }
+#: The real actors built from the Go module proxy: name -> (module, what it is).
+_GO_ACTORS = {
+    "pulumi": ("github.com/pulumi/pulumi/pkg/v3", "the Pulumi CLI (the engine)"),
+    "pulumi-resource-kubernetes": ("github.com/pulumi/pulumi-kubernetes/provider/v4", "the pulumi-kubernetes plugin"),
+    "headscale": ("github.com/juanfont/headscale", "Headscale, the pinned release"),
+    "headscale-previous": ("github.com/juanfont/headscale", "Headscale, the release before (upgrade runbook)"),
+    "etcd": ("go.etcd.io/etcd/server/v3", "etcd, the lab's API servers' store"),
+    "kube-apiserver": ("k8s.io/kubernetes", "the Kubernetes API server"),
+    "kube-controller-manager": ("k8s.io/kubernetes", "the Kubernetes controller manager"),
+    "kube-scheduler": ("k8s.io/kubernetes", "the Kubernetes scheduler"),
+    "kubectl": ("k8s.io/kubernetes", "kubectl, which the runbooks drive"),
+    "kwok": ("sigs.k8s.io/kwok", "kwok, the lab's kubelet"),
+}
+TOOLS.update({name: Tool(name, module, "go", _built(name), what) for name, (module, what) in _GO_ACTORS.items()})
 
 
 def debian_packages() -> list[str]:

@@ -271,3 +271,24 @@ def with_wal_frames(path: Path, dest_dir: Path, *, keep_shm: bool = False) -> Pa
         (dest_dir / (path.name + suffix)).write_bytes(Path(str(path) + suffix).read_bytes())
     conn.close()
     return dest_dir / path.name
+
+
+_BYTES = "parsing policy from bytes: json: cannot unmarshal JSON string into Go v2."
+#: A refused policy → Headscale's words after "parsing policy: " in 0.28 and 0.29 (as test_real_headscale.py saw).
+POLICY_REFUSALS = {
+    '{"acls": [{"action": "accept", "dst": ["tag:b:22"], "src": ["group:a"]}]}': (
+        'multiple errors:\n\tGroup "group:a" is not defined in the Policy, please define or remove the reference to it'
+        '\n\tTag "tag:b" is not defined in the Policy, please define or remove the reference to it',
+        'multiple errors:\n\tgroup not defined in policy: "group:a"\n\tdst="tag:b": tag not found: "tag:b"',
+    ),
+    '{"acls": [{"action": "accept", "src": ["*"], "dst": ["*:99999"]}]}': (
+        f'{_BYTES}AliasWithPorts within "/acls/0/dst/0": port number out of range',
+        f'{_BYTES}AliasWithPorts within "/acls/0/dst/0": dst="*:99999": port range "99999": port number out of range',
+    ),
+    '{"acls": [{"action": "drop", "src": ["*"], "dst": ["*:*"]}]}': (
+        f'{_BYTES}Action within "/acls/0/action": invalid action "drop", must be "accept"',
+        f'{_BYTES}Action within "/acls/0/action": action="drop" is not supported: invalid ACL action',
+    ),
+    '{"aclz": []}': ('unknown field "aclz"', 'unknown field: "aclz"'),
+    "{acls: []}": ("parsing HuJSON: hujson: line 1, column 2: invalid literal: acls",) * 2,  # HuJSON is not JSON5
+}

@@ -15,6 +15,7 @@ Its modules:
 - :mod:`.server`: :class:`FakeHeadscale` (lifecycle, faults, records, the request path);
 - :mod:`.store` and :mod:`.state`: the registry, its clock and its records;
 - :mod:`.users`, :mod:`.keys`, :mod:`.nodes`, :mod:`.policy`: the API's operations, one family each;
+- :mod:`.hujson` and :mod:`.policy_errors`: a refused policy worded as each release words it;
 - :mod:`.gateway`: grpc-gateway's routing and request decoding; :mod:`.wire`: timestamps, prefixes, errors;
 - :mod:`.handler`: the HTTP server and request handler; :mod:`.unreachable`: a Headscale that is not there.
 """

@@ -19,6 +19,7 @@ from tests.support.fake_headscale.state import (
 from tests.support.fake_headscale.store import Store
 from tests.support.fake_headscale.wire import (
     GrpcError,
+    announced_routes,
     invalid_argument,
     parse_prefix,
     sorted_routes,
@@ -28,6 +29,8 @@ from tests.support.fake_headscale.wire import (
 
 _DNS_LABEL_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _EXIT_ROUTES = ("0.0.0.0/0", "::/0")
+#: A zero ``key.DiscoPublic`` as Go prints it: the debug preview is a node that never connected.
+_ZERO_DISCO_KEY = "discokey:" + "0" * 64
 
 
 class NodeOperations(Store):
@@ -125,23 +128,26 @@ class RegistrationOperations(Store):
         body = call.body
         try:
             owner = self._user_by_name(body["user"])
-            routes = sorted_routes(body["routes"])
+            routes = announced_routes(body["routes"])
             registration_id = self._registration_id(body["key"])
         except ValueError as exc:
             raise unknown_error(str(exc)) from None
+        # 0.28 caches the whole node (its Hostinfo announces the routes); 0.29 caches registration data, which has
+        # no routes: the registered node announces none until its client connects.
+        carried = routes if self.minor < "0.29" else []
         pending = PendingRegistration(
-            body["name"], owner.id, routes, f"mkey:{secrets.token_hex(32)}", f"nodekey:{secrets.token_hex(32)}"
+            body["name"], owner.id, carried, f"mkey:{secrets.token_hex(32)}", f"nodekey:{secrets.token_hex(32)}"
         )
         self.pending_registrations[registration_id] = pending
-        preview = Node(
+        preview = Node(  # the echo Headscale builds: no id, given name, disco key or addresses; routes as sent
             id=0,
             hostname=body["name"],
-            given_name=body["name"],
+            given_name="",
             user_id=owner.id,
             tags=[],
             machine_key=pending.machine_key,
             node_key=pending.node_key,
-            disco_key="",
+            disco_key=_ZERO_DISCO_KEY,
             ipv4="",
             ipv6="",
             created_at=ZERO_TIME,
@@ -175,6 +181,7 @@ class RegistrationOperations(Store):
             machine_key=pending.machine_key,
             node_key=pending.node_key,
         )
+        node.expiry = ZERO_TIME  # the cached registration's expiry (&time.Time{}), not "no expiry"
         return {"node": self._node_json(node)}
 
     def _op_register_node_api(self, call: Call) -> dict[str, Any]:

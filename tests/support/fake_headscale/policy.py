@@ -6,9 +6,11 @@ from typing import Any
 
 from headscale_ha.policy.check import validate_policy
 from headscale_ha.policy.hujson import load_hujson
-from headscale_ha.policy.problems import PolicyError
+from headscale_ha.policy.problems import PolicyError, PolicyProblem, format_path
 from headscale_ha.policy.schema import policy_document
 from tests.support.fake_headscale.gateway import Call
+from tests.support.fake_headscale.hujson import hujson_error
+from tests.support.fake_headscale.policy_errors import headscale_policy_error
 from tests.support.fake_headscale.store import Store
 from tests.support.fake_headscale.wire import invalid_argument, optional_timestamp, unknown_error
 
@@ -21,26 +23,36 @@ def _fold_key(key: str) -> str:
 
 
 def parse_policy(text: str, *, minor: str) -> dict[str, Any] | None:
-    """Parse and validate policy text as release ``minor`` does (None = empty policy, allow all); ValueError, the
-    caller picks the gRPC code. Validation is the project's policy model, which decides what Headscale's
-    parser decides (tests/policy/test_conformance.py), including a ``tests`` entry proven to fail."""
-    if not text.strip():
+    """Parse and validate policy text as release ``minor`` does (None = empty policy, allow all); ValueError with
+    that release's message, the caller picks the gRPC code. Only an empty text is "no policy": white space alone
+    is not HuJSON. Validation is the project's policy model, which decides what Headscale's parser decides
+    (tests/policy/test_conformance.py), including a ``tests`` entry proven to fail; the wording is Headscale's
+    (:mod:`.policy_errors`)."""
+    if not text:
         return None
+    syntax = hujson_error(text)
+    if syntax is not None:
+        raise ValueError(f"parsing policy: parsing HuJSON: {syntax}")
     try:
         document = load_hujson(text)
     except PolicyError as exc:
-        raise ValueError(f"parsing policy: {exc.problems[0].reason}") from None
+        raise ValueError(f"parsing policy: {exc.problems[0].reason}") from None  # HuJSON Go's decoder refuses
     if not isinstance(document, dict):
         raise ValueError("parsing policy: the policy must be a JSON object")
     allowed = _POLICY_KEYS_029 if minor >= "0.29" else _POLICY_KEYS_028
     folded = {_fold_key(key) for key in allowed}  # Go's v2 decoder: any case, '_' and '-' ignored
-    unknown = sorted(key for key in document if _fold_key(key) not in folded)
-    if unknown:
-        raise ValueError(f'parsing policy: unknown field "{unknown[0]}"')
+    problems = [
+        PolicyProblem(format_path([key]), f"unknown key {key!r}") for key in document if _fold_key(key) not in folded
+    ]
+    validated: dict[str, Any] | None = None
     try:
-        return policy_document(validate_policy(document, version=minor))
+        validated = policy_document(validate_policy(document, version=minor))
     except PolicyError as exc:
-        raise ValueError(f"parsing policy: {exc.problems[0]}") from None
+        unknown = {problem.path for problem in problems}
+        problems += [problem for problem in exc.problems if problem.path not in unknown]
+    if problems:
+        raise ValueError(f"parsing policy: {headscale_policy_error(document, problems, minor=minor)}")
+    return validated
 
 
 def defined_tags(policy_text: str | None, *, minor: str) -> set[str]:

@@ -101,7 +101,8 @@ class Node:
 
 @dataclass
 class PendingRegistration:
-    """A node waiting in the registration cache (``debug/node``) for ``node/register`` or ``auth/register``."""
+    """A node waiting in the registration cache (``debug/node``) for ``node/register`` or ``auth/register``;
+    ``routes`` are those the registered node will announce (0.29 caches none)."""
 
     hostname: str
     user_id: int

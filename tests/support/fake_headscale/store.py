@@ -30,7 +30,13 @@ from tests.support.fake_headscale.state import (
     hash_secret,
     random_urlsafe,
 )
-from tests.support.fake_headscale.wire import GrpcError, optional_timestamp, sorted_routes, validate_tag
+from tests.support.fake_headscale.wire import (
+    GrpcError,
+    optional_timestamp,
+    served_routes,
+    sorted_routes,
+    validate_tag,
+)
 
 
 def _given_name(hostname: str) -> str:
@@ -182,8 +188,10 @@ class Store:
 
     def _create_user(self, name: str, display_name: str, email: str, picture: str) -> User:
         if any(user.name == name and not user.provider_id for user in self.users.values()):
+            # The handler wraps this as Internal: 0.28 "failed to create user: %s", 0.29 "creating user: %s".
+            handler = "creating user" if self.minor >= "0.29" else "failed to create user"
             raise GrpcError(
-                13, "creating user: creating user: constraint failed: UNIQUE constraint failed: users.name (2067)"
+                13, f"{handler}: creating user: constraint failed: UNIQUE constraint failed: users.name (2067)"
             )
         user_id = self._next_id("users")
         user = User(user_id, name, self.now, display_name, email, profile_pic_url=picture)
@@ -320,7 +328,6 @@ class Store:
             user = self.users.get(node.user_id) if node.user_id is not None else None
             owner = self._user_json(user) if user else None
         key = self.preauth_keys.get(node.auth_key_id) if node.auth_key_id is not None else None
-        available = set(node.available_routes)
         return {
             "id": str(node.id),
             "machineKey": node.machine_key,
@@ -338,6 +345,6 @@ class Store:
             "online": node.online,
             "approvedRoutes": list(node.approved_routes),
             "availableRoutes": list(node.available_routes),
-            "subnetRoutes": [route for route in node.approved_routes if route in available],
+            "subnetRoutes": served_routes(node.available_routes, node.approved_routes),
             "tags": list(node.tags),
         }

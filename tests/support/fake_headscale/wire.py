@@ -91,25 +91,65 @@ class _Prefix:
 
 
 def parse_prefix(text: str) -> _Prefix:
-    """Parse like ``netip.ParsePrefix`` (the address is kept unmasked); ValueError with Go's wording."""
+    """Parse like ``netip.ParsePrefix`` (the address is kept unmasked); ValueError with Go's wording.
+
+    Go splits at the last ``/``, refuses zones, then the bits: a sign or a leading zero (or anything ``Atoi`` cannot
+    read) is "bad bits after slash", a number beyond the family's width "prefix length out of range".
+    """
     where = f"netip.ParsePrefix({json.dumps(text)})"
-    address_text, slash, bits_text = text.partition("/")
+    address_text, slash, bits_text = text.rpartition("/")
     if not slash:
         raise ValueError(f"{where}: no '/'")
     try:
         address = ipaddress.ip_address(address_text)
     except ValueError:
         raise ValueError(f"{where}: ParseAddr({json.dumps(address_text)}): unable to parse IP") from None
+    if "%" in address_text:
+        raise ValueError(f"{where}: IPv6 zones cannot be present in a prefix")
     width = 32 if address.version == 4 else 128
-    if not bits_text.isdigit() or int(bits_text) > width or (len(bits_text) > 1 and bits_text[0] == "0"):
+    bits = _prefix_bits(bits_text)
+    if bits is None:
         raise ValueError(f"{where}: bad bits after slash: {json.dumps(bits_text)}")
-    bits = int(bits_text)
+    if bits > width:
+        raise ValueError(f"{where}: prefix length out of range")
     masked = int(address) >> (width - bits) << (width - bits) if bits else 0
     return _Prefix(address.version, masked, bits, int(address), f"{address}/{bits}")
 
 
+def _prefix_bits(text: str) -> int | None:
+    """The bits as ``netip.ParsePrefix`` reads them (None when it calls them bad): one digit, or a number whose
+    first digit is 1-9 that fits ``strconv.Atoi`` (int64)."""
+    if not text or not text.isascii() or not text.isdigit() or (len(text) > 1 and text[0] == "0"):
+        return None
+    value = int(text)
+    return value if value < 2**63 else None
+
+
+def announced_routes(routes: Iterable[str]) -> list[str]:
+    """Routes as a node announces them (``Hostinfo.RoutableIPs``): each parsed, in the order given, not sorted."""
+    return [parse_prefix(route).text for route in routes]
+
+
 def sorted_routes(routes: Iterable[str]) -> list[str]:
     return [prefix.text for prefix in sorted({parse_prefix(route) for route in routes})]
+
+
+_EXIT_ROUTES = frozenset({"0.0.0.0/0", "::/0"})
+
+
+def served_routes(available: Iterable[str], approved: Iterable[str]) -> list[str]:
+    """A node's ``subnetRoutes`` as the API lists them: its primary routes (the approved subnet routes it announces,
+    in ``netipx.ComparePrefix`` order: family, length, address) then its approved exit routes in announced order.
+
+    Every node is taken as the primary of its routes (the fake elects nothing among routers announcing the same one).
+    """
+    granted = set(approved)
+    announced = [route for route in available if route in granted]
+    subnets = sorted(
+        {parse_prefix(route) for route in announced if route not in _EXIT_ROUTES},
+        key=lambda prefix: (prefix.family, prefix.bits, prefix.address),
+    )
+    return [prefix.text for prefix in subnets] + [route for route in announced if route in _EXIT_ROUTES]
 
 
 def validate_tag(tag: str) -> str | None:

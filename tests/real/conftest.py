@@ -1,0 +1,16 @@
+"""Fixtures of the real-actor tests: the lab of two real clusters, once per module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.kube_lab import KubeLab, running_lab
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[KubeLab]:
+    """hydra and cosmos, real control planes, for the module's runbook."""
+    with running_lab() as started:
+        yield started
