@@ -28,6 +28,7 @@ from headscale_ha.components.settings import PROJECT, SUPPORTED_HEADSCALE_MINORS
 from headscale_ha.program.config import StackConfig
 from tests.support import renovate
 from tests.support.renovate import UnmodelledError, python_regex, slash_regex
+from tools import real_tools
 from tools.harness import PROJECT_DIR, ProgramRun
 from tools.plan import IDENTITY_DIR, plan_all, plan_stack
 
@@ -367,3 +368,15 @@ def test_the_model_renders_templates_as_handlebars_does() -> None:
         renovate.render("{{newVersion}}", fields)
     with pytest.raises(UnmodelledError):
         renovate.render("a\n{{#if depName}}\nb\n{{/if}}\n", fields)
+
+
+def test_every_real_tool_pin_is_found_once_by_its_actor() -> None:
+    """Each built actor of tools/real_tools.json is a Go dependency named after the actor; an actor the proxy cannot
+    serve ("none") has nothing to update, and the previous Headscale release is moved by hand."""
+    relative = "tools/real_tools.json"
+    deps = renovate.extract_all(CONFIG, {relative: (PROJECT_DIR / relative).read_text()})
+    found = {(d.name, d.fields["packageName"], d.fields["currentValue"], d.fields["datasource"]) for d in deps}
+    actors = real_tools.load_actors()
+    pins = {(a.name, a.module, a.version, "go") for a in actors if a.available and a.name != "headscale-previous"}
+    assert found == pins
+    assert "headscale-previous" in {a.name for a in actors}  # kept by hand one minor behind

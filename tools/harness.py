@@ -272,6 +272,20 @@ class _Mocks(sdk.Mocks):
         return {}, None
 
 
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def engine_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
+    """A resource's URN as the real engine forms it: ``urn:pulumi:<stack>::<project>::<chain>::<name>``, where the
+    chain is the parent's own chain, ``$``, the type; a child of the root stack (or of nothing) has its type alone."""
+    chain = type_
+    if parent:
+        parent_chain = parent.split("::")[2]
+        if parent_chain != ROOT_STACK_TYPE:
+            chain = f"{parent_chain}${type_}"
+    return f"urn:pulumi:{stack}::{project}::{chain}::{name}"
+
+
 class _RecordingMonitor(sdk.MockMonitor):
     """The SDK's mock monitor, also keeping parent links and secret markers (the SDK drops both)."""
 
@@ -281,6 +295,18 @@ class _RecordingMonitor(sdk.MockMonitor):
         self.registered: list[RegisteredResource] = []
         self.thread_loops: set[asyncio.AbstractEventLoop] = set()
         self.urns: set[str] = set()
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The engine's URN (pkg/resource/urn.go): the parent's whole type chain before the type, the root stack
+        left out. The SDK's mock keeps only the parent's own type and names the stack, so two resources of one
+        name under parents of different types but one type of their own would share a URN offline only."""
+        return engine_urn(self._stack_name(), self._project_name(), parent, type_, name)
+
+    def _stack_name(self) -> str:
+        return pulumi.get_stack()
+
+    def _project_name(self) -> str:
+        return pulumi.get_project()
 
     def remember_urn(self, urn: str) -> None:
         """As strict as the engine: a second resource with a URN already taken fails the run."""

@@ -17,8 +17,12 @@ from tests.support.engine.lifecycle import IDENTITY, SITES, Lab
 from tests.support.engine.state import RunResult
 from tests.support.engine.world import kubeconfig_for
 from tests.support.lifecycle_stages import migrating
-from tools.harness import PROJECT_DIR
+from tests.support.policy_samples import edited_policy
+from tools.harness import PROJECT_DIR, engine_urn
 
+#: The dynamic providers' default provider: the engine gives it the whole stack config as inputs, so every config
+#: edit updates it (the real engine does: tests/real/test_tailnet_api.py), and nothing follows from that update.
+CONFIG_PROVIDER = "default"
 LITESTREAM_BUMP = {"headscale-ha:backup.litestream.image": "docker.io/litestream/litestream:0.5.18"}
 
 
@@ -38,15 +42,6 @@ def api_lab() -> Iterator[Lab]:
     lab.first_deployment()
     yield lab
     lab.close()
-
-
-def _edited_policy(tmp_path: Path) -> Path:
-    text = (PROJECT_DIR / "policy" / "base.hujson").read_text()
-    edited = text.replace('"group:ops": ["bob@", "carol@"]', '"group:ops": ["bob@"]')
-    assert edited != text
-    path = tmp_path / "policy.hujson"
-    path.write_text(edited)
-    return path
 
 
 def _kinds(result: RunResult) -> set[str]:
@@ -138,7 +133,7 @@ def test_a_second_up_with_no_change_is_all_same(api_lab: Lab, stack: str) -> Non
 def test_a_policy_edit_updates_in_place_and_rolls_headscale(api_lab: Lab, stack: str, tmp_path: Path) -> None:
     cluster = api_lab.world.clusters[stack]
     before = _uid(cluster, "ConfigMap", "headscale-policy-rendered")
-    change = {"headscale-ha:policy.file": str(_edited_policy(tmp_path))}
+    change = {"headscale-ha:policy.file": str(edited_policy(tmp_path))}
     preview = api_lab.run("preview", stack, change)
     assert preview.error is None, preview.text()
     assert _kinds(preview) == {"update"}, preview.text()
@@ -162,7 +157,9 @@ def test_a_headscale_config_edit_updates_the_configmap_and_rolls_the_pod(lab: La
     before = _uid(cluster, "ConfigMap", "headscale-config")
     up = lab.run("up", stack, {"headscale-ha:headscale.logLevel": "debug"})
     assert up.error is None, up.text()
-    assert sorted(s.name for s in up.changes()) == [f"{stack}-headscale-config", f"{stack}-headscale-deployment"]
+    assert sorted(s.name for s in up.changes()) == sorted(
+        [CONFIG_PROVIDER, f"{stack}-headscale-config", f"{stack}-headscale-deployment"]
+    )
     assert _kinds(up) == {"update"}
     assert "debug" in cluster.find("ConfigMap", "headscale-config")["data"]["config.yaml"]
     assert _uid(cluster, "ConfigMap", "headscale-config") == before
@@ -173,8 +170,9 @@ def test_a_litestream_image_bump_updates_the_pods_only(lab: Lab, stack: str) -> 
     up = lab.run("up", stack, LITESTREAM_BUMP)
     assert up.error is None, up.text()
     assert _kinds(up) == {"update"}, up.text()
-    kinds = {s.type.rsplit(":", 1)[1] for s in up.changes()}
+    kinds = {s.type.rsplit(":", 1)[1] for s in up.changes() if s.name != CONFIG_PROVIDER}
     assert kinds <= {"Deployment", "CronJob"}
+    assert up.of(CONFIG_PROVIDER).op == "update"
     assert lab.run("up", stack, LITESTREAM_BUMP).changes() == []
 
 
@@ -212,7 +210,10 @@ def test_setting_kubeconfig_on_an_existing_stack_updates_its_provider_only(lab: 
     kubeconfig = {"headscale-ha:kubeconfig": kubeconfig_for(cluster)}
     preview = lab.run("preview", stack, kubeconfig)
     assert preview.error is None, preview.text()
-    assert [(s.op, s.name) for s in preview.changes()] == [("update", f"{stack}-kubernetes")]
+    assert [(s.op, s.name) for s in preview.changes()] == [
+        ("update", f"{stack}-kubernetes"),
+        ("update", CONFIG_PROVIDER),
+    ]
     assert lab.run("up", stack, kubeconfig).error is None
 
 
@@ -229,7 +230,7 @@ def test_a_rotated_kubeconfig_of_the_same_cluster_replaces_nothing(lab: Lab, sta
     assert rotated != kubeconfig_for(cluster)
     up = lab.run("up", stack, {"headscale-ha:kubeconfig": rotated})
     assert up.error is None, up.text()
-    assert [(s.op, s.name) for s in up.changes()] == [("update", f"{stack}-kubernetes")]
+    assert [(s.op, s.name) for s in up.changes()] == [("update", f"{stack}-kubernetes"), ("update", CONFIG_PROVIDER)]
 
 
 def test_a_kubeconfig_naming_another_cluster_is_trusted_not_a_move(lab: Lab) -> None:
@@ -238,7 +239,7 @@ def test_a_kubeconfig_naming_another_cluster_is_trusted_not_a_move(lab: Lab) -> 
     hydra_objects, cosmos_objects = sorted(lab.hydra.object_keys()), sorted(lab.cosmos.object_keys())
     up = lab.run("up", "hydra", {"headscale-ha:kubeconfig": kubeconfig_for(lab.cosmos)})
     assert up.error is None, up.text()
-    assert [(s.op, s.name) for s in up.changes()] == [("update", "hydra-kubernetes")]
+    assert [(s.op, s.name) for s in up.changes()] == [("update", "hydra-kubernetes"), ("update", CONFIG_PROVIDER)]
     assert sorted(lab.hydra.object_keys()) == hydra_objects
     assert sorted(lab.cosmos.object_keys()) == cosmos_objects
 
@@ -382,6 +383,12 @@ def test_state_written_by_0_1_0_keeps_working_after_the_provider_moved(api_lab: 
     assert api_lab.resources("hydra") == {}
 
 
+def _child_urn(parent: str, type_: str, urn: str) -> str:
+    """The URN the real engine gave a resource of ``urn``'s name as a child of ``parent`` (the whole type chain)."""
+    stack, project = urn.split("::")[0].removeprefix("urn:pulumi:"), urn.split("::")[1]
+    return engine_urn(stack, project, parent, type_, urn.rsplit("::", 1)[1])
+
+
 def _as_release_0_1_0_live_policy(lab: Lab, stack: str) -> tuple[str, str]:
     """Rewrite ``stack``'s state to 0.1.0's tree: the live policy (HeadscalePolicy) a child of the TailnetPolicy
     component, where it is the site's child now. Returns (old URN, current URN)."""
@@ -389,7 +396,7 @@ def _as_release_0_1_0_live_policy(lab: Lab, stack: str) -> tuple[str, str]:
     (live,) = [r for r in state.resources.values() if r.type == "pulumi-python:dynamic/headscale:Policy"]
     (component,) = [r for r in state.resources.values() if r.type == "headscale-ha:policy:TailnetPolicy"]
     old = live.copy()
-    old.urn = live.urn.replace(f"::{live.urn.split('::')[2]}::", f"::{component.type}${live.type}::")
+    old.urn = _child_urn(component.urn, live.type, live.urn)
     old.parent = component.urn
     state.resources = {
         (old.urn if urn == live.urn else urn): (old if urn == live.urn else r) for urn, r in state.resources.items()
@@ -431,7 +438,7 @@ def _as_release_0_1_0_witnesses(lab: Lab, stack: str) -> dict[str, str]:
         if resource.type == "kubernetes:core/v1:ConfigMapPatch" and urn.endswith("-served"):
             backup = backups[urn.rsplit("::", 1)[1].removesuffix("-served")]
             old = resource.copy()
-            old.urn = urn.replace(f"::{urn.split('::')[2]}::", f"::{backup.type}${resource.type}::")
+            old.urn = _child_urn(backup.urn, resource.type, urn)
             old.parent = backup.urn
             renamed[urn] = (old.urn, old)
     state.resources = {

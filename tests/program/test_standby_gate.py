@@ -28,7 +28,9 @@ PINNED = {
 ROUTINE = {"headscale-ha:headscale.logLevel": "debug"}
 CONFIG = "cosmos-headscale-config"
 #: What the routine change updates once it may: the config, and the Deployment it rolls (its checksum).
-ROUTINE_STEPS = [("update", CONFIG), ("update", "cosmos-headscale-deployment")]
+#: The dynamic providers' default provider: the engine gives it the whole stack config, so a config edit updates it.
+CONFIG_PROVIDER = "default"
+ROUTINE_STEPS = [("update", CONFIG), ("update", CONFIG_PROVIDER), ("update", "cosmos-headscale-deployment")]
 #: cosmos without its pin runs Pulumi.yaml's release, the active the pinned one.
 UPGRADED_FIRST = "headscaleVersion: this standby runs 0.29.2, the active runs 0.29.1"
 #: cosmos moved to PostgreSQL while its active still runs SQLite: would create a whole database cluster.
@@ -138,7 +140,8 @@ def _imported(lab: Lab, noise: str | None = None) -> dict[str, str]:
 def test_imported_keys_pass_the_gate_when_they_are_the_tailnet_identity(lab: Lab) -> None:
     same = lab.run("up", "cosmos", {**PINNED, **_imported(lab)})
     assert same.error is None, same.text()
-    assert same.changes() == [], same.text()  # the same keys: the identity Secret stays as it is
+    # The same keys: the identity Secret stays as it is; only the config-holding default provider notices.
+    assert [(step.op, step.name) for step in same.changes()] == [("update", CONFIG_PROVIDER)], same.text()
     before = _snapshot(lab)
     other = lab.run("up", "cosmos", {**PINNED, **ROUTINE, **_imported(lab, noise="privkey:" + "11" * 32)})
     _refused(other, "identityFingerprint: this standby's Noise key has fingerprint ")

@@ -112,17 +112,13 @@ def test_headscale_rolls_out_as_the_installation_check_says(deployed: tuple[Pulu
     assert (follows["headscaleVersion"], follows["databaseStage"]) == (hydra["headscaleVersion"], "sqlite")
 
 
-def comparable(op: str, urn: str) -> tuple[str, str, str] | None:
-    """A step as the engine model can be held to it: (op, type, name); None for what the model leaves out.
-
-    The model names resources by the SDK mocks' URN scheme (the parent's own type before the type), where the real
-    engine writes the parent's whole type chain (the root stack left out), so URNs are compared by type and name;
-    and it has no root stack resource, no StackReference reads and no `pulumi` provider behind them.
-    """
-    type_, name = urn.split("::")[2].split("$")[-1], urn.rsplit("::", 1)[-1]
+def comparable(op: str, urn: str) -> tuple[str, str] | None:
+    """A step as the engine model can be held to it, (op, URN); None for what the model leaves out: the root stack
+    resource, StackReference reads and the `pulumi` provider behind them."""
+    type_ = urn.split("::")[2].split("$")[-1]
     if type_ in ("pulumi:pulumi:Stack", "pulumi:providers:pulumi") or (op, type_) == ("read", STACK_REFERENCE):
         return None
-    return op, type_, name
+    return op, urn
 
 
 def test_the_engine_model_planned_the_steps_the_real_engine_took(deployed: tuple[PulumiCli, dict]) -> None:
@@ -140,7 +136,7 @@ def test_the_engine_model_planned_the_steps_the_real_engine_took(deployed: tuple
 
 
 def test_the_real_engine_qualifies_a_urn_with_every_ancestor_type(deployed: tuple[PulumiCli, dict]) -> None:
-    """What the model's URN scheme leaves out (see comparable): the real chain, root stack excluded."""
+    """The rule the harness and the model follow (tools.harness.engine_urn): the whole chain, the root stack out."""
     _, runs = deployed
     urns = {step.urn.rsplit("::", 1)[-1]: step.urn for step in runs["hydra-up"].steps}
     chain = urns["hydra-headscale-backup-config"].split("::")[2]
@@ -148,6 +144,7 @@ def test_the_real_engine_qualifies_a_urn_with_every_ancestor_type(deployed: tupl
         "headscale-ha:site:TailnetSite$headscale-ha:headscale:HeadscaleServer$"
         "headscale-ha:litestream:LitestreamBackup$kubernetes:core/v1:ConfigMap"
     )
+    assert urns["hydra"] == "urn:pulumi:hydra::headscale-ha::headscale-ha:site:TailnetSite::hydra"
 
 
 def test_a_second_up_of_each_stack_changes_nothing(deployed: tuple[PulumiCli, dict], tmp_path: Path) -> None:

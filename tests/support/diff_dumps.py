@@ -12,7 +12,7 @@ from tools.diff.report import Change, Report
 from tools.diff.stacks import diff_dumps
 
 STACK = "lab"
-SITE = "urn:pulumi:lab::headscale-ha::pulumi:pulumi:Stack$headscale-ha:site:TailnetSite::lab"
+SITE = "urn:pulumi:lab::headscale-ha::headscale-ha:site:TailnetSite::lab"
 GROUP_VERSION = {"v1": "core/v1", "apps/v1": "apps/v1", "batch/v1": "batch/v1"}
 
 

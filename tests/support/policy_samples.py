@@ -1,7 +1,8 @@
-"""Sample policy documents shared by the policy tests (tests/policy/)."""
+"""Sample policy documents shared by the policy tests (tests/policy/) and the runbook tests' policy edit."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -17,3 +18,14 @@ def minimal(**extra: Any) -> dict[str, Any]:
     }
     policy.update(extra)
     return policy
+
+
+def edited_policy(directory: Path) -> Path:
+    """docs/lifecycle.md's policy edit: policy/base.hujson with carol out of group:ops, written to ``directory``."""
+    text = (Path(__file__).resolve().parents[2] / "policy" / "base.hujson").read_text()
+    edited = text.replace('"group:ops": ["bob@", "carol@"]', '"group:ops": ["bob@"]')
+    if edited == text:
+        raise AssertionError("policy/base.hujson no longer has the group:ops the policy edit changes")
+    path = directory / "policy.hujson"
+    path.write_text(edited)
+    return path

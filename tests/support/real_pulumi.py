@@ -51,6 +51,8 @@ class Step:
     type: str
     name: str
     urn: str
+    #: The top-level properties the engine saw change (its `diffs`), for an update or a replace.
+    diffs: tuple[str, ...] = ()
 
     @property
     def changes(self) -> bool:
@@ -107,7 +109,8 @@ def steps_of(events: Iterable[Mapping[str, Any]]) -> list[Step]:
             continue
         metadata = pre["metadata"]
         urn = metadata["urn"]
-        steps.append(Step(metadata["op"], metadata["type"], urn.rsplit("::", 1)[-1], urn))
+        name = urn.rsplit("::", 1)[-1]
+        steps.append(Step(metadata["op"], metadata["type"], name, urn, tuple(metadata.get("diffs") or ())))
     return steps
 
 

@@ -145,9 +145,9 @@ def test_a_construct_registers_what_the_same_component_registers_in_process(host
     assert remote == children_signature(local, local_root.urn)
     assert [s.name for s in remote] == ["same-0", "same-1", "same-2", "same-password"]
     assert remote[0] == ChildSignature((CONFIG_MAP,), "same-0", True, _config_map("same", 0, "hi", "apps"))
-    # Children's URNs agree as they are; the component's lacks the stack's type, unless the stack is its parent.
+    # URNs agree as they are: the engine's rule leaves the root stack's type out of a child's URN.
     assert {r.urn for r in built.child_resources()} == {r.urn for r in local if r.parent_urn == local_root.urn}
-    assert local_root.urn == f"{PREFIX}pulumi:pulumi:Stack${GREETING}::same"
+    assert local_root.urn == built.urn == f"{PREFIX}{GREETING}::same"
     under_stack = host.construct(
         GREETING,
         "same",

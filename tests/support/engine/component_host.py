@@ -32,9 +32,9 @@ as an in-process ``run_program`` of the same component. Two deliberate choices f
 
 * The deployment features are the SDK mock monitor's (no outputValues): the real engine also accepts output
   values, but then the provider would send inputs in a form an in-process run never records.
-* URNs are formed by ``MockMonitor.make_urn``'s rule (the parent's own type, ``$``, the type), with the Construct's
-  project and stack. Without a parent the component's URN lacks the ``pulumi:pulumi:Stack$`` an in-process run's
-  has; its children's URNs are the same in both (pass ``parent=stack_urn(...)`` to make the component's equal too).
+* URNs are formed by the real engine's rule (tools/harness.py ``engine_urn``: the parent's whole type chain, ``$``,
+  the type; a child of the root stack has its type alone), with the Construct's project and stack, as in an
+  in-process run.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ from tools.harness import (
     _Mocks,
     _plain,
     _RecordingMonitor,
+    engine_urn,
 )
 
 #: How long the plugin may take to print its port, and a Construct to answer (a component builds in seconds).
@@ -265,9 +266,7 @@ class _Monitor(_RecordingMonitor):
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         # MockMonitor.make_urn's rule, with this Construct's stack and project rather than the test process's
         # runtime settings (which belong to whatever ran last in this process).
-        if parent:
-            type_ = parent.split("::")[2].split("$")[-1] + "$" + type_
-        return "urn:pulumi:" + "::".join([self.stack, self.project, type_, name])
+        return engine_urn(self.stack, self.project, parent, type_, name)
 
     def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         outputs = _values(request.outputs)

@@ -15,7 +15,8 @@ Facts, from pulumi/pulumi (pkg/resource/deploy: step_generator.go, step.go, step
 - ``ignoreChanges`` copies the old value of each listed path into the new inputs before Check (an absent old value
   removes it).
 - A resource without an explicit provider uses the package's default provider,
-  ``pulumi:providers:<pkg>::default_<version>``, whose inputs are the ``<pkg>:`` keys of the stack config.
+  ``pulumi:providers:<pkg>::default_<version>``, whose inputs are the ``<pkg>:`` keys of the stack config (for the
+  dynamic providers' ``pulumi-python``, the whole stack config).
   When a resource's provider reference changes, the engine asks the *new* provider's DiffConfig with the old
   provider's inputs (providerChanged): replace there replaces the resource (create-before-delete); otherwise the
   resource is diffed normally and moves to the new provider.
@@ -157,7 +158,9 @@ class Deployment:
         if urn not in self.news:
             inputs = {k.split(":", 1)[1]: v for k, v in self.config.items() if k.startswith(f"{package}:")}
             if package == "pulumi-python":
-                inputs = {}
+                # The real engine gives the dynamic providers' default provider the whole stack config, keys in
+                # full: any config edit is an update of it (seen with the real CLI, tests/real/test_tailnet_api.py).
+                inputs = dict(self.config)
             elif version:
                 inputs["version"] = version
             reg = Registration(

@@ -12,6 +12,7 @@ from tests.support.engine.apiserver import Cluster
 from tests.support.engine.state import ResourceState, holds_secret, unwrap_secrets
 from tools import pulumi_internals as sdk
 from tools.fields import pattern
+from tools.harness import engine_urn
 from tools.kubernetes_rules import active_cluster
 
 PROVIDER_TYPE = "pulumi:providers:"
@@ -128,17 +129,10 @@ class Registration:
     aliases: list[str] = field(default_factory=list)
 
 
-def _type_chain(urn: str) -> str:
-    """The qualified type of ``urn`` (`parent$...$type`)."""
-    return urn.split("::")[2]
-
-
 def alias_urns(request: Any, urn: str) -> list[str]:
     """The engine's alias resolution (pkg/resource/deploy, alias specs): each spec field left empty takes this
-    resource's own value (name, type, stack, project, parent); ``noParent`` drops the parent. Built with the URN
-    scheme of the SDK's mock monitor, which names every resource here (``MockMonitor.make_urn``: the parent's own
-    type before the type, where the real engine puts the parent's whole type chain), so that old and new URNs
-    compare as they would in a real run."""
+    resource's own value (name, type, stack, project, parent); ``noParent`` drops the parent. Built with the
+    engine's URN scheme (tools/harness.py ``engine_urn``), which names every resource here."""
     stack, project = urn.split("::")[0].removeprefix("urn:pulumi:"), urn.split("::")[1]
     found = []
     for alias in request.aliases:
@@ -148,9 +142,8 @@ def alias_urns(request: Any, urn: str) -> list[str]:
         spec = alias.spec
         parent = None if spec.noParent else (spec.parentUrn or request.parent or None)
         type_ = spec.type or request.type
-        chain = f"{_type_chain(parent).split('$')[-1]}${type_}" if parent else type_
         name = spec.name or request.name
-        found.append(f"urn:pulumi:{spec.stack or stack}::{spec.project or project}::{chain}::{name}")
+        found.append(engine_urn(spec.stack or stack, spec.project or project, parent or "", type_, name))
     return [*found, *request.aliasURNs]
 
 
