@@ -124,7 +124,8 @@ def module_dir(module: str, version: str, log: Path) -> Path:
         text=True,
         cwd=tempfile.gettempdir(),
     )
-    log.open("a").write(done.stdout + done.stderr)
+    with log.open("a") as sink:
+        sink.write(done.stdout + done.stderr)
     info = json.loads(done.stdout or "{}")
     if done.returncode != 0 or "Dir" not in info:
         raise BuildError(f"cannot download {module}@{version}: {info.get('Error', done.stderr.strip())}")

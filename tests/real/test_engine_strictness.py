@@ -30,6 +30,8 @@ VENV = Path(__file__).resolve().parents[2] / ".venv"
 PROJECT, STACK = "tiny", "dev"
 #: The engine's words (pkg/diag/errors.go, GetDuplicateResourceURNError), as the CLI prints them.
 MESSAGE = "Duplicate resource URN '{urn}'; try giving it a unique name"
+#: What the engine may add when it stops the program mid-registration (seen under load).
+SHUTDOWN = ": Resource monitor has terminated, shutting down"
 HEAD = "import pulumi\nfrom pulumi import ComponentResource as C, ResourceOptions as O\n"
 UNDER_A_B = 'C("test:index:Thing", "same", opts=O(parent=a))\nC("test:index:Thing", "same", opts=O(parent=b))\n'
 
@@ -82,7 +84,10 @@ def assert_refused(cli: PulumiCli, project: Path, type_path: str) -> None:
     for command in (("preview",), ("up", "--yes")):
         run = cli.run(*command, cwd=project)
         assert run.returncode != 0, f"pulumi {' '.join(command)} accepted a duplicate URN"
-        assert [message.strip() for message in run.diagnostics] == [f"same: {MESSAGE.format(urn=urn(type_path))}"]
+        first, *rest = [message.strip() for message in run.diagnostics]
+        assert first == f"same: {MESSAGE.format(urn=urn(type_path))}"
+        # Under load the program may still be registering when the engine stops it; that is all that may follow.
+        assert set(rest) <= {SHUTDOWN}, rest
     state = json.loads(cli.run("stack", "export", cwd=project).check().stdout)
     kept = {resource["type"] for resource in state["deployment"].get("resources", [])}
     assert kept <= {"pulumi:pulumi:Stack"}, f"a refused update created {kept}"
