@@ -103,27 +103,20 @@ class BuildError(RuntimeError):
     """A build step failed; the message names the log."""
 
 
+def _go_module_json(command: str, module: str, version: str) -> subprocess.CompletedProcess[str]:
+    """``go <command> -json module@version`` outside any module, its output captured."""
+    argv = ["go", *command.split(), "-json", f"{module}@{version}"]
+    return subprocess.run(argv, env=go_env(), capture_output=True, text=True, cwd=tempfile.gettempdir())
+
+
 def served(module: str, version: str) -> bool:
     """Whether the module proxy serves ``module@version`` (the probe before a build)."""
-    done = subprocess.run(
-        ["go", "list", "-m", "-json", f"{module}@{version}"],
-        env=go_env(),
-        capture_output=True,
-        text=True,
-        cwd=tempfile.gettempdir(),
-    )
-    return done.returncode == 0
+    return _go_module_json("list -m", module, version).returncode == 0
 
 
 def module_dir(module: str, version: str, log: Path) -> Path:
     """The read-only module cache directory of ``module@version``, downloading it when needed."""
-    done = subprocess.run(
-        ["go", "mod", "download", "-json", f"{module}@{version}"],
-        env=go_env(),
-        capture_output=True,
-        text=True,
-        cwd=tempfile.gettempdir(),
-    )
+    done = _go_module_json("mod download", module, version)
     with log.open("a") as sink:
         sink.write(done.stdout + done.stderr)
     info = json.loads(done.stdout or "{}")
