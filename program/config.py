@@ -110,7 +110,9 @@ class StackConfig(SettingsModel):
     headscale_api_url: ApiUrl | None = Field(
         default=None,
         description="Headscale API as reached from where `pulumi up` runs: an https:// URL, or http:// to a "
-        "loopback address (a `kubectl port-forward`); default the public URL.",
+        "loopback address (a `kubectl port-forward`); default the public URL, connected to at the active site's "
+        "`publicAddress` when it has one (TLS and `Host` still name `publicHostname`), so a promotion reaches the "
+        "new active before DNS moves.",
     )
     object_store_access_key_id: SecretStr | None = Field(
         default=None, description="Secret. S3 access key id of `database.postgres.objectStore`."

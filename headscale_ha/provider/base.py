@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import ipaddress
 import json
 import math
 import re
@@ -35,7 +36,8 @@ API_KEY_CONFIG = "headscale-ha:bootstrapApiKey"
 API_URL_CONFIG = "headscale-ha:headscaleApiUrl"
 #: `version` is the pinned release (program/config.py, components/settings/applications.py `HeadscaleSettings`).
 HEADSCALE_CONFIG = "headscale-ha:headscale"
-#: `publicHostname` (the default API URL, as program/args.py `api_url` derives it) and `users` (with `forceDelete`).
+#: `publicHostname` (the default API URL, as program/args.py `api_url` derives it), `users` (with `forceDelete`),
+#: and `activeSite` with `sites[].publicAddress` (where the default URL is reached: the active site's own ingress).
 TAILNET_CONFIG = "headscale-ha:tailnet"
 #: `active` or `standby`: only the active stack manages the tailnet's users (program/args.py `manages_tailnet`).
 ROLE_CONFIG = "headscale-ha:role"
@@ -73,19 +75,22 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-_CLIENTS: dict[tuple[str, str, str | None], HeadscaleClient] = {}
+_CLIENTS: dict[tuple[str, str | None, str, str | None], HeadscaleClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def shared_client(url: str, api_key: str, *, version: str | None) -> HeadscaleClient:
-    """The process-wide client for a server, key and minor pin (created once, thread-safe): one version probe, one
-    remembered failure, one fetch per listing for every provider of the process that talks to that server."""
+def shared_client(url: str, api_key: str, *, version: str | None, connect_to: str | None = None) -> HeadscaleClient:
+    """The process-wide client for a server (URL and the address it is reached at), key and minor pin (created once,
+    thread-safe): one version probe, one remembered failure, one fetch per listing for every provider of the process
+    that talks to that server."""
     version = minor(version) if version else None
-    key = (url.rstrip("/"), sha256(api_key), version)
+    key = (url.rstrip("/"), connect_to or None, sha256(api_key), version)
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            client = HeadscaleClient(url, api_key, version=version, cache_seconds=LIST_CACHE_SECONDS)
+            client = HeadscaleClient(
+                url, api_key, version=version, cache_seconds=LIST_CACHE_SECONDS, connect_to=connect_to or None
+            )
             _CLIENTS[key] = client
         return client
 
@@ -116,20 +121,41 @@ def _config_object(config: Any, key: str) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
+def _active_site_address(tailnet: Mapping[str, Any]) -> str | None:
+    """`publicAddress` of the site `activeSite` names: its ingress, which serves the public hostname whatever the
+    public DNS record says (during a promotion that record still names the old active until its last step)."""
+    active, sites = tailnet.get("activeSite"), tailnet.get("sites")
+    if not isinstance(active, str) or not isinstance(sites, list):
+        return None
+    site = next((s for s in sites if isinstance(s, Mapping) and s.get("name") == active), {})
+    try:
+        address = ipaddress.ip_address(str(site.get("publicAddress") or ""))
+    except ValueError:  # none, or not an address (the program refuses that config before the provider runs)
+        return None
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
 @dataclass(frozen=True)
 class StackSettings:
-    """What the provider reads from the stack config at `configure`; None/empty: the config does not say."""
+    """What the provider reads from the stack config at `configure`; None/empty: the config does not say.
+
+    `api_address`: where the default API URL (no `headscaleApiUrl`) is connected to, the active site's
+    `publicAddress`; TLS and `Host` still name the public hostname. None: resolve the URL's name as usual."""
 
     api_url: str | None = None
     version: str | None = None
     role: str | None = None
     users: dict[str, dict[str, Any]] | None = None
+    api_address: str | None = None
 
     @classmethod
     def from_config(cls, config: Any) -> StackSettings:
         tailnet = _config_object(config, TAILNET_CONFIG)
         hostname = tailnet.get("publicHostname")
-        url = config.get(API_URL_CONFIG) or (f"https://{hostname}" if isinstance(hostname, str) and hostname else None)
+        public = f"https://{hostname}" if isinstance(hostname, str) and hostname else None
+        explicit = config.get(API_URL_CONFIG)
+        url = explicit or public
+        address = _active_site_address(tailnet) if public and not explicit else None
         version = _config_object(config, HEADSCALE_CONFIG).get("version")
         role = config.get(ROLE_CONFIG)
         users = tailnet.get("users")
@@ -141,6 +167,7 @@ class StackSettings:
             version=version if isinstance(version, str) and version else None,
             role=role if isinstance(role, str) and role else None,
             users=listed,
+            api_address=address,
         )
 
 
@@ -157,7 +184,7 @@ def survives_outage(fallback: Callable[..., Any]) -> Callable[[Callable[..., _T]
             try:
                 return method(self, id_, *args)
             except SURVIVABLE as exc:
-                url = self._client.base_url if self._client is not None else "(no URL)"
+                url = self._client.where if self._client is not None else "(no URL)"
                 warn(
                     f"warning: {self.kind} {id_}: {method.__name__} reports no change because Headscale at {url} "
                     f"could not answer: {exc}. Run again once it answers."
@@ -223,12 +250,13 @@ class _HeadscaleProvider(ResourceProvider):
         self.__init__(**state)
 
     def configure(self, req: ConfigureRequest) -> None:
-        """The URL and pin of the stack config as it is now, not as it was when the resource was created."""
+        """The URL, address and pin of the stack config as it is now, not as it was when the resource was created."""
         self._stack = StackSettings.from_config(req.config)
         key = req.config.get(API_KEY_CONFIG)
         url = self._stack.api_url or self.api_url
         if key and url:
-            self._client = shared_client(url, key, version=self._stack.version or self.version)
+            address = self._stack.api_address if url == self._stack.api_url else None
+            self._client = shared_client(url, key, version=self._stack.version or self.version, connect_to=address)
 
     def use(self, client: HeadscaleClient, *, clock: Callable[[], datetime] | None = None) -> _HeadscaleProvider:
         """Tests and tools: talk to `client`, decide rotation with `clock`."""
@@ -240,8 +268,8 @@ class _HeadscaleProvider(ResourceProvider):
     def client(self) -> HeadscaleClient:
         if self._client is None:
             raise ProviderError(
-                f"no Headscale API access: set {API_KEY_CONFIG} (secret) and, if the public URL is not reachable "
-                f"from here, {API_URL_CONFIG}"
+                f"no Headscale API access: set {API_KEY_CONFIG} (secret) and, if the public URL (at the active "
+                f"site's publicAddress) is not reachable from here, {API_URL_CONFIG}"
             )
         return self._client
 

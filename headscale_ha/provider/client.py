@@ -22,6 +22,11 @@ another release).
 
 Listings can be shared (``cache_seconds``): one fetch per listing for every thread of the process, however
 many ask at once (single flight); any write through the client empties them.
+
+A client can be pinned to an address (``connect_to``): the TCP connection goes there instead of to whatever the
+URL's name resolves to, while TLS (SNI and the certificate's name check, with the usual CA verification) and the
+HTTP ``Host`` header still use the URL's name. The providers pin the active site's ``publicAddress``, so a
+promotion reaches the new active's Headscale before the public DNS record moves to it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -38,6 +44,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import requests
+import requests.adapters
 import urllib3.exceptions
 
 SUPPORTED_MINORS = ("0.28", "0.29")
@@ -263,6 +270,50 @@ class LivePolicy:
     updated_at: datetime | None
 
 
+class PinnedAddressAdapter(requests.adapters.HTTPAdapter):
+    """HTTPS to an address in the URL, spoken as `hostname`: the URL only says where the TCP connection goes,
+    while SNI and the certificate's name check use `hostname` (urllib3's `server_hostname`/`assert_hostname`), so
+    a pinned connection is verified exactly as one that resolved `hostname` would be (CA checks unchanged)."""
+
+    def __init__(self, hostname: str) -> None:
+        self._tls_name = {"server_hostname": hostname, "assert_hostname": hostname}
+        super().__init__()  # builds the pool manager, through init_poolmanager below
+
+    def init_poolmanager(
+        self, connections: int, maxsize: int, block: bool = requests.adapters.DEFAULT_POOLBLOCK, **pool_kwargs: Any
+    ) -> None:
+        super().init_poolmanager(connections, maxsize, block, **{**pool_kwargs, **self._tls_name})
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        """Through a proxy (`HTTPS_PROXY`) the tunnel goes to the address, and TLS inside it still names `hostname`."""
+        return super().proxy_manager_for(proxy, **{**proxy_kwargs, **self._tls_name})
+
+
+def pinned_origin(base_url: str, connect_to: str) -> str:
+    """`https://<address>[:<port>]`, where a client pinned to `connect_to` sends its requests; without a port in
+    `connect_to` the URL's own port is used (443 for `https://`). Only `https://` URLs can be pinned: the
+    certificate's name is what makes the address trustworthy."""
+    base = urllib.parse.urlsplit(base_url)
+    if base.scheme != "https" or not base.hostname:
+        raise ValueError(f"connect_to needs an https:// base_url, got {base_url!r}")
+    host, port = _split_address(connect_to)
+    port = port or base.port
+    return f"https://{host}:{port}" if port else f"https://{host}"
+
+
+def _split_address(connect_to: str) -> tuple[str, int | None]:
+    """`203.0.113.20`, `127.0.0.5:8443`, `[2001:db8::1]:443` → the host (IPv6 in brackets) and the port, if given."""
+    refusal = ValueError(f"connect_to must be an address, optionally with :port (IPv6 in brackets), got {connect_to!r}")
+    target = urllib.parse.urlsplit(f"//{connect_to}")
+    try:
+        port = target.port
+    except ValueError:  # not a port, or an IPv6 address without brackets
+        raise refusal from None
+    if not target.hostname or target.netloc != connect_to or target.username is not None:
+        raise refusal
+    return (f"[{target.hostname}]" if ":" in target.hostname else target.hostname), port
+
+
 @dataclass
 class CallCounter:
     """Requests made, by method; the bench and the fault tests read it."""
@@ -276,7 +327,10 @@ class HeadscaleClient:
     """One server, one API key; thread-safe. `version` pins the minor, which the live server must run (checked
     once, before the first API call, unless `verify_version` is off); without a pin the live minor is used.
 
-    `timeout` is the read timeout, `connect_timeout` the connect one; `monotonic` is the clock of the down memory."""
+    `timeout` is the read timeout, `connect_timeout` the connect one; `monotonic` is the clock of the down memory.
+    `connect_to` pins the address the connection goes to (see `pinned_origin`): `base_url` stays the URL the
+    server is known by (TLS name, `Host` header), and messages name both (`where`). Pinning mounts an adapter on
+    `session` for the pinned origin."""
 
     def __init__(
         self,
@@ -294,12 +348,16 @@ class HeadscaleClient:
         verify_version: bool = True,
         down_memory: float = DOWN_MEMORY_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
+        connect_to: str | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if not api_key:
             raise ValueError("api_key is empty")
         self.base_url = base_url.rstrip("/")
+        self.connect_to = connect_to
+        #: What messages name: the URL, and the address it was reached at when pinned.
+        self.where = f"{self.base_url} (at {connect_to})" if connect_to else self.base_url
         self._api_key = api_key
         self._pinned = _minor(version) if version else None
         self.verify_version = verify_version
@@ -308,6 +366,9 @@ class HeadscaleClient:
         self.retries = retries
         self.backoff = backoff
         self.session = session or requests.Session()
+        self._url, self._host = self.base_url, None
+        if connect_to:
+            self._pin(connect_to)
         self._sleep = sleep
         self.calls = CallCounter()
         self._lock = threading.Lock()
@@ -327,7 +388,15 @@ class HeadscaleClient:
         self._generation = 0
 
     def __repr__(self) -> str:
-        return f"HeadscaleClient({self.base_url!r}, version={self._pinned!r})"
+        pinned = f", connect_to={self.connect_to!r}" if self.connect_to else ""
+        return f"HeadscaleClient({self.base_url!r}, version={self._pinned!r}{pinned})"
+
+    def _pin(self, connect_to: str) -> None:
+        """Send to the pinned origin, with the URL's name in `Host` and in TLS (the adapter mounted for it)."""
+        base = urllib.parse.urlsplit(self.base_url)
+        origin = pinned_origin(self.base_url, connect_to)
+        self._url, self._host = f"{origin}{base.path}", base.netloc
+        self.session.mount(f"{origin}/", PinnedAddressAdapter(str(base.hostname)))
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("HeadscaleClient holds an API key and must not be pickled")
@@ -407,7 +476,7 @@ class HeadscaleClient:
     ) -> Any:
         """Send, retrying transient failures up to `attempts` in all; a connect timeout is never retried (the
         kernel retransmitted the SYN already), a read timeout only with `retry_timeouts`."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **({"Host": self._host} if self._host else {})}
         if auth:
             headers["Authorization"] = f"Bearer {self._api_key}"
         last: TransientError | None = None
@@ -418,7 +487,7 @@ class HeadscaleClient:
             try:
                 response = self.session.request(
                     method,
-                    f"{self.base_url}{path}",
+                    f"{self._url}{path}",
                     params=dict(query or {}),
                     data=json.dumps(body) if body is not None else None,
                     headers={**headers, **({"Content-Type": "application/json"} if body is not None else {})},
@@ -442,9 +511,9 @@ class HeadscaleClient:
     def _no_response(self, call: str, exc: requests.RequestException) -> TransientError:
         reason = _reason(exc, connect_timeout=self.connect_timeout, read_timeout=self.timeout)
         if _not_connected(exc):
-            return UnreachableError(call, f"{self.base_url} is unreachable: {reason}")
+            return UnreachableError(call, f"{self.where} is unreachable: {reason}")
         return TransientError(
-            call, f"no response from {self.base_url}: {reason}", timed_out=isinstance(exc, requests.Timeout)
+            call, f"no response from {self.where}: {reason}", timed_out=isinstance(exc, requests.Timeout)
         )
 
     def _count(self, call: str, method: str) -> None:
@@ -494,17 +563,17 @@ class HeadscaleClient:
         except NotFoundError:
             raise UnsupportedError(
                 "Version",
-                f"{self.base_url} has no /version endpoint: Headscale older than 0.27, or not Headscale "
+                f"{self.where} has no /version endpoint: Headscale older than 0.27, or not Headscale "
                 f"(this client speaks {', '.join(SUPPORTED_MINORS)})",
             ) from None
         except UnreachableError:
             raise
         except TransientError as exc:  # a gateway's 502/503/504 or a hung server: not serving, so nothing is sent
-            message = f"{self.base_url} is not serving: {exc.server_message}"
+            message = f"{self.where} is not serving: {exc.server_message}"
             raise UnreachableError("Version", message, status=exc.status, timed_out=exc.timed_out) from None
         text = data.get("version") if isinstance(data, Mapping) else None
         if not isinstance(text, str) or not text:
-            raise UnsupportedError("Version", f"{self.base_url}/version names no version: {str(data)[:120]}")
+            raise UnsupportedError("Version", f"{self.where}: /version names no version: {str(data)[:120]}")
         return text
 
     def _remember_down(self, error: HeadscaleError) -> HeadscaleError:
@@ -560,13 +629,13 @@ class HeadscaleClient:
             pin = f"; the stack pins {self._pinned}" if self._pinned else ""
             return UnsupportedError(
                 "Version",
-                f"Headscale at {self.base_url} runs {server}, which this provider does not speak "
+                f"Headscale at {self.where} runs {server}, which this provider does not speak "
                 f"({', '.join(SUPPORTED_MINORS)}){pin}",
             )
         if self._pinned is not None and live != self._pinned:
             return VersionMismatchError(
                 "Version",
-                f"Headscale at {self.base_url} runs {server} (minor {live}) but the stack pins {self._pinned}: "
+                f"Headscale at {self.where} runs {server} (minor {live}) but the stack pins {self._pinned}: "
                 "roll the server out to the pinned release first, or pin the release it runs",
                 pinned=self._pinned,
                 live=live,
