@@ -72,8 +72,12 @@ UPGRADE_SCRATCH_MOUNT = "/scratch"
 SERVED_MOUNT = "/etc/litestream-served"
 SERVED_KEY = "served"
 SERVED_FILE = f"{SERVED_MOUNT}/{SERVED_KEY}"
-#: The only value the restore script accepts in the witness.
+#: The witness of a site whose application has served here: the restore requires the backup and, with signed backups,
+#: the position the running pod recorded.
 SERVED_VALUE = "true"
+#: The witness a standby writes: the tailnet has served (the restore requires the backup), but not here, so no pod of
+#: this site ever recorded a position (the first start after a promotion checks the replica's signed age alone).
+STANDBY_SERVED_VALUE = "standby"
 #: The signer and verifier of the replica's manifest, in the config ConfigMap beside the restore script.
 MANIFEST_SCRIPT_NAME = "litestream-manifest.sh"
 MANIFEST_SCRIPT_KEY = "manifest.sh"
@@ -567,7 +571,10 @@ def record_served(
     its dependency succeeded: the witness appears after the first ready rollout. Written where the application
     serves (``replicas`` > 0), and on a standby (``require_backup``): a standby exists because the tailnet has
     served, so once promoted (its restore then reads the witness) it must restore the backup and never start empty,
-    even before it has served there. None otherwise (an active site at 0 replicas): a witness written earlier stays
+    even before it has served there. A standby writes ``standby``, not ``true``: no pod of its own ever ran the
+    position recorder, so its first start after a promotion has no recorded position to hold the replica to, and
+    refusing it for that would make a promotion with the active gone impossible. Its first ready rollout as the
+    active writes ``true``. None otherwise (an active site at 0 replicas): a witness written earlier stays
     in the cluster (retained), only Pulumi's state forgets it.
 
     The witness is ``parent``'s (the owner of the Deployment, which calls this after building it): a component is
@@ -587,7 +594,7 @@ def record_served(
             # The object is this program's: take its fields over from any earlier field manager.
             "annotations": {"pulumi.com/patchForce": "true"},
         },
-        data={SERVED_KEY: SERVED_VALUE},
+        data={SERVED_KEY: SERVED_VALUE if replicas > 0 else STANDBY_SERVED_VALUE},
         opts=pulumi.ResourceOptions(
             parent=parent,
             depends_on=[deployment],

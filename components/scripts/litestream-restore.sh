@@ -18,8 +18,10 @@
 #                      hashed here; both unset/empty = no identity contract
 #   REQUIRE_BACKUP     optional: "true" on a standby, which must never first-start
 #   SERVED_FILE        optional: the served witness, a file holding "true" once this site has served (mounted from
-#                      an optional ConfigMap that Pulumi writes after the application's first ready rollout); unset or
-#                      empty = no witness; set but absent = not served yet; any other content refuses (exit 2)
+#                      an optional ConfigMap that Pulumi writes after the application's first ready rollout), or
+#                      "standby" (written by a standby: the tailnet has served, this site not yet, so no position was
+#                      ever recorded here); unset or empty = no witness; set but absent = not served yet; any other
+#                      content refuses (exit 2)
 #   ALLOW_EMPTY_START  optional: the override after a real loss, today's UTC date (YYYY-MM-DD); see "Served witness"
 #   BACKUP_KEY_FILE    optional: the tailnet's backup key (64 hex, the Secret headscale-backup-key); set = the replica
 #                      is restored only once its signed manifest verifies (see "Authenticated backups"); unset/empty =
@@ -246,6 +248,7 @@ esac
 # ConfigMap does not exist, and the key's file (a link into the volume's ..data, so links are followed here) once
 # it does. A missing directory means the mount itself is broken: that is refused, never read as "not served".
 SERVED_BEFORE=false
+SERVED_HERE=false
 if [ -n "$SERVED_FILE" ]; then
     require_absolute SERVED_FILE "$SERVED_FILE"
     [ -d "$(dirname "$SERVED_FILE")" ] || die "$EX_USAGE" "The directory of the served witness SERVED_FILE='$SERVED_FILE' \
@@ -256,11 +259,13 @@ does not exist. Check the witness volume mount of the init container."
 mount of the init container."
         fi
         SERVED_VALUE=$(printf '%s' "$SERVED_VALUE" | tr -d ' \t\r\n')
-        if [ "$SERVED_VALUE" != true ]; then
+        case "$SERVED_VALUE" in
+            true) SERVED_HERE=true ;;
+            standby) ;;
             # Not shown: only Pulumi writes it, and anything else in it is not a witness.
-            die "$EX_USAGE" "The served witness '$SERVED_FILE' does not hold 'true'. It is written by Pulumi once the \
-application has served; restore its ConfigMap with \`pulumi up\` (or set its key to 'true'), then restart the pod."
-        fi
+            *) die "$EX_USAGE" "The served witness '$SERVED_FILE' holds neither 'true' nor 'standby'. It is written by \
+Pulumi once the application has served; restore its ConfigMap with \`pulumi up\`, then restart the pod." ;;
+        esac
         SERVED_BEFORE=true
     fi
 fi
@@ -579,9 +584,9 @@ witness_position() {
     WITNESS_TXID=
     [ -n "$POSITION_WITNESS_FILE" ] || return 0
     if [ ! -e "$POSITION_WITNESS_FILE" ]; then
-        if [ "$SERVED_BEFORE" != true ]; then
+        if [ "$SERVED_HERE" != true ]; then
             info "no position recorded in the served witness yet ('$POSITION_WITNESS_FILE'): this site has not \
-served; the replica's signed age is checked alone."
+served (a standby's witness, or none); the replica's signed age is checked alone."
             return 0
         fi
         # Served, but nothing recorded: the recorder never could (a 403, the API unreachable), or the key was removed.

@@ -450,23 +450,51 @@ def test_without_a_recorded_position_the_age_check_alone_decides(restore_app, ou
     _assert_exit(_restore(["sh"], app, ours, POSITION_WITNESS_FILE=str(absent)), "ok", "no position recorded")
 
 
+def _restore_witnessed(app: App, tailnet: Tailnet, position: Path, served: str, **env: str) -> ScriptResult:
+    """The restore of ``app`` with its served witness holding ``served`` and its recorded position at ``position``
+    (absent: nothing recorded)."""
+    assert LITESTREAM is not None
+    app.witness(True, value=served)
+    witness = {"SERVED_FILE": str(app.served_file), "POSITION_WITNESS_FILE": str(position)}
+    extra = {"IDENTITY_FINGERPRINT": tailnet.fingerprint, **witness, **env}
+    return run_restore_script(["sh"], LITESTREAM, app, backup_key=tailnet.key, extra_env=extra)
+
+
 def test_a_served_site_without_a_recorded_position_is_refused_unless_overridden(restore_app, ours, tmp_path) -> None:
     """Served (the witness says so) but no position ever recorded: the recorder could not write it, or the key was
     removed, so a rollback could not be told apart. Refused (exit 44); the dated override restores with a warning."""
-    assert LITESTREAM is not None
     app = restore_app(ours)
     absent = tmp_path / "witness" / "position"
     absent.parent.mkdir()
-
-    def restore(**env: str) -> ScriptResult:
-        env = {"IDENTITY_FINGERPRINT": ours.fingerprint, "POSITION_WITNESS_FILE": str(absent), **env}
-        return run_restore_script(["sh"], LITESTREAM, app, backup_key=ours.key, served=True, extra_env=env)
-
-    _assert_exit(restore(), "stale", "no replica position was ever recorded", "PositionNotRecorded")
+    _assert_exit(
+        _restore_witnessed(app, ours, absent, "true"),
+        "stale",
+        "no replica position was ever recorded",
+        "PositionNotRecorded",
+    )
     _assert_nothing_restored(app)
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
-    _assert_exit(restore(ALLOW_ROLLBACK_RESTORE=today), "ok", "WARNING", "holds no recorded position")
+    overridden = _restore_witnessed(app, ours, absent, "true", ALLOW_ROLLBACK_RESTORE=today)
+    _assert_exit(overridden, "ok", "WARNING", "holds no recorded position")
     assert len(read_rows(app.db_path)) == ours.rows
+
+
+def test_a_promoted_standby_restores_without_a_recorded_position(restore_app, ours, tmp_path) -> None:
+    """A standby's witness says `standby`: the tailnet has served, this site never has, so no pod of its own ever
+    recorded a position. Its first start after a promotion restores on the signature's age alone (the lab's real
+    promotion met exactly this: tests/real/test_promotion.py), while a recorded position still holds it to it."""
+    app = restore_app(ours)
+    position = tmp_path / "witness" / "position"
+    position.parent.mkdir()
+    _assert_exit(
+        _restore_witnessed(app, ours, position, "standby"), "ok", "no position recorded", "a standby's witness"
+    )
+    assert len(read_rows(app.db_path)) == ours.rows
+    again = App(tmp_path / "again").create()
+    shutil.copytree(App(ours.root).backup_dir, again.backup_dir)
+    position.write_text(f"{int(_manifest_field(again, 'txid'), 16) + 1:016x} {_manifest_field(again, 'signed_at')}")
+    _assert_exit(_restore_witnessed(again, ours, position, "standby"), "stale", "rolled back", "served witness")
+    _assert_nothing_restored(again)
 
 
 @pytest.mark.parametrize("value", ["", "123", "ABCDEF0123456789 1", "0123456789abcdef", "0123456789abcdef x"])

@@ -176,7 +176,7 @@ def test_g_markers_still_decide_before_the_witness(shell, new_app, identity) -> 
 @pytest.mark.parametrize(
     ("setup", "phrase"),
     [
-        ("garbage", "does not hold 'true'"),
+        ("garbage", "holds neither 'true' nor 'standby'"),
         ("no-mount", "Check the witness volume mount"),
         ("relative", "SERVED_FILE must be an absolute path"),
         ("bad-date", "ALLOW_EMPTY_START must be empty or a UTC date"),

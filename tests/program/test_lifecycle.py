@@ -525,10 +525,11 @@ def test_promotion_with_the_active_gone_then_demotion_when_it_returns(lab: Lab) 
     follows cosmos; nothing is replaced on either site."""
     witness = lab.cosmos.find("ConfigMap", "headscale-served", "headscale")
     assert witness is not None
-    assert witness["data"] == {"served": "true"}
+    assert witness["data"] == {"served": "standby"}  # the tailnet has served, not this site: no position recorded
     cosmos_active = {"headscale-ha:tailnet.activeSite": "cosmos", "headscale-ha:role": "active"}
     promoted = lab.run("up", "cosmos", cosmos_active)
     assert promoted.error is None, promoted.text()
+    assert lab.cosmos.find("ConfigMap", "headscale-served", "headscale")["data"] == {"served": "true"}
     assert "replace" not in _kinds(promoted), promoted.text()
     assert lab.cosmos.find("Deployment", "headscale", "headscale")["spec"]["replicas"] == 1
     env = _restore_env(lab.cosmos)
@@ -540,6 +541,7 @@ def test_promotion_with_the_active_gone_then_demotion_when_it_returns(lab: Lab) 
     assert "replace" not in _kinds(demoted), demoted.text()
     assert lab.hydra.find("Deployment", "headscale", "headscale")["spec"]["replicas"] == 0
     assert _restore_env(lab.hydra)["REQUIRE_BACKUP"] == "true"
+    assert lab.hydra.find("ConfigMap", "headscale-served", "headscale")["data"]["served"] == "standby"
     for stack, change in (("hydra", hydra_standby), ("cosmos", cosmos_active)):
         assert lab.run("up", stack, change).changes() == []
 

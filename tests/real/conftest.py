@@ -14,3 +14,10 @@ def lab() -> Iterator[KubeLab]:
     """hydra and cosmos, real control planes, for the module's runbook."""
     with running_lab() as started:
         yield started
+
+
+@pytest.fixture(scope="module")
+def site_lab() -> Iterator[KubeLab]:
+    """hydra and cosmos with Headscale's pods left for the lab's own kubelet (tests/support/lab_sites.py)."""
+    with running_lab(held_apps=("headscale",)) as started:
+        yield started

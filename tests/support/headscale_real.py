@@ -125,12 +125,14 @@ def _short_socket(local: Path) -> Path:
 
 
 def map_paths(
-    config: Mapping[str, Any], root: Path, files: Mapping[str, str]
+    config: Mapping[str, Any], root: Path, files: Mapping[str, str], *, keep_existing: bool = False
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """The config with every absolute path under ``root`` and the files behind them in place.
 
     ``files``: pod path -> text of the files the pod mounts from ConfigMaps (:func:`pod_files`). Secret files get a
     generated key (the OIDC client secret a dummy), data files their directory, the socket a short enough path.
+    ``keep_existing``: a file already at its place is the pod's own (tests/support/kube_lab_pods.py mounted it from
+    the Secret or ConfigMap) and is used as it is.
     Returns the mapped config and the mapping (pod path -> local path)."""
     mapped = copy.deepcopy(dict(config))
     where: dict[str, Path] = {}
@@ -141,7 +143,9 @@ def map_paths(
             local = _short_socket(local)
         else:
             local.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "secret":
+        if keep_existing and local.exists():
+            pass
+        elif kind == "secret":
             local.write_text(noise_key() if key[-1] == "private_key_path" else "dummy-client-secret")
         elif kind == "mounted":
             if pod_path not in files:
@@ -276,17 +280,25 @@ class HeadscaleError(RuntimeError):
 class RealHeadscale:
     """``headscale serve`` from a rendered config, on loopback, with its data under ``root``.
 
-    ``config_text`` is the rendered config.yaml, ``files`` what the pod mounts from ConfigMaps (pod path -> text).
+    ``config_text`` is the rendered config.yaml, ``files`` what the pod mounts from ConfigMaps (pod path -> text);
+    ``pod_root``: a pod's files already laid out at their pod paths (the lab's kubelet), used instead.
     Use as a context manager, or call :meth:`start` and :meth:`stop`."""
 
     def __init__(
-        self, config_text: str, root: Path, *, exe: Path | None = None, files: Mapping[str, str] | None = None
+        self,
+        config_text: str,
+        root: Path,
+        *,
+        exe: Path | None = None,
+        files: Mapping[str, str] | None = None,
+        pod_root: Path | None = None,
     ) -> None:
         self.exe = exe or binary()
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         self.ports = Ports.free()
         rendered = yaml.safe_load(config_text)
-        mapped, self.paths = map_paths(rendered, root / "pod", files or {})
+        mapped, self.paths = map_paths(rendered, pod_root or root / "pod", files or {}, keep_existing=bool(pod_root))
         self.config = for_serving(mapped, self.ports, root / "derp.yaml")
         self.config_path = write_config(self.config, root / "config.yaml")
         self.log_path = root / "headscale.log"

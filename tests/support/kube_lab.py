@@ -363,13 +363,13 @@ class Cluster:
         return [f"{self.name}-node-{k}" for k in range(1, self.nodes + 1)]
 
     @classmethod
-    def prepare(cls, name: str, index: int, root: Path, nodes: int = 1) -> Cluster:
+    def prepare(cls, name: str, index: int, root: Path, nodes: int = 1, held_apps: tuple[str, ...] = ()) -> Cluster:
         """Ports, certificates, kubeconfig and kwok's stages: everything but the processes."""
         ports = {component: free_port() for component in ("etcd", "etcd-peer", "api", "kcm", "scheduler")}
         cluster = cls(name, index, root, ports, nodes)
         make_pki(root / "pki", name, cluster.kubernetes_service_ip)
         cluster.kubeconfig.write_text(yaml.safe_dump(kubeconfig_document([cluster], current=name)))
-        cluster.stages.write_text(yaml.safe_dump_all(kwok_stages(), sort_keys=False, width=200))
+        cluster.stages.write_text(yaml.safe_dump_all(kwok_stages(held_apps), sort_keys=False, width=200))
         return cluster
 
     @property
@@ -611,12 +611,15 @@ class KubeLab:
         *,
         crd_dir: Path | None = CRD_DIR,
         nodes: dict[str, int] | None = None,
+        held_apps: tuple[str, ...] = (),
     ) -> None:
         if len(set(names)) != len(names) or not 0 < len(names) <= MAX_CLUSTERS:
             raise ValueError(f"KubeLab: 1 to {MAX_CLUSTERS} distinct cluster names, not {names!r}")
         self.names = tuple(names)
         self.nodes = DEFAULT_NODES if nodes is None else nodes
         self.crd_dir = crd_dir
+        #: Applications whose pods kwok leaves Pending, for tests/support/kube_lab_pods.py to run for real.
+        self.held_apps = held_apps
         self.root: Path | None = None
         self.clusters: dict[str, Cluster] = {}
         self.startup_seconds: float | None = None
@@ -644,7 +647,8 @@ class KubeLab:
         self.root = Path(tempfile.mkdtemp(prefix="kube-lab-"))
         crds = lab_crds(self.crd_dir) if self.crd_dir is not None else []
         clusters = [
-            Cluster.prepare(name, i, self.root / name, self.nodes.get(name, 1)) for i, name in enumerate(self.names)
+            Cluster.prepare(name, i, self.root / name, self.nodes.get(name, 1), self.held_apps)
+            for i, name in enumerate(self.names)
         ]
         self.clusters = {c.name: c for c in clusters}
         self.kubeconfig.write_text(yaml.safe_dump(kubeconfig_document(clusters)))
@@ -707,8 +711,8 @@ class KubeLab:
 
 
 @contextlib.contextmanager
-def running_lab(names: tuple[str, ...] = DEFAULT_CLUSTERS) -> Iterator[KubeLab]:
+def running_lab(names: tuple[str, ...] = DEFAULT_CLUSTERS, *, held_apps: tuple[str, ...] = ()) -> Iterator[KubeLab]:
     """A lab for a fixture (e.g. session-scoped): skips, naming what is missing, unless every tool is present."""
     require(*TOOLS)
-    with KubeLab(names) as lab:
+    with KubeLab(names, held_apps=held_apps) as lab:
         yield lab

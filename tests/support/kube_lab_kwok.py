@@ -85,19 +85,24 @@ def _expr(key: str, operator: str, *values: str) -> dict[str, Any]:
     return {"key": key, "operator": operator, "values": list(values)} if values else {"key": key, "operator": operator}
 
 
-def kwok_stages() -> list[dict[str, Any]]:
+def kwok_stages(held_apps: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """What kwok plays of the kubelet, as kwok v0.7 ``Stage`` resources (after its kustomize/stage/node/fast,
     node/heartbeat-with-lease and pod/fast): the node turns Ready and keeps a heartbeat (kwok renews its lease too);
     a pod bound to it turns Running and Ready; a Job's running pod then completes; a pod being deleted loses its
     finalizers and goes (the kubelet's final delete). Given to kwok with ``--config``, they replace its defaults.
+
+    ``held_apps``: pods labelled ``app.kubernetes.io/name`` with one of these are left Pending, for the lab's own
+    kubelet (tests/support/kube_lab_pods.py) to run for real and report Ready when they serve.
     """
     alive = _expr(".metadata.deletionTimestamp", "DoesNotExist")
     heartbeat = {"durationMilliseconds": 600000, "jitterDurationMilliseconds": 610000}
+    held = [_expr('.metadata.labels["app.kubernetes.io/name"]', "NotIn", *held_apps)] if held_apps else []
     return [
         _stage("node-initialize", "Node", _expr(_READY, "NotIn", "True"), next={"statusTemplate": _NODE_STATUS}),
         _stage("node-heartbeat-with-lease", "Node", _expr(".status.phase", "In", "Running"),
                _expr(_READY, "In", "True"), delay=heartbeat, next={"statusTemplate": _NODE_STATUS}),
-        _stage("pod-ready", "Pod", alive, _expr(".status.podIP", "DoesNotExist"), next={"statusTemplate": _POD_READY}),
+        _stage("pod-ready", "Pod", alive, _expr(".status.podIP", "DoesNotExist"), *held,
+               next={"statusTemplate": _POD_READY}),
         _stage("pod-complete", "Pod", alive, _expr(".status.phase", "In", "Running"),
                _expr(".metadata.ownerReferences.[].kind", "In", "Job"), next={"statusTemplate": _POD_COMPLETE}),
         _stage("pod-delete", "Pod", _expr(".metadata.deletionTimestamp", "Exists"),

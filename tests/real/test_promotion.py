@@ -1,0 +1,171 @@
+"""Promotion with the active site gone, then its return, with real actors end to end.
+
+Both sites are deployed by the real CLI into the lab, whose kubelet runs each Headscale pod for real on one NFS
+export (tests/support/lab_sites.py). hydra serves and manages the users through the API at the default URL; its
+backup reaches the export. Then hydra is lost: its pods are killed without grace, its address stops answering, its
+API server dies. `make promote SITE=cosmos LOST=hydra` (tools/runbook.py, driving the real `pulumi` and `kubectl`)
+must leave cosmos serving the registry hydra had, restored by the rendered script with real Litestream; cosmos's
+`up` reaches its own Headscale although the public name was never moved. When hydra's control plane returns,
+`make demote SITE=hydra` scales its Headscale to 0 and cosmos keeps every user.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.support.engine.lifecycle import Lab as ModelLab
+from tests.support.kube_lab import KubeLab
+from tests.support.lab_sites import SITE_TOOLS, USERS, Site, backed_up_users, deploy, start_site, tailnet_cli
+from tests.support.litestream_lab import wait_until
+from tests.support.real_pulumi import RUNBOOK_TOOLS, PulumiCli, RunbookRunner, kubectl
+from tools import runbook
+
+pytestmark = pytest.mark.real_tool(*RUNBOOK_TOOLS, *SITE_TOOLS)
+
+
+@dataclass
+class Runbook:
+    """One runbook run: its exit status, what it printed, and the real `pulumi up`s it ran."""
+
+    code: int
+    runner: RunbookRunner
+    lines: list[str] = field(default_factory=list)
+
+    def explain(self, sites: dict[str, Site]) -> str:
+        text = "\n".join(self.lines) + "\n" + self.runner.output
+        for argv, up in self.runner.ups:
+            if up.returncode != 0:
+                text += f"\n{' '.join(argv)}:\n" + "\n".join(up.diagnostics) + up.stderr[-3000:]
+        for site in sites.values():
+            text += "".join(f"\n{site.name} pod {pod.name}: {pod.failure}" for pod in site.pods.history if pod.failure)
+        return text
+
+
+@dataclass
+class Tailnet:
+    cli: PulumiCli
+    sites: dict[str, Site]
+    hydra_users: list[dict[str, Any]]
+    hydra_keys: list[dict[str, Any]]
+    promotion: Runbook
+    demotion: Runbook | None = None
+
+
+def headscale_json(site: Site, *args: str) -> Any:
+    done = site.server().cli(*args, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def run_runbook(cli: PulumiCli, *argv: str) -> Runbook:
+    runner = RunbookRunner(cli)
+    lines: list[str] = []
+    code = runbook.main(list(argv), runner=runner, project_dir=cli.project, out=lines.append)
+    return Runbook(code, runner, lines)
+
+
+@pytest.fixture(scope="module")
+def tailnet(site_lab: KubeLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tailnet]:
+    """Both sites deployed, hydra serving with API access and backed up; hydra lost; cosmos promoted."""
+    root = tmp_path_factory.mktemp("promotion")
+    cli, certificate = tailnet_cli(site_lab, root)
+    sites = {name: start_site(site_lab, root, name, certificate) for name in ("hydra", "cosmos")}
+    try:
+        cli.identity()
+        deploy(cli, site_lab, "hydra")
+        sites["hydra"].pods.wait_ready()
+        deploy(cli, site_lab, "cosmos")
+        key = sites["hydra"].server().create_api_key("2h")
+        cli.run("config", "set", "-s", "hydra", "--secret", "bootstrapApiKey", key).check()
+        cli.run("up", "--yes", "-s", "hydra").check()
+        # The standby gets API access ahead of the day it is needed (docs/failover.md): its `up` mints its routers'
+        # keys at the active's address.
+        cli.run("config", "set", "-s", "cosmos", "--secret", "bootstrapApiKey", key).check()
+        cli.run("up", "--yes", "-s", "cosmos").check()
+        users = headscale_json(sites["hydra"], "users", "list")
+        keys = headscale_json(sites["hydra"], "preauthkeys", "list")
+        assert wait_until(lambda: backed_up_users(root) == USERS, timeout=60, interval=1), backed_up_users(root)
+        sites["hydra"].pods.lose()
+        sites["hydra"].ingress.stop()
+        site_lab.stop_api_server("hydra")
+        promotion = run_runbook(cli, "promote", "cosmos", "--lost", "hydra", "--confirm-lost", "hydra")
+        yield Tailnet(cli, sites, users, keys, promotion)
+    finally:
+        for site in sites.values():
+            site.close()
+
+
+def test_the_promotion_runs_every_command_but_hydra_s(tailnet: Tailnet) -> None:
+    promotion = tailnet.promotion
+    assert promotion.code == 0, promotion.explain(tailnet.sites)
+    skipped = [line for line in promotion.lines if line.lstrip().startswith("skip (hydra is lost)")]
+    assert len(skipped) == 2  # hydra's `pulumi up` and its pod check: nothing reached hydra's cluster
+    ((argv, up),) = promotion.runner.ups
+    assert argv[-1].endswith("/cosmos")
+    assert "replace" not in up.ops(), up.ops()
+    assert "delete" not in up.ops(), up.ops()
+
+
+def modelled_promotion() -> set[tuple[str, str]]:
+    """The engine model's `up` of cosmos promoted, after its own first deployment with API access on both sites."""
+    model = ModelLab(api=True)
+    try:
+        model.first_deployment()
+        up = model.run("up", "cosmos", {"headscale-ha:tailnet.activeSite": "cosmos", "headscale-ha:role": "active"})
+    finally:
+        model.close()
+    assert up.error is None, up.text()
+    return {(step.op, step.name) for step in up.changes()}
+
+
+def test_the_engine_model_plans_the_promotion_the_real_engine_ran(tailnet: Tailnet) -> None:
+    ((_, up),) = tailnet.promotion.runner.ups
+    real = {(step.op, step.name) for step in up.changed() if step.op != "discard"}  # a read no longer made
+    assert real == modelled_promotion(), up.ops()
+
+
+def test_cosmos_serves_the_registry_hydra_had(tailnet: Tailnet) -> None:
+    cosmos = tailnet.sites["cosmos"]
+    (pod,) = cosmos.pods.history
+    assert pod.init_exits["restore"] == 0
+    restore_log = (pod.root / "restore.log").read_text()
+    assert "a standby's witness" in restore_log, restore_log
+    same = [(u["id"], u["name"]) for u in tailnet.hydra_users]
+    assert [(u["id"], u["name"]) for u in headscale_json(cosmos, "users", "list")] == same
+    assert {k["id"] for k in headscale_json(cosmos, "preauthkeys", "list")} >= {k["id"] for k in tailnet.hydra_keys}
+
+
+def test_the_promoted_up_adopted_the_users_through_cosmos_s_own_address(tailnet: Tailnet) -> None:
+    ((_, up),) = tailnet.promotion.runner.ups
+    created = {step.name for step in up.changed() if step.op == "create"}
+    assert {f"cosmos-tailnet-user-{name}" for name in USERS} <= created, up.ops()
+    assert tailnet.sites["cosmos"].ingress.handshakes
+
+
+def test_the_witness_says_cosmos_has_served_once_it_rolled_out(tailnet: Tailnet, site_lab: KubeLab) -> None:
+    done = kubectl(site_lab, "--context", "cosmos", "-n", "headscale", "get", "configmap", "headscale-served", "-o",
+                   "jsonpath={.data.served}")  # fmt: skip
+    assert done.stdout == "true", done.stderr
+
+
+def test_hydra_returns_and_is_demoted_while_cosmos_keeps_its_users(tailnet: Tailnet, site_lab: KubeLab) -> None:
+    site_lab.start_api_server("hydra")
+    demotion = run_runbook(tailnet.cli, "demote", "hydra")
+    assert demotion.code == 0, demotion.explain(tailnet.sites)
+    done = kubectl(site_lab, "--context", "hydra", "-n", "headscale", "get", "deployment", "headscale", "-o",
+                   "jsonpath={.spec.replicas}")  # fmt: skip
+    assert done.stdout == "0"
+    names = sorted(u["name"] for u in headscale_json(tailnet.sites["cosmos"], "users", "list"))
+    assert names == USERS
+
+
+def test_after_both_runbooks_a_second_up_of_each_site_changes_nothing(tailnet: Tailnet) -> None:
+    """Run after the demotion (pytest keeps the file's order): cosmos active, hydra following it."""
+    for stack in ("cosmos", "hydra"):
+        again = tailnet.cli.run("up", "--yes", "-s", stack).check()
+        assert again.changed() == [], again.ops()

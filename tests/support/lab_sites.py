@@ -1,0 +1,105 @@
+"""The lab's sites as a tailnet runs them: each cluster's Headscale pod run for real, behind an ingress at the
+site's public address (tests/support/kube_lab_pods.py, tests/support/lab_ingress.py), and one NFS export for all.
+
+The lab's copy of Pulumi.yaml gets loopback public addresses (where the ingresses listen) instead of the documentation
+ones; nothing else in the project's files changes, so the stacks keep the default API URL, the public one, which
+nothing here resolves.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.headscale_real import RealHeadscale
+from tests.support.kube_lab import KubeLab
+from tests.support.kube_lab_pods import PodRunner
+from tests.support.lab_ingress import Ingress, make_certificate
+from tests.support.litestream_lab import litestream_bin
+from tests.support.real_pulumi import PulumiCli, Run, cli_for
+
+HOSTNAME = "headscale.example.com"
+#: The lab's public addresses, in place of the documentation addresses of Pulumi.yaml.
+ADDRESSES = {"hydra": ("198.51.100.10", "127.0.0.2"), "cosmos": ("203.0.113.20", "127.0.0.3")}
+#: The real tools a site needs beyond the CLI's: Headscale, Litestream, and the recorder's curl.
+SITE_TOOLS = ("headscale", "litestream", "curl")
+#: `tailnet.users` of Pulumi.yaml: what the active stack creates through the API.
+USERS = ["alice", "bob", "carol"]
+
+
+@dataclass
+class Site:
+    """One site of the lab: the kubelet of its Headscale pods and its ingress."""
+
+    name: str
+    pods: PodRunner
+    ingress: Ingress
+
+    def server(self) -> RealHeadscale:
+        serving = self.pods.serving()
+        assert len(serving) == 1, f"{self.name}: {len(serving)} Headscale pods serving"
+        assert serving[0].headscale is not None
+        return serving[0].headscale
+
+    def close(self) -> None:
+        self.ingress.stop()
+        self.pods.stop()
+
+
+def use_lab_addresses(cli: PulumiCli) -> None:
+    """The lab's copy of Pulumi.yaml with loopback public addresses, where the lab's ingresses listen."""
+    project = cli.project / "Pulumi.yaml"
+    text = project.read_text()
+    for documented, local in ADDRESSES.values():
+        assert f"publicAddress: {documented}" in text
+        text = text.replace(f"publicAddress: {documented}", f"publicAddress: {local}")
+    project.write_text(text)
+
+
+def start_site(lab: KubeLab, root: Path, name: str, certificate: tuple[Path, Path, Path]) -> Site:
+    """Run ``name``'s Headscale pods (from now on, as they appear) and serve its public address."""
+    pods = PodRunner(lab.client(name), "headscale", "headscale", root / f"pods-{name}", root / "nfs")
+    pods.start()
+
+    def backend() -> int | None:
+        serving = pods.serving()
+        return serving[0].headscale.ports.http if serving and serving[0].headscale else None
+
+    ingress = Ingress(ADDRESSES[name][1], certificate[1], certificate[2], backend)
+    ingress.start()
+    return Site(name, pods, ingress)
+
+
+def backed_up_users(root: Path) -> list[str]:
+    """The users in the newest state of the replica on the export (plain Litestream, no verification)."""
+    binary = litestream_bin()
+    replicas = list((root / "nfs").rglob("headscale/replica"))
+    if binary is None or not replicas:
+        return []
+    out = root / "probe.sqlite"
+    out.unlink(missing_ok=True)
+    done = subprocess.run(
+        [str(binary), "restore", "-o", str(out), f"file://{replicas[0]}"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return []
+    with sqlite3.connect(out) as db:
+        return sorted(row[0] for row in db.execute("SELECT name FROM users"))
+
+
+def tailnet_cli(lab: KubeLab, root: Path) -> tuple[PulumiCli, tuple[Path, Path, Path]]:
+    """The real CLI for the lab's tailnet: the lab's public addresses, and its ingress CA trusted by the provider."""
+    certificate = make_certificate(root / "ingress-pki", HOSTNAME)
+    cli = cli_for(lab, root)
+    cli.env["REQUESTS_CA_BUNDLE"] = str(certificate[0])
+    use_lab_addresses(cli)
+    return cli, certificate
+
+
+def deploy(cli: PulumiCli, lab: KubeLab, stack: str) -> Run:
+    """`pulumi stack init <stack>`, its kubeconfig (a secret), `pulumi up`: a site's first deployment."""
+    cli.run("stack", "init", stack).check()
+    cli.run("config", "set", "--secret", "kubeconfig", stdin=lab.kubeconfig_path(stack).read_text()).check()
+    return cli.run("up", "--yes").check()
