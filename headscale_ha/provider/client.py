@@ -36,7 +36,6 @@ import re
 import socket
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -44,8 +43,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import requests
-import requests.adapters
 import urllib3.exceptions
+
+from headscale_ha.provider.pinning import pin
 
 SUPPORTED_MINORS = ("0.28", "0.29")
 #: Seconds to establish a TCP (and TLS) connection: an address that drops packets (a lost cluster) costs this much.
@@ -270,50 +270,6 @@ class LivePolicy:
     updated_at: datetime | None
 
 
-class PinnedAddressAdapter(requests.adapters.HTTPAdapter):
-    """HTTPS to an address in the URL, spoken as `hostname`: the URL only says where the TCP connection goes,
-    while SNI and the certificate's name check use `hostname` (urllib3's `server_hostname`/`assert_hostname`), so
-    a pinned connection is verified exactly as one that resolved `hostname` would be (CA checks unchanged)."""
-
-    def __init__(self, hostname: str) -> None:
-        self._tls_name = {"server_hostname": hostname, "assert_hostname": hostname}
-        super().__init__()  # builds the pool manager, through init_poolmanager below
-
-    def init_poolmanager(
-        self, connections: int, maxsize: int, block: bool = requests.adapters.DEFAULT_POOLBLOCK, **pool_kwargs: Any
-    ) -> None:
-        super().init_poolmanager(connections, maxsize, block, **{**pool_kwargs, **self._tls_name})
-
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
-        """Through a proxy (`HTTPS_PROXY`) the tunnel goes to the address, and TLS inside it still names `hostname`."""
-        return super().proxy_manager_for(proxy, **{**proxy_kwargs, **self._tls_name})
-
-
-def pinned_origin(base_url: str, connect_to: str) -> str:
-    """`https://<address>[:<port>]`, where a client pinned to `connect_to` sends its requests; without a port in
-    `connect_to` the URL's own port is used (443 for `https://`). Only `https://` URLs can be pinned: the
-    certificate's name is what makes the address trustworthy."""
-    base = urllib.parse.urlsplit(base_url)
-    if base.scheme != "https" or not base.hostname:
-        raise ValueError(f"connect_to needs an https:// base_url, got {base_url!r}")
-    host, port = _split_address(connect_to)
-    port = port or base.port
-    return f"https://{host}:{port}" if port else f"https://{host}"
-
-
-def _split_address(connect_to: str) -> tuple[str, int | None]:
-    """`203.0.113.20`, `127.0.0.5:8443`, `[2001:db8::1]:443` → the host (IPv6 in brackets) and the port, if given."""
-    refusal = ValueError(f"connect_to must be an address, optionally with :port (IPv6 in brackets), got {connect_to!r}")
-    target = urllib.parse.urlsplit(f"//{connect_to}")
-    try:
-        port = target.port
-    except ValueError:  # not a port, or an IPv6 address without brackets
-        raise refusal from None
-    if not target.hostname or target.netloc != connect_to or target.username is not None:
-        raise refusal
-    return (f"[{target.hostname}]" if ":" in target.hostname else target.hostname), port
-
-
 @dataclass
 class CallCounter:
     """Requests made, by method; the bench and the fault tests read it."""
@@ -328,7 +284,7 @@ class HeadscaleClient:
     once, before the first API call, unless `verify_version` is off); without a pin the live minor is used.
 
     `timeout` is the read timeout, `connect_timeout` the connect one; `monotonic` is the clock of the down memory.
-    `connect_to` pins the address the connection goes to (see `pinned_origin`): `base_url` stays the URL the
+    `connect_to` pins the address the connection goes to (provider/pinning.py): `base_url` stays the URL the
     server is known by (TLS name, `Host` header), and messages name both (`where`). Pinning mounts an adapter on
     `session` for the pinned origin."""
 
@@ -393,10 +349,7 @@ class HeadscaleClient:
 
     def _pin(self, connect_to: str) -> None:
         """Send to the pinned origin, with the URL's name in `Host` and in TLS (the adapter mounted for it)."""
-        base = urllib.parse.urlsplit(self.base_url)
-        origin = pinned_origin(self.base_url, connect_to)
-        self._url, self._host = f"{origin}{base.path}", base.netloc
-        self.session.mount(f"{origin}/", PinnedAddressAdapter(str(base.hostname)))
+        self._url, self._host = pin(self.session, self.base_url, connect_to)
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("HeadscaleClient holds an API key and must not be pickled")

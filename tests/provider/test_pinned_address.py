@@ -23,7 +23,8 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 
 from headscale_ha.provider.base import StackSettings, shared_client
-from headscale_ha.provider.client import HeadscaleClient, UnreachableError, pinned_origin
+from headscale_ha.provider.client import HeadscaleClient, UnreachableError
+from headscale_ha.provider.pinning import pinned_origin
 from headscale_ha.provider.resources import UserProvider
 
 HOSTNAME = "headscale.example.com"

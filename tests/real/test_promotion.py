@@ -13,37 +13,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from tests.support.engine.lifecycle import Lab as ModelLab
 from tests.support.kube_lab import KubeLab
-from tests.support.lab_sites import SITE_TOOLS, USERS, Site, backed_up_users, deploy, start_site, tailnet_cli
+from tests.support.lab_sites import (
+    SITE_TOOLS,
+    USERS,
+    Runbook,
+    Site,
+    backed_up_users,
+    deploy,
+    run_runbook,
+    start_site,
+    tailnet_cli,
+)
 from tests.support.litestream_lab import wait_until
-from tests.support.real_pulumi import RUNBOOK_TOOLS, PulumiCli, RunbookRunner, kubectl
-from tools import runbook
+from tests.support.real_pulumi import RUNBOOK_TOOLS, PulumiCli, kubectl
 
 pytestmark = pytest.mark.real_tool(*RUNBOOK_TOOLS, *SITE_TOOLS)
-
-
-@dataclass
-class Runbook:
-    """One runbook run: its exit status, what it printed, and the real `pulumi up`s it ran."""
-
-    code: int
-    runner: RunbookRunner
-    lines: list[str] = field(default_factory=list)
-
-    def explain(self, sites: dict[str, Site]) -> str:
-        text = "\n".join(self.lines) + "\n" + self.runner.output
-        for argv, up in self.runner.ups:
-            if up.returncode != 0:
-                text += f"\n{' '.join(argv)}:\n" + "\n".join(up.diagnostics) + up.stderr[-3000:]
-        for site in sites.values():
-            text += "".join(f"\n{site.name} pod {pod.name}: {pod.failure}" for pod in site.pods.history if pod.failure)
-        return text
 
 
 @dataclass
@@ -53,20 +44,12 @@ class Tailnet:
     hydra_users: list[dict[str, Any]]
     hydra_keys: list[dict[str, Any]]
     promotion: Runbook
-    demotion: Runbook | None = None
 
 
 def headscale_json(site: Site, *args: str) -> Any:
     done = site.server().cli(*args, "-o", "json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
-
-
-def run_runbook(cli: PulumiCli, *argv: str) -> Runbook:
-    runner = RunbookRunner(cli)
-    lines: list[str] = []
-    code = runbook.main(list(argv), runner=runner, project_dir=cli.project, out=lines.append)
-    return Runbook(code, runner, lines)
 
 
 @pytest.fixture(scope="module")

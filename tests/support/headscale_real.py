@@ -65,6 +65,17 @@ def binary(name: str = HEADSCALE) -> Path:
     return real_tools.bin_dir() / name
 
 
+def release_binary(image: str) -> Path:
+    """The built binary of the release an image names (``ghcr.io/juanfont/headscale:0.28.0@sha256:…`` -> the one whose
+    ``headscale version`` is v0.28.0): a pod runs the release of its image, as a kubelet would pull it."""
+    tag = image.split("@", 1)[0].rsplit(":", 1)[-1].removeprefix("v")
+    for name in (HEADSCALE, PREVIOUS):
+        found = re.search(r"version v(\S+)", run(binary(name), "version").stdout)
+        if found is not None and found.group(1) == tag:
+            return binary(name)
+    raise HeadscaleError(f"image {image}: neither {HEADSCALE} nor {PREVIOUS} (make real-tools) is release {tag}")
+
+
 def clean_env() -> dict[str, str]:
     """This environment without ``HEADSCALE_*``: Headscale reads any of them as a config override (viper), and the
     CLI's ``HEADSCALE_CLI_ADDRESS`` would send it to another server."""

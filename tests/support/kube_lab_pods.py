@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from tests.support.headscale_real import RealHeadscale
+from tests.support.headscale_real import RealHeadscale, release_binary
 from tests.support.kube_lab import KubeClient, KubeError
 from tests.support.litestream_lab import litestream_bin, stop_process
 
@@ -336,7 +336,8 @@ class PodRunner(threading.Thread):
         headscale = "headscale" in spec.get("image", "").rsplit("/", 1)[-1]
         container = self._container(running, spec, volumes, link=headscale)
         if headscale:
-            running.headscale = self._headscale(container, _mounted_file(spec, volumes, CONFIG_PATH))
+            config = _mounted_file(spec, volumes, CONFIG_PATH)
+            running.headscale = self._headscale(container, config, release_binary(spec["image"]))
             return
         log = (running.root / f"{spec['name']}.log").open("ab")
         with log:
@@ -350,12 +351,12 @@ class PodRunner(threading.Thread):
                 start_new_session=True,
             )
 
-    def _headscale(self, container: Container, config: Path) -> RealHeadscale:
+    def _headscale(self, container: Container, config: Path, exe: Path) -> RealHeadscale:
         """Headscale on the container's own files: the rendered config.yaml as the ConfigMap holds it (its pod paths
         mapped by RealHeadscale onto the container's root), its identity keys from the Secret, its policy from the
-        ConfigMap, its database on the pod's data volume."""
+        ConfigMap, its database on the pod's data volume; ``exe`` is the release the image names."""
         root = container.root.parent / f"{container.name}-serve"
-        return RealHeadscale(config.read_text(), root, pod_root=container.root).start()
+        return RealHeadscale(config.read_text(), root, exe=exe, pod_root=container.root).start()
 
     def _mark_ready(self, pod: Mapping[str, Any]) -> None:
         """What the kubelet reports once every container is started and the readiness probe passes."""

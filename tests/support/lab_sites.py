@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.headscale_real import RealHeadscale
@@ -18,7 +18,8 @@ from tests.support.kube_lab import KubeLab
 from tests.support.kube_lab_pods import PodRunner
 from tests.support.lab_ingress import Ingress, make_certificate
 from tests.support.litestream_lab import litestream_bin
-from tests.support.real_pulumi import PulumiCli, Run, cli_for
+from tests.support.real_pulumi import PulumiCli, Run, RunbookRunner, cli_for
+from tools import runbook
 
 HOSTNAME = "headscale.example.com"
 #: The lab's public addresses, in place of the documentation addresses of Pulumi.yaml.
@@ -103,3 +104,31 @@ def deploy(cli: PulumiCli, lab: KubeLab, stack: str) -> Run:
     cli.run("stack", "init", stack).check()
     cli.run("config", "set", "--secret", "kubeconfig", stdin=lab.kubeconfig_path(stack).read_text()).check()
     return cli.run("up", "--yes").check()
+
+
+@dataclass
+class Runbook:
+    """One runbook run (tools/runbook.py driving the real CLI): its exit status, what it printed, and the real
+    `pulumi up`s it ran."""
+
+    code: int
+    runner: RunbookRunner
+    lines: list[str] = field(default_factory=list)
+
+    def explain(self, sites: dict[str, Site]) -> str:
+        """Why it failed: its output, each failed `up`'s errors, each pod's failure."""
+        text = "\n".join(self.lines) + "\n" + self.runner.output
+        for argv, up in self.runner.ups:
+            if up.returncode != 0:
+                text += f"\n{' '.join(argv)}:\n" + "\n".join(up.diagnostics) + up.stderr[-3000:]
+        for site in sites.values():
+            text += "".join(f"\n{site.name} pod {pod.name}: {pod.failure}" for pod in site.pods.history if pod.failure)
+        return text
+
+
+def run_runbook(cli: PulumiCli, *argv: str) -> Runbook:
+    """`python -m tools.runbook argv` in the CLI's project copy, with the CLI's environment."""
+    runner = RunbookRunner(cli)
+    lines: list[str] = []
+    code = runbook.main(list(argv), runner=runner, project_dir=cli.project, out=lines.append)
+    return Runbook(code, runner, lines)
