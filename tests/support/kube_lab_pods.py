@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -435,14 +435,3 @@ def _copy_rewritten(source: Path, target: Path, container: Container) -> None:
         return
     target.write_text(container.local(source.read_text()))
     shutil.copymode(source, target)
-
-
-@contextlib.contextmanager
-def running_pods(client: KubeClient, namespace: str, app: str, root: Path, exports: Path) -> Iterator[PodRunner]:
-    """A started :class:`PodRunner`, stopped on exit."""
-    runner = PodRunner(client, namespace, app, root, exports)
-    runner.start()
-    try:
-        yield runner
-    finally:
-        runner.stop()

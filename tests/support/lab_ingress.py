@@ -51,7 +51,9 @@ class Ingress(threading.Thread):
         self.context.load_cert_chain(certificate, key)
         self.listener = socket.create_server((address, HTTPS_PORT), reuse_port=False)
         self.listener.settimeout(0.3)
+        #: The server name (SNI) of each TLS handshake: who came through, and as whom.
         self.handshakes: list[str | None] = []
+        self.context.sni_callback = lambda _socket, name, _context: self.handshakes.append(name)
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -68,7 +70,6 @@ class Ingress(threading.Thread):
         with contextlib.suppress(OSError, ssl.SSLError):
             client.settimeout(30)
             secured = self.context.wrap_socket(client, server_side=True)
-            self.handshakes.append(getattr(secured, "server_hostname", None))
             port = self.backend()
             if port is None:
                 secured.close()

@@ -8,8 +8,10 @@ nothing here resolves.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from tests.support.kube_lab import KubeLab
 from tests.support.kube_lab_pods import PodRunner
 from tests.support.lab_ingress import Ingress, make_certificate
 from tests.support.litestream_lab import litestream_bin
-from tests.support.real_pulumi import PulumiCli, Run, RunbookRunner, cli_for
+from tests.support.real_pulumi import PulumiCli, Run, cli_for
 from tools import runbook
 
 HOSTNAME = "headscale.example.com"
@@ -104,6 +106,28 @@ def deploy(cli: PulumiCli, lab: KubeLab, stack: str) -> Run:
     cli.run("stack", "init", stack).check()
     cli.run("config", "set", "--secret", "kubeconfig", stdin=lab.kubeconfig_path(stack).read_text()).check()
     return cli.run("up", "--yes").check()
+
+
+class RunbookRunner:
+    """tools.runbook's runner for the real CLI: each command in the project copy with the CLI's environment, a
+    ``pulumi up`` with an event log of its own, so the test reads what the engine did at each step."""
+
+    def __init__(self, cli: PulumiCli) -> None:
+        self.cli = cli
+        self.ups: list[tuple[tuple[str, ...], Run]] = []
+        self.output = ""
+
+    def __call__(self, argv: Sequence[str], *, capture: bool) -> runbook.Completed:
+        if list(argv[:2]) == ["pulumi", "up"]:
+            done = self.cli.run(*argv[1:])
+            self.ups.append((tuple(argv), done))
+            return runbook.Completed(done.returncode, done.stdout)
+        binary = shutil.which(argv[0], path=self.cli.env["PATH"]) or argv[0]
+        finished = subprocess.run(
+            [binary, *argv[1:]], cwd=self.cli.project, env=self.cli.env, capture_output=True, text=True, timeout=1200
+        )
+        self.output += finished.stdout + finished.stderr
+        return runbook.Completed(finished.returncode, finished.stdout if capture else "")
 
 
 @dataclass

@@ -211,27 +211,3 @@ def kubectl(lab: KubeLab, *args: str, stdin: str | None = None) -> subprocess.Co
     return subprocess.run(
         [binary, "--kubeconfig", str(lab.kubeconfig), *args], input=stdin, capture_output=True, text=True, timeout=120
     )
-
-
-class RunbookRunner:
-    """tools.runbook's runner for the real CLI: each command in the project copy with the CLI's environment, a
-    ``pulumi up`` with an event log of its own, so the test reads what the engine did at each step."""
-
-    def __init__(self, cli: PulumiCli) -> None:
-        self.cli = cli
-        self.ups: list[tuple[tuple[str, ...], Run]] = []
-        self.output = ""
-
-    def __call__(self, argv: Sequence[str], *, capture: bool) -> Any:
-        from tools.runbook import Completed  # here: only the runbook tests need the runbook
-
-        if list(argv[:2]) == ["pulumi", "up"]:
-            done = self.cli.run(*argv[1:])
-            self.ups.append((tuple(argv), done))
-            return Completed(done.returncode, done.stdout)
-        binary = shutil.which(argv[0], path=self.cli.env["PATH"]) or argv[0]
-        finished = subprocess.run(
-            [binary, *argv[1:]], cwd=self.cli.project, env=self.cli.env, capture_output=True, text=True, timeout=1200
-        )
-        self.output += finished.stdout + finished.stderr
-        return Completed(finished.returncode, finished.stdout if capture else "")
