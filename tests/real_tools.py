@@ -130,6 +130,7 @@ _GO_ACTORS = {
     "kube-scheduler": ("k8s.io/kubernetes", "the Kubernetes scheduler"),
     "kubectl": ("k8s.io/kubernetes", "kubectl, which the runbooks drive"),
     "kwok": ("sigs.k8s.io/kwok", "kwok, the lab's kubelet"),
+    "tailscale-node": ("tailscale.com", "a Tailscale node (tools/lab_node) that spends a pre-auth key"),
 }
 TOOLS.update({name: Tool(name, module, "go", _built(name), what) for name, (module, what) in _GO_ACTORS.items()})
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 PINS_FILE = Path(__file__).with_name("real_tools.json")
+REPO = Path(__file__).resolve().parent.parent
 CACHE_ENV = "HEADSCALE_HA_REAL_TOOLS"
 # Bumped when a recipe below changes what it builds, so a cache built by an older recipe is not reused.
 RECIPE_VERSION = "1"
@@ -52,6 +53,13 @@ class Actor:
     def available(self) -> bool:
         return self.version != "none"
 
+    def build_fields(self) -> dict[str, Any]:
+        """What decides the binaries: the pin's build fields and, for a command of ours, its source's digest."""
+        fields = {key: self.pin.get(key) for key in BUILD_FIELDS}
+        if self.pin.get("source"):
+            fields["source"] = source_digest(REPO / self.pin["source"])
+        return fields
+
 
 def load_actors(path: Path = PINS_FILE) -> list[Actor]:
     """The actors in pin-file order."""
@@ -64,12 +72,20 @@ def cache_root() -> Path:
 
 
 #: The pin fields that change what is built; the prose (`why`, `wanted`) does not move the cache.
-BUILD_FIELDS = ("module", "version", "package", "packages", "release", "sdk")
+BUILD_FIELDS = ("module", "version", "package", "packages", "release", "sdk", "source")
+
+
+def source_digest(directory: Path) -> str:
+    """The digest of a source directory's files (names and contents)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def pins_key(path: Path = PINS_FILE) -> str:
     """A short hash of what the pins build and of the recipe version: one cache directory per set of pins."""
-    built = {actor.name: {key: actor.pin.get(key) for key in BUILD_FIELDS} for actor in load_actors(path)}
+    built = {actor.name: actor.build_fields() for actor in load_actors(path)}
     text = json.dumps(built, sort_keys=True) + RECIPE_VERSION
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -232,6 +248,16 @@ def build_kubernetes(actor: Actor, work: Path, out: Path, log: Path) -> list[str
     return built
 
 
+def build_source(actor: Actor, work: Path, out: Path, log: Path) -> list[str]:
+    """A command of ours (``source``, a Go ``main`` package) against the pinned module, in a wrapper module."""
+    module = wrapper_module(work, actor.name, {actor.module: actor.version}, {}, log)
+    for path in (REPO / actor.pin["source"]).glob("*.go"):
+        shutil.copy2(path, module / path.name)
+    go(["mod", "tidy"], module, log)
+    go(["build", "-trimpath", "-o", str(out / actor.name), "."], module, log)
+    return [actor.name]
+
+
 RECIPES = {
     "pulumi": build_pulumi,
     "pulumi-resource-kubernetes": build_kubernetes_provider,
@@ -240,6 +266,7 @@ RECIPES = {
     "etcd": lambda actor, work, out, log: build_command(actor, work, out, log, "etcd"),
     "kubernetes": build_kubernetes,
     "kwok": build_command,
+    "tailscale-node": build_source,
 }
 VERSION_ARGS = {
     "pulumi": ["version"],
@@ -308,6 +335,8 @@ def build_actor(actor: Actor, out: Path, work: Path) -> dict[str, Any]:
     if actor.pin.get("why"):
         record["fallback"] = actor.pin["why"]
     stamp = stamp_path(out, actor)
+    if not stamp.exists():
+        reuse_built(actor, out)
     if stamp.exists():
         built = json.loads(stamp.read_text())
         return {**record, "binaries": built.get("binaries", []), "status": f"cached (built in {built['seconds']} s)"}
@@ -322,8 +351,27 @@ def build_actor(actor: Actor, out: Path, work: Path) -> dict[str, Any]:
     except BuildError as error:
         return {**record, "status": f"failed: {error}"}
     record.update(status="built", binaries=binaries, seconds=round(time.monotonic() - started, 1))
+    record.update(build=actor.build_fields(), recipe=RECIPE_VERSION)
     stamp.write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def reuse_built(actor: Actor, out: Path) -> bool:
+    """Copy the actor's binaries from the cache of another set of pins that built it the same way (same build
+    fields, same recipe), so that a bump of one pin rebuilds that actor only."""
+    wanted = actor.build_fields()
+    for stamp in sorted(cache_root().glob(f"*/bin/{stamp_path(out, actor).name}")):
+        built = json.loads(stamp.read_text())
+        binaries = [stamp.parent / name for name in built.get("binaries", [])]
+        if stamp.parent == out or built.get("build") != wanted or built.get("recipe") != RECIPE_VERSION:
+            continue
+        if not all(binary.is_file() for binary in binaries):
+            continue
+        for binary in binaries:
+            shutil.copy2(binary, out / binary.name)
+        stamp_path(out, actor).write_text(json.dumps(built, indent=2) + "\n")
+        return True
+    return False
 
 
 def report(record: dict[str, Any], out: Path) -> str:

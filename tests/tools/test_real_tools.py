@@ -73,3 +73,53 @@ def test_an_unserved_version_is_reported_not_built(tmp_path: Path, monkeypatch: 
     record = real_tools.build_actor(actor, tmp_path, tmp_path)
     assert record["status"] == f"not served: {actor.module}@{actor.version}"
     assert "not served" in real_tools.report(record, tmp_path)
+
+
+def _built(directory: Path, actor: real_tools.Actor, **fields: object) -> Path:
+    """A cache directory of another set of pins where ``actor`` was built (one binary), with ``fields`` overridden."""
+    out = directory / "bin"
+    out.mkdir(parents=True)
+    (out / "kwok").write_text("#!/bin/sh\n")
+    record = {"actor": actor.name, "binaries": ["kwok"], "seconds": 86.8, "build": actor.build_fields()}
+    record |= {"recipe": real_tools.RECIPE_VERSION, **fields}
+    real_tools.stamp_path(out, actor).write_text(json.dumps(record))
+    return out
+
+
+def test_a_bump_of_another_pin_reuses_what_was_built_the_same_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(real_tools.CACHE_ENV, str(tmp_path))
+    actor = next(actor for actor in real_tools.load_actors() if actor.name == "kwok")
+    _built(tmp_path / "older-pins", actor)
+    out = tmp_path / "new-pins" / "bin"
+    out.mkdir(parents=True)
+    monkeypatch.setattr(real_tools, "served", lambda *_: pytest.fail("probed the proxy for a reusable actor"))
+    assert real_tools.build_actor(actor, out, tmp_path)["status"] == "cached (built in 86.8 s)"
+    assert (out / "kwok").read_text() == "#!/bin/sh\n"
+
+
+@pytest.mark.parametrize(
+    "fields", [{"recipe": "0"}, {"build": {"module": "sigs.k8s.io/kwok", "version": "v0.6.0"}}, {"binaries": ["gone"]}]
+)
+def test_what_was_built_otherwise_is_not_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fields: dict) -> None:
+    monkeypatch.setenv(real_tools.CACHE_ENV, str(tmp_path))
+    actor = next(actor for actor in real_tools.load_actors() if actor.name == "kwok")
+    _built(tmp_path / "older-pins", actor, **fields)
+    out = tmp_path / "new-pins" / "bin"
+    out.mkdir(parents=True)
+    assert not real_tools.reuse_built(actor, out)
+    assert not real_tools.stamp_path(out, actor).exists()
+
+
+def test_a_command_of_ours_moves_the_cache_when_its_source_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "node"
+    source.mkdir()
+    (source / "main.go").write_text("package main\n")
+    monkeypatch.setattr(real_tools, "REPO", tmp_path)
+    actor = real_tools.Actor("tailscale-node", {"module": "tailscale.com", "version": "v1.102.5", "source": "node"})
+    before = actor.build_fields()
+    (source / "main.go").write_text("package main\n\nfunc main() {}\n")
+    assert actor.build_fields() != before
