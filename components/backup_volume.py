@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components.pod import checksum, labels
+from headscale_ha.components.pod import checksum, kept, labels
 from headscale_ha.components.settings import Nfs
 
 CLAIM_PREFIX = "litestream-backup"
@@ -75,7 +75,7 @@ class BackupVolume(pulumi.ComponentResource):
         else:
             self.volume = k8s.core.v1.PersistentVolume(
                 f"{name}-volume",
-                metadata={"name": volume_name(args.namespace, nfs), "labels": meta_labels},
+                metadata=kept({"name": volume_name(args.namespace, nfs), "labels": meta_labels}),
                 spec={
                     "capacity": {"storage": nfs.size},
                     "accessModes": ["ReadWriteMany"],
@@ -89,7 +89,7 @@ class BackupVolume(pulumi.ComponentResource):
             claim_spec |= {"storageClassName": "", "volumeName": volume_name(args.namespace, nfs)}
         self.claim = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-claim",
-            metadata={"name": claim, "namespace": args.namespace, "labels": meta_labels},
+            metadata=kept({"name": claim, "namespace": args.namespace, "labels": meta_labels}),
             spec=claim_spec,
             opts=pulumi.ResourceOptions.merge(
                 keep, pulumi.ResourceOptions(depends_on=[self.volume] if self.volume else [])

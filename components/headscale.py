@@ -33,6 +33,7 @@ from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import (
     checksum,
     container_security,
+    kept,
     labels,
     pod_security,
     resources,
@@ -416,7 +417,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         """The Secret with the Noise and DERP keys, mounted by the server and the migration Job."""
         return k8s.core.v1.Secret(
             f"{name}-identity",
-            metadata={**meta, "name": IDENTITY_SECRET},
+            metadata=kept({**meta, "name": IDENTITY_SECRET}),
             type="Opaque",
             string_data={NOISE_ITEM: self.noise_key, DERP_ITEM: self.derp_key},
             # Retained: `destroy` leaves the keys in the cluster (the restore's identity check needs them).

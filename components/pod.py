@@ -11,6 +11,11 @@ from typing import Any
 from headscale_ha.components.settings import ClusterSettings, ComputeResources
 
 PART_OF = "headscale-ha"
+#: The server-side-apply field manager of every object a destroy keeps (`retainOnDelete`). pulumi-kubernetes
+#: otherwise names a random one per resource, so after a destroy the adopting stack's manager is a stranger to the
+#: fields the destroyed stack set, and its first change of them (a rotated key in `headscale-identity`) is an
+#: apply conflict. One name makes the adopter their owner.
+KEPT_FIELD_MANAGER = PART_OF
 #: The non-root identity every container runs as (the distroless "nonroot" user).
 RUN_AS = 65532
 
@@ -24,6 +29,12 @@ def labels(app: str, component: str, part_of: str = PART_OF) -> dict[str, str]:
         "app.kubernetes.io/part-of": part_of,
         "app.kubernetes.io/managed-by": "pulumi",
     }
+
+
+def kept(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` of an object a destroy keeps: its field manager is :data:`KEPT_FIELD_MANAGER`."""
+    annotations = {**meta.get("annotations", {}), "pulumi.com/patchFieldManager": KEPT_FIELD_MANAGER}
+    return {**meta, "annotations": annotations}
 
 
 def selector(app: str, part_of: str = PART_OF) -> dict[str, str]:

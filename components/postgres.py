@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from headscale_ha.components.pod import labels, resources
+from headscale_ha.components.pod import kept, labels, resources
 from headscale_ha.components.settings import ComputeResources, ObjectStore
 
 DATABASE_CLUSTER = "headscale-db"
@@ -228,7 +228,7 @@ class PostgresDatabase(pulumi.ComponentResource):
             kind="Cluster",
             # pulumi-kubernetes awaits no custom resource unless told what ready means: what depends on the Cluster
             # (the migration Job, Headscale on PostgreSQL) starts only once CloudNativePG reports it Ready.
-            metadata={**meta, "name": DATABASE_CLUSTER, "annotations": READY_AWAIT},
+            metadata=kept({**meta, "name": DATABASE_CLUSTER, "annotations": READY_AWAIT}),
             spec=cluster_spec(args),
             # Bootstrap only matters when the cluster is created; a promoted replica keeps its data.
             opts=pulumi.ResourceOptions(

@@ -13,8 +13,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from headscale_ha.components.config_types import quantity_value
-from headscale_ha.components.pod import PART_OF, labels, selector, static_check_skips
+from headscale_ha.components.pod import PART_OF, kept, labels, selector, static_check_skips
 from headscale_ha.components.settings import LocalStorage, LocalVolumeSettings
+
+#: How long a singleton's rollout may take, its restore before serving included: the Deployment's progress deadline
+#: (`kubectl rollout status` fails at it; Kubernetes' default is 600 s) and what `pulumi up` awaits (pulumi-kubernetes
+#: waits 10 minutes by default, so a restore of more than that failed the promotion's `up` before the runbook's own
+#: wait). One budget for all three.
+ROLLOUT_BUDGET_SECONDS = 900
 
 
 def data_claim(
@@ -29,7 +35,7 @@ def data_claim(
     """An RWO volume for a SQLite database, retained when the stack is destroyed or the claim replaced."""
     return k8s.core.v1.PersistentVolumeClaim(
         resource_name,
-        metadata={**meta, "name": name},
+        metadata=kept({**meta, "name": name}),
         spec={
             "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": size}},
@@ -101,14 +107,18 @@ def singleton_deployment(
             "replicas": replicas,
             "strategy": {"type": "Recreate"},
             "revisionHistoryLimit": 3,
+            "progressDeadlineSeconds": ROLLOUT_BUDGET_SECONDS,
             "selector": {"matchLabels": selector(app, part_of)},
             "template": {
                 "metadata": {"labels": labels(app, component, part_of), "annotations": annotations},
                 "spec": pod_spec,
             },
         },
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(custom_timeouts=_ROLLOUT_AWAIT)),
     )
+
+
+_ROLLOUT_AWAIT = pulumi.CustomTimeouts(create=f"{ROLLOUT_BUDGET_SECONDS}s", update=f"{ROLLOUT_BUDGET_SECONDS}s")
 
 
 def cluster_service(

@@ -21,6 +21,7 @@ from headscale_ha.components.headscale import HeadscaleServer, HeadscaleServerAr
 from headscale_ha.components.migration import SqliteToPostgres
 from headscale_ha.components.monitoring import StackMonitoring
 from headscale_ha.components.network_policy import NetworkPolicies
+from headscale_ha.components.pod import kept
 from headscale_ha.components.postgres import PostgresDatabase
 from headscale_ha.components.tailnet_objects import TailnetObjects
 from headscale_ha.components.tailnet_policy import TailnetPolicy, live_policy
@@ -120,7 +121,7 @@ class TailnetSite(pulumi.ComponentResource):
         """A namespace that holds state is retained: deleting one would delete the claims, the identity Secret and
         the routers' node state inside it, whatever their own options say."""
         keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True))
-        metadata = {"name": args.name, "labels": dict(args.labels)}
+        metadata = kept({"name": args.name, "labels": dict(args.labels)})
         return k8s.core.v1.Namespace(f"{self._name}-{suffix}", metadata=metadata, opts=keep)
 
     def _control_plane_namespace(self, args: SiteArgs, child: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
