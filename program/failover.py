@@ -24,6 +24,7 @@ from typing import Any
 from headscale_ha.components import headscale as headscale_module
 from headscale_ha.components.pod import selector
 from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, Role, Site, TailnetSettings
+from headscale_ha.components.workload import ROLLOUT_BUDGET_SECONDS
 from headscale_ha.program.config import StackConfig
 
 #: Shared project config: the CLI only writes stack files, and a stack value would replace the whole object.
@@ -37,8 +38,9 @@ LOST_RISK = (
     "and the two registries diverge for good (nodes, keys and routes registered on one are unknown to the other). "
     "Run `make demote SITE={old}` the moment {old} is reachable, before anything else"
 )
-#: How long `kubectl rollout status` waits for the new active's Headscale (restore included).
-ROLLOUT_TIMEOUT_SECONDS = 900
+#: How long `kubectl rollout status` waits for the new active's Headscale (restore included): the budget its
+#: Deployment's progress deadline and `pulumi up`'s await share.
+ROLLOUT_TIMEOUT_SECONDS = ROLLOUT_BUDGET_SECONDS
 #: How long the fence waits for the old active's Headscale pods to be gone (their grace period is 30 s).
 FENCE_TIMEOUT_SECONDS = 300
 
@@ -126,9 +128,12 @@ def _kubectl(sites: Sites, site: Site, *args: str) -> tuple[str, ...]:
     return ("kubectl", "--context", site.context, "-n", sites.namespace_of(site), *args)
 
 
-def pulumi_up(sites: Sites, site: Site, why: str) -> Command:
-    """`pulumi up --yes` previews first and stops before any change when the preview fails."""
-    return Command(argv=("pulumi", "up", "--yes", "-s", sites.tailnet.stack_of(site)), expect=why, site=site.name)
+def pulumi_up(sites: Sites, site: Site, why: str, *, refresh: bool = False) -> Command:
+    """`pulumi up --yes` previews first and stops before any change when the preview fails. ``refresh`` reads every
+    object of the stack from the cluster first: without it the engine trusts its state, so a cluster rebuilt empty
+    would get no step at all and the run would report success."""
+    flags = ("--refresh", "--yes") if refresh else ("--yes",)
+    return Command(argv=("pulumi", "up", *flags, "-s", sites.tailnet.stack_of(site)), expect=why, site=site.name)
 
 
 def set_role(sites: Sites, site: Site, role: Role) -> Command:
@@ -233,7 +238,13 @@ def demotion_runbook(sites: Sites, site: Site) -> list[Step]:
             edits=(_edit(stack_file(site), f"{PROJECT}:role", "standby"),),
             commands=(
                 set_role(sites, site, Role.STANDBY),
-                pulumi_up(sites, site, f"{site.name}'s Headscale scales to 0 and it follows the active"),
+                pulumi_up(
+                    sites,
+                    site,
+                    f"{site.name}'s Headscale scales to 0 and it follows the active; what its cluster lost (all of "
+                    "it, when it was rebuilt) is created again",
+                    refresh=True,
+                ),
                 headscale_pods(sites, site),
             ),
         )

@@ -99,8 +99,10 @@ def load_restore_figures(path: Path = MEASURED_FILE) -> RestoreFigures:
 
 @dataclass(frozen=True, kw_only=True)
 class PromotionFigures:
-    """What `bench/promotion.py --record` measured: `make promote` on the engine model, the active lost (its fence
-    skipped, as on the day a cluster is lost) and reachable (fenced, with the wait for its pod to go)."""
+    """What the benches measured of `make promote`: with the active lost (its fence skipped, as on the day a cluster
+    is lost) by bench/real_runs.py on real actors, the rollout it awaits left out; with the active reachable
+    (fenced, with the wait for its pod to go) by bench/promotion.py on the engine model. ``method`` is the lost
+    case's."""
 
     measured_on: str
     lost_seconds: float  # the command's run time with the active lost
@@ -121,11 +123,12 @@ def load_promotion_figures(path: Path = PROMOTION_FILE) -> PromotionFigures:
     """The committed measurement of the promotion command; a clear error when it is missing or malformed."""
     try:
         data = json.loads(path.read_text())
+        lost = data["lost"]  # measured with real actors (bench/real_runs.py) when it names its own method
         return PromotionFigures(
-            measured_on=str(data["measuredOn"]),
-            lost_seconds=float(data["lost"]["commandSeconds"]) + float(data["lost"]["waitSeconds"]),
+            measured_on=str(lost.get("measuredOn", data["measuredOn"])),
+            lost_seconds=float(lost["commandSeconds"]) + float(lost["waitSeconds"]),
             reachable_seconds=float(data["reachable"]["commandSeconds"]) + float(data["reachable"]["waitSeconds"]),
-            method=str(data["method"]),
+            method=str(lost.get("method", data["method"])),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MeasurementError(

@@ -71,8 +71,8 @@ def stack_table(stack: str, recovery: dict[str, Any]) -> str:
         f"{stated['headscaleDatabaseSize']} / {stated['headplaneDatabaseSize']}, node-monitor grace "
         f"{stated['nodeMonitorGraceSeconds']} s, decision to promote {stated['promotionSeconds']} s. Measured "
         f"({measured['promotion']['source']}, {measured['promotion']['measuredOn']}): `make promote` with the "
-        f"active lost {measured['promotion']['promoteActiveLostSeconds']:g} s on the engine model (a real API "
-        "server's latency per step is not in it).",
+        f"active lost {measured['promotion']['promoteActiveLostSeconds']:g} s of its own ("
+        f"{measured['promotion']['method']}).",
     ]
     return "\n".join(lines)
 

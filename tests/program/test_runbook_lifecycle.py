@@ -364,7 +364,9 @@ def test_moving_to_postgres_and_back_keeps_the_registry(deployed: Callable[..., 
             standby = _ok(lab.run("up", "cosmos"))  # a SQLite standby follows a migrating active
             assert _outages(standby)
         preview = _ok(lab.run("preview", "hydra", change))
-        assert preview.changes() == [], f"{stage}:\n{preview.text()}"
+        # The adopting run's variable was the provider's input `upsertExistingObjects`: the next run drops it.
+        dropped = [("update", "hydra-kubernetes")] if env else []
+        assert [(s.op, s.name) for s in preview.changes()] == dropped, f"{stage}:\n{preview.text()}"
         assert bool(_outages(preview)) is not serving, stage
     assert [u.name for u in fake.users.values()].count("dave") == 1
     added = _assert_kept(before, fake)

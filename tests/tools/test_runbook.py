@@ -142,7 +142,7 @@ def test_promotion_with_the_active_lost_skips_its_fence_once_confirmed(tailnet) 
     assert code == 0, "\n".join(printed + cli.printed)
     assert _once(_ran(cli)) == [
         f"pulumi config set -s {HYDRA} headscale-ha:role standby",
-        f"pulumi up --yes -s {HYDRA}",
+        f"pulumi up --refresh --yes -s {HYDRA}",
         "kubectl --context hydra -n headscale get pods -l "
         "app.kubernetes.io/name=headscale,app.kubernetes.io/part-of=headscale-ha -o name",
     ]
@@ -292,7 +292,7 @@ def test_the_command_runs_real_processes_in_the_project_directory(tmp_path: Path
     assert main(["demote", "cosmos"], project_dir=project, out=printed, sleep=lambda s: None) == 0
     assert log.read_text().splitlines() == [
         f"pulumi config set -s {COSMOS} headscale-ha:role standby",
-        f"pulumi up --yes -s {COSMOS}",
+        f"pulumi up --refresh --yes -s {COSMOS}",
         "kubectl --context cosmos -n headscale get pods -l "
         "app.kubernetes.io/name=headscale,app.kubernetes.io/part-of=headscale-ha -o name",
     ]

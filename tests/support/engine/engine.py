@@ -34,12 +34,14 @@ Facts, from pulumi/pulumi (pkg/resource/deploy: step_generator.go, step.go, step
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from pulumi.runtime.proto import resource_pb2
 
@@ -498,16 +500,19 @@ class Engine:
         self, deployment: Deployment, config: Mapping[str, Any], secret_keys: frozenset[str], program: Path
     ) -> Any:
         state = deployment.stack
-        return harness.run_program(
-            project=state.project,
-            stack=state.name,
-            config={k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()},
-            secret_keys=secret_keys,
-            program=program,
-            stack_outputs=self._stack_outputs(),
-            preview=deployment.preview,
-            monitor_factory=lambda mocks: _EngineMonitor(mocks, deployment),
-        )
+        # The program runs with the `pulumi` process's environment: the SDK reads some of it as provider inputs
+        # (PULUMI_K8S_UPSERT_EXISTING_OBJECTS becomes the Kubernetes provider's `upsertExistingObjects`).
+        with mock.patch.dict(os.environ, self.world.env):
+            return harness.run_program(
+                project=state.project,
+                stack=state.name,
+                config={k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()},
+                secret_keys=secret_keys,
+                program=program,
+                stack_outputs=self._stack_outputs(),
+                preview=deployment.preview,
+                monitor_factory=lambda mocks: _EngineMonitor(mocks, deployment),
+            )
 
     @staticmethod
     def _finish(deployment: Deployment, run: Any, error: str | None) -> RunResult:
