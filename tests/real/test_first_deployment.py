@@ -152,3 +152,17 @@ def test_a_second_up_of_each_stack_changes_nothing(deployed: tuple[PulumiCli, di
     for site in SITES:
         again = cli.run("up", "--yes", "-s", site).check()
         assert again.changed() == [], again.ops()
+
+
+def test_a_site_previewed_before_its_identity_stack_fails_naming_it(lab: KubeLab, tmp_path: Path) -> None:
+    """As the model has it (tests/program/test_lifecycle.py): the site's stack reference to the identity stack
+    fails the preview, naming the stack the installation's first step creates; an `up` previews first, so it
+    stops there and nothing reaches the state (or the cluster)."""
+    cli = cli_for(lab, tmp_path)
+    cli.run("stack", "init", "hydra").check()
+    cli.run("config", "set", "--secret", "kubeconfig", stdin=lab.kubeconfig_path("hydra").read_text()).check()
+    for early in (cli.run("preview"), cli.run("up", "--yes")):
+        assert early.returncode != 0
+        assert any("headscale-ha-identity/tailnet" in line for line in early.diagnostics), early.diagnostics
+    state = json.loads(cli.run("stack", "export").check().stdout)
+    assert [r["type"] for r in state["deployment"].get("resources") or []] == []

@@ -333,6 +333,8 @@ class Cluster:
     ports: dict[str, int]
     #: How many fake nodes kwok plays, ``<cluster>-node-1`` … (the stack files' ``cluster.nodes``).
     nodes: int = 1
+    #: Applications whose pods kwok leaves Pending (kwok_stages).
+    held_apps: tuple[str, ...] = ()
     processes: dict[str, Process] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
     _client: KubeClient | None = field(default=None, repr=False)
@@ -366,10 +368,10 @@ class Cluster:
     def prepare(cls, name: str, index: int, root: Path, nodes: int = 1, held_apps: tuple[str, ...] = ()) -> Cluster:
         """Ports, certificates, kubeconfig and kwok's stages: everything but the processes."""
         ports = {component: free_port() for component in ("etcd", "etcd-peer", "api", "kcm", "scheduler")}
-        cluster = cls(name, index, root, ports, nodes)
+        cluster = cls(name, index, root, ports, nodes, held_apps=held_apps)
         make_pki(root / "pki", name, cluster.kubernetes_service_ip)
         cluster.kubeconfig.write_text(yaml.safe_dump(kubeconfig_document([cluster], current=name)))
-        cluster.stages.write_text(yaml.safe_dump_all(kwok_stages(held_apps), sort_keys=False, width=200))
+        cluster.stages.write_text(yaml.safe_dump_all(kwok_stages(cluster.held_apps), sort_keys=False, width=200))
         return cluster
 
     @property
@@ -385,12 +387,23 @@ class Cluster:
         process = self.processes.setdefault(component, Process(component, argv, log, env))
         self.pids.append(process.start())
 
+    def set_failing_jobs(self, failing: bool) -> None:
+        """From now on a Job's pod fails (or, again, completes): kwok restarted on its stages with or without."""
+        self.stages.write_text(yaml.safe_dump_all(kwok_stages(self.held_apps, failing_jobs=failing), sort_keys=False,
+                                                  width=200))  # fmt: skip
+        self.processes["kwok"].kill()
+        for node in self.node_names:  # else the new kwok waits for the old one's node leases to expire (40 s)
+            with contextlib.suppress(KubeError):
+                self.client.delete(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}")
+        self.launch("kwok")
+
     def kill_all(self) -> None:
         for component in reversed(COMPONENTS):
             if component in self.processes:
                 self.processes[component].kill()
         if self._client is not None:
             self._client.close()
+            self._client = None
 
     def check_alive(self) -> None:
         """Raise, with its log's tail, when a component that was started has exited: no point waiting for it."""
@@ -708,6 +721,25 @@ class KubeLab:
         cluster = self.clusters[name]
         cluster.launch("kube-apiserver")
         cluster.wait_api_server()
+
+    def rebuild(self, name: str) -> None:
+        """The cluster lost for good and built again empty, as a site's operators would: every component killed,
+        etcd's data and kwok's state deleted, then the same ports and certificates (so the same kubeconfig) with
+        nothing in it but its nodes and the CRDs."""
+        cluster = self.clusters[name]
+        cluster.kill_all()
+        cluster.processes.clear()  # a killed one would count as dead while its successor starts
+        for data in ("etcd", "kwok"):
+            shutil.rmtree(cluster.root / data, ignore_errors=True)
+        crds = lab_crds(self.crd_dir) if self.crd_dir is not None else []
+        cluster.launch("etcd")
+        cluster.wait_etcd()
+        cluster.launch("kube-apiserver")
+        cluster.wait_api_server()
+        for component in COMPONENTS[2:]:
+            cluster.launch(component)
+        cluster.register(crds)
+        cluster.wait_ready(crds)
 
 
 @contextlib.contextmanager

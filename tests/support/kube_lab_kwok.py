@@ -74,6 +74,10 @@ containerStatuses:
 {{ end }}
 phase: Succeeded
 """
+#: A Job's running pod whose container fails (exit 1): the pod is Failed; with `backoffLimit: 0` the Job is too.
+_POD_FAILED = _POD_COMPLETE.replace("exitCode: 0, reason: Completed", "exitCode: 1, reason: Error").replace(
+    "phase: Succeeded", "phase: Failed"
+)
 
 
 def _stage(name: str, kind: str, *expressions: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -85,14 +89,15 @@ def _expr(key: str, operator: str, *values: str) -> dict[str, Any]:
     return {"key": key, "operator": operator, "values": list(values)} if values else {"key": key, "operator": operator}
 
 
-def kwok_stages(held_apps: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def kwok_stages(held_apps: tuple[str, ...] = (), *, failing_jobs: bool = False) -> list[dict[str, Any]]:
     """What kwok plays of the kubelet, as kwok v0.7 ``Stage`` resources (after its kustomize/stage/node/fast,
     node/heartbeat-with-lease and pod/fast): the node turns Ready and keeps a heartbeat (kwok renews its lease too);
     a pod bound to it turns Running and Ready; a Job's running pod then completes; a pod being deleted loses its
     finalizers and goes (the kubelet's final delete). Given to kwok with ``--config``, they replace its defaults.
 
     ``held_apps``: pods labelled ``app.kubernetes.io/name`` with one of these are left Pending, for the lab's own
-    kubelet (tests/support/kube_lab_pods.py) to run for real and report Ready when they serve.
+    kubelet (tests/support/kube_lab_pods.py) to run for real and report Ready when they serve. ``failing_jobs``: a
+    Job's running pod fails instead of completing (Cluster.set_failing_jobs).
     """
     alive = _expr(".metadata.deletionTimestamp", "DoesNotExist")
     heartbeat = {"durationMilliseconds": 600000, "jitterDurationMilliseconds": 610000}
@@ -104,7 +109,8 @@ def kwok_stages(held_apps: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         _stage("pod-ready", "Pod", alive, _expr(".status.podIP", "DoesNotExist"), *held,
                next={"statusTemplate": _POD_READY}),
         _stage("pod-complete", "Pod", alive, _expr(".status.phase", "In", "Running"),
-               _expr(".metadata.ownerReferences.[].kind", "In", "Job"), next={"statusTemplate": _POD_COMPLETE}),
+               _expr(".metadata.ownerReferences.[].kind", "In", "Job"),
+               next={"statusTemplate": _POD_FAILED if failing_jobs else _POD_COMPLETE}),
         _stage("pod-delete", "Pod", _expr(".metadata.deletionTimestamp", "Exists"),
                next={"finalizers": {"empty": True}, "delete": True}),
     ]  # fmt: skip

@@ -98,6 +98,9 @@ class RunningPod:
     init_exits: dict[str, int] = field(default_factory=dict)
     #: Set when the pod is gone: a start still under way stops what it started.
     stopped: threading.Event = field(default_factory=threading.Event)
+    #: When the runner took the pod up and when it reported it Ready (time.monotonic()): its start, restore included.
+    started_at: float = field(default_factory=time.monotonic)
+    ready_at: float | None = None
 
 
 class PodRunner(threading.Thread):
@@ -191,6 +194,7 @@ class PodRunner(threading.Thread):
                 running.failure = "no headscale container"
                 return
             self._mark_ready(pod)
+            running.ready_at = time.monotonic()
             running.ready.set()
         except Exception as exc:  # noqa: BLE001 - a test reads it from the pod
             running.failure = f"{type(exc).__name__}: {exc}"

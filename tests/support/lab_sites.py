@@ -8,12 +8,14 @@ nothing here resolves.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.support.headscale_real import RealHeadscale
 from tests.support.kube_lab import KubeLab
@@ -21,7 +23,7 @@ from tests.support.kube_lab_pods import PodRunner
 from tests.support.lab_ingress import Ingress, make_certificate
 from tests.support.litestream_lab import litestream_bin
 from tests.support.real_pulumi import PulumiCli, Run, cli_for
-from tools import runbook
+from tools import real_tools, runbook
 
 HOSTNAME = "headscale.example.com"
 #: The lab's public addresses, in place of the documentation addresses of Pulumi.yaml.
@@ -75,8 +77,8 @@ def start_site(lab: KubeLab, root: Path, name: str, certificate: tuple[Path, Pat
     return Site(name, pods, ingress)
 
 
-def backed_up_users(root: Path) -> list[str]:
-    """The users in the newest state of the replica on the export (plain Litestream, no verification)."""
+def backed_up(root: Path, query: str) -> list[Any]:
+    """The first column of `query` over the newest state of the replica on the export (plain Litestream)."""
     binary = litestream_bin()
     replicas = list((root / "nfs").rglob("headscale/replica"))
     if binary is None or not replicas:
@@ -89,7 +91,17 @@ def backed_up_users(root: Path) -> list[str]:
     if done.returncode != 0:
         return []
     with sqlite3.connect(out) as db:
-        return sorted(row[0] for row in db.execute("SELECT name FROM users"))
+        return [row[0] for row in db.execute(query)]
+
+
+def backed_up_users(root: Path) -> list[str]:
+    """The users in the newest state of the replica on the export (plain Litestream, no verification)."""
+    return backed_up(root, "SELECT name FROM users ORDER BY name")
+
+
+def backed_up_key_ids(root: Path) -> set[int]:
+    """The pre-auth keys in the newest state of the replica: a key minted last is the last write to reach it."""
+    return set(backed_up(root, "SELECT id FROM pre_auth_keys"))
 
 
 def tailnet_cli(lab: KubeLab, root: Path) -> tuple[PulumiCli, tuple[Path, Path, Path]]:
@@ -106,6 +118,16 @@ def deploy(cli: PulumiCli, lab: KubeLab, stack: str) -> Run:
     cli.run("stack", "init", stack).check()
     cli.run("config", "set", "--secret", "kubeconfig", stdin=lab.kubeconfig_path(stack).read_text()).check()
     return cli.run("up", "--yes").check()
+
+
+def deploy_serving(cli: PulumiCli, lab: KubeLab, site: Site) -> tuple[Run, Run]:
+    """The identity stack, ``site``'s first deployment until its Headscale serves, then API access (a key from that
+    Headscale as `bootstrapApiKey`) and `pulumi up`: the first deployment's run and the API run."""
+    cli.identity()
+    first = deploy(cli, lab, site.name)
+    site.pods.wait_ready()
+    cli.run("config", "set", "--secret", "bootstrapApiKey", site.server().create_api_key("2h")).check()
+    return first, cli.run("up", "--yes").check()
 
 
 class RunbookRunner:
@@ -156,3 +178,14 @@ def run_runbook(cli: PulumiCli, *argv: str) -> Runbook:
     lines: list[str] = []
     code = runbook.main(list(argv), runner=runner, project_dir=cli.project, out=lines.append)
     return Runbook(code, runner, lines)
+
+
+def join_with_key(server: RealHeadscale, key: str, hostname: str, state: Path) -> str:
+    """A real Tailscale node (tools/lab_node, tsnet) joins ``server`` with the pre-auth ``key``, as `tailscale up
+    --auth-key` on a router would, straight at Headscale's own address; what it printed once running."""
+    node = real_tools.bin_dir() / "tailscale-node"
+    argv = [str(node), "-control", server.url, "-authkey", key, "-hostname", hostname, "-dir", str(state)]
+    env = {**os.environ, "TS_NO_LOGS_NO_SUPPORT": "true"}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()

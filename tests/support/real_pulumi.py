@@ -20,10 +20,12 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
 from tests.support.kube_lab import KubeLab
@@ -39,8 +41,9 @@ PROJECT_FILES = ("Pulumi.yaml", "Pulumi.hydra.yaml", "Pulumi.cosmos.yaml", "__ma
 IDENTITY_FILES = ("Pulumi.yaml", "Pulumi.tailnet.yaml", "__main__.py")
 #: Every real tool a runbook test drives: the CLI and its plugin, kubectl, and the lab's control planes.
 RUNBOOK_TOOLS = ("pulumi", "pulumi-resource-kubernetes", "kubectl", *LAB_TOOLS)
-#: Engine steps that change nothing; the rest are changes.
-UNCHANGED_OPS = frozenset({"same", "read", "refresh"})
+#: Engine steps that change nothing; the rest are changes. A discard drops a read resource (a stack reference) from
+#: the state, which touches nothing outside it; the engine model records no read at all.
+UNCHANGED_OPS = frozenset({"same", "read", "refresh", "discard"})
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,14 @@ class Run:
     def changed(self) -> list[Step]:
         return [step for step in self.steps if step.changes and step.type != "pulumi:pulumi:Stack"]
 
+    def plan(self) -> set[tuple[str, str]]:
+        """(op, name) of every change, as the engine model reports them: a replacement is one `replace`, where the
+        engine also reports its halves (`create-replacement`, `delete-replaced`) as steps of their own."""
+        changed = {(step.op, step.name) for step in self.changed()}
+        replaced = {name for op, name in changed if op == "replace"}
+        halves = {"create-replacement", "delete-replaced"}
+        return {(op, name) for op, name in changed if not (op in halves and name in replaced)}
+
     @property
     def diagnostics(self) -> list[str]:
         """The engine's error diagnostics, in order."""
@@ -114,6 +125,12 @@ def steps_of(events: Iterable[Mapping[str, Any]]) -> list[Step]:
     return steps
 
 
+def lab_kubernetes_release() -> tuple[int, ...]:
+    """The pulumi-kubernetes release the lab's plugin was built from (tools/real_tools.json)."""
+    pins = json.loads(real_tools.PINS_FILE.read_text())
+    return tuple(int(part) for part in pins["actors"]["pulumi-resource-kubernetes"]["release"].split("."))
+
+
 def plugin_path() -> str:
     """``PATH`` for the CLI: the stand-ins first, then the real actors, then the project's Python."""
     parts = [*(str(path) for path in STANDINS), str(real_tools.bin_dir()), str(REPO / ".venv" / "bin")]
@@ -125,6 +142,10 @@ def copy_project(target: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     for name in PROJECT_FILES:
         shutil.copy2(REPO / name, target / name)
+    # A checkout's top-level `components/` package: the engine's provider host imports old class paths from the
+    # project directory, and state written by 0.1.x names `components.version_gate` (headscale_ha/class_paths.py).
+    if not (target / "components").exists():
+        (target / "components").symlink_to(REPO / "components", target_is_directory=True)
     (target / "identity").mkdir(exist_ok=True)
     for name in IDENTITY_FILES:
         shutil.copy2(REPO / "identity" / name, target / "identity" / name)
@@ -189,9 +210,29 @@ class PulumiCli:
         self.run("stack", "init", "tailnet", cwd=where).check()
         return self.run("up", "--yes", "--skip-preview", cwd=where).check()
 
+    def set_path(self, stack: str, path: str, value: str) -> None:
+        """`pulumi config set --path <path> <value>` as a user must: a stack's object replaces Pulumi.yaml's whole
+        (the program refuses a half one, naming the keys to copy), so the section's keys are copied first."""
+        section = path.split(".", 1)[0]
+        stack_file = yaml.safe_load((self.project / f"Pulumi.{stack}.yaml").read_text())["config"]
+        if f"headscale-ha:{section}" not in stack_file:
+            project = yaml.safe_load((self.project / "Pulumi.yaml").read_text())["config"]
+            for leaf, kept in config_leaves(project.get(section, {}).get("value", {}), section):
+                self.run("config", "set", "-s", stack, "--path", leaf, kept).check()
+        self.run("config", "set", "-s", stack, "--path", path, value).check()
+
     def stack_output(self, stack: str, *, secrets: bool = False, cwd: Path | None = None) -> dict[str, Any]:
         args = ["stack", "output", "-s", stack, "--json", *(["--show-secrets"] if secrets else [])]
         return json.loads(self.run(*args, cwd=cwd).check().stdout)
+
+
+def config_leaves(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """(`a.b.c`, value as `pulumi config set --path` takes it) of every leaf of a config object."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from config_leaves(inner, f"{path}.{key}")
+    else:
+        yield path, str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def read_events(log: Path) -> list[dict[str, Any]]:

@@ -165,6 +165,25 @@ def test_a_job_completes(lab: KubeLab) -> None:
     assert [pod["status"]["phase"] for pod in pods(client, ns, "once")] == ["Succeeded"]
 
 
+def test_a_job_fails_while_the_cluster_fails_jobs_and_completes_after(lab: KubeLab) -> None:
+    client, cluster = lab.client("cosmos"), lab.cluster("cosmos")
+    ns = namespace(client, "failing-jobs")
+    spec = {"backoffLimit": 0, "template": pod_template("doomed", restart="Never")}
+    cluster.set_failing_jobs(True)
+    try:
+        client.create(f"/apis/batch/v1/namespaces/{ns}/jobs", {"metadata": {"name": "doomed"}, "spec": spec})
+        path = f"/apis/batch/v1/namespaces/{ns}/jobs/doomed"
+        job = settled(lambda: (job := client.get(path)) and condition(job, "Failed") and job, "job failed")
+        assert condition(job, "Failed") == "True"
+        assert [pod["status"]["phase"] for pod in pods(client, ns, "doomed")] == ["Failed"]
+    finally:
+        cluster.set_failing_jobs(False)
+    spec["template"] = pod_template("fine", restart="Never")
+    client.create(f"/apis/batch/v1/namespaces/{ns}/jobs", {"metadata": {"name": "fine"}, "spec": spec})
+    path = f"/apis/batch/v1/namespaces/{ns}/jobs/fine"
+    assert settled(lambda: condition(client.get(path), "Complete"), "job complete") == "True"
+
+
 def test_load_balancer_services_get_an_address(lab: KubeLab) -> None:
     client, cluster = lab.client("cosmos"), lab.cluster("cosmos")
     ns = namespace(client, "services")
@@ -264,6 +283,24 @@ def test_an_api_server_killed_and_restarted_keeps_its_objects(lab: KubeLab) -> N
     again = client.get(f"/api/v1/namespaces/{ns}/configmaps/kept")
     assert (again["metadata"]["uid"], again["data"]) == (kept["metadata"]["uid"], {"a": "1"})
     pod = deploy(client, ns, "after-restart")  # the controllers, scheduler and kwok found the server again
+    assert pod["status"]["phase"] == "Running"
+
+
+def test_a_rebuilt_cluster_is_empty_behind_the_same_kubeconfig(lab: KubeLab) -> None:
+    """A site's cluster lost for good and built again: no object of the old one, its nodes and CRDs back."""
+    ns = namespace(lab.client("hydra"), "lost-with-it")
+    kept = namespace(lab.client("cosmos"), "elsewhere")
+    lab.rebuild("hydra")
+    client = lab.client("hydra")
+    with pytest.raises(KubeError) as gone:
+        client.get(f"/api/v1/namespaces/{ns}")
+    assert gone.value.status == 404
+    assert lab.client("cosmos").get(f"/api/v1/namespaces/{kept}")["metadata"]["name"] == kept
+    nodes = sorted(n["metadata"]["name"] for n in client.get("/api/v1/nodes")["items"])
+    assert nodes == lab.cluster("hydra").node_names
+    assert {c["metadata"]["name"] for c in client.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")[
+        "items"]} == {c["metadata"]["name"] for c in lab_crds()}  # fmt: skip
+    pod = deploy(client, namespace(client, "rebuilt"), "after-rebuild")
     assert pod["status"]["phase"] == "Running"
 
 
