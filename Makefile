@@ -19,6 +19,8 @@ VERSION ?=
 IMAGE ?=
 CRDS ?=
 BASE ?= HEAD
+# Given to the tools whose hints name an option, so that they name these make variables rather than their flags.
+VIA_MAKE := HEADSCALE_HA_VIA_MAKE=1
 ASSUME_SECRETS ?=
 DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
 # apt-get runs as root: directly when we are root, else through sudo.
@@ -58,7 +60,7 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 checkov: $(CHECKOV_STAMP)
 
 plan: $(RUNTIME_STAMP)
-	$(PY) -m tools.plan $(if $(STACK),--stack $(STACK)) $(if $(VERBOSE),--verbose) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
+	$(VIA_MAKE) $(PY) -m tools.plan $(if $(STACK),--stack $(STACK)) $(if $(VERBOSE),--verbose) $(foreach key,$(ASSUME_SECRETS),--assume-secret $(key))
 
 # The plan's rendered objects, each stack on its own, against the Kubernetes schemas the pinned kubernetes-validate
 # bundles, the project's CRD schemas (schemas/crds) and Pod Security admission (tools/validate.py).
@@ -81,10 +83,12 @@ test: lint $(CHECKOV_STAMP) real-tools
 real-tools: $(RUNTIME_STAMP)
 	$(PY) -m tools.real_tools
 
-# Offline preview: what changes from BASE (a git ref) to the working tree, per stack (tools/diff/). make reports
-# any non-zero status as 2; CI gates on `.venv/bin/python -m tools.diff` (0 none, 1 changes, 3 DATA LOSS, 2 error).
+# Offline preview: what changes from BASE (a git ref) to the working tree, per stack (tools/diff/). Changes are
+# what a diff is for, so `make diff` succeeds with them; make itself can only fail with 2 (and says so on a line of
+# its own) on a DATA LOSS or an error. CI gates on `.venv/bin/python -m tools.diff` (0 none, 1 changes, 3 DATA
+# LOSS, 2 error).
 diff: $(RUNTIME_STAMP)
-	$(PY) -m tools.diff --base $(BASE) $(if $(STACK),--stack $(STACK))
+	@$(PY) -m tools.diff --base $(BASE) $(if $(STACK),--stack $(STACK)) || { status=$$?; test $$status -eq 1 || exit $$status; }
 
 # Generated docs: the component package's schema types and schema (plugin/schema.json, docs/package.md), the
 # README's blocks (configuration reference, recovery and alerts tables) and docs/availability/<stack>.md; a test
@@ -99,18 +103,20 @@ docs: $(RUNTIME_STAMP)
 
 # The runbooks (tools/runbook.py, the `failover` output's commands): each prints every pulumi and kubectl command
 # it runs, stops at the first that fails, and is safe to run again. LOST=<the old active> skips that site's fence
-# after you type its name (or CONFIRM=<the same name>, without a terminal).
+# after you type its name (or CONFIRM=<the same name>, without a terminal). PLAN=1 prints what it would run and
+# needs neither the Pulumi CLI nor a cluster. The variable makes the tool's hints name these make variables.
+RUNBOOK_TOOL := $(VIA_MAKE) $(PY) -m tools.runbook
 promote: $(RUNTIME_STAMP)
 	@test -n "$(SITE)" || { echo "promote: SITE=<the site to make active> is required" >&2; exit 2; }
-	$(PY) -m tools.runbook promote $(SITE) $(if $(LOST),--lost $(LOST)) $(if $(CONFIRM),--confirm-lost $(CONFIRM))
+	@$(RUNBOOK_TOOL) promote $(SITE) $(if $(LOST),--lost $(LOST)) $(if $(CONFIRM),--confirm-lost $(CONFIRM)) $(if $(PLAN),--plan)
 
 demote: $(RUNTIME_STAMP)
 	@test -n "$(SITE)" || { echo "demote: SITE=<the returning former active> is required" >&2; exit 2; }
-	$(PY) -m tools.runbook demote $(SITE)
+	@$(RUNBOOK_TOOL) demote $(SITE) $(if $(PLAN),--plan)
 
 upgrade: $(RUNTIME_STAMP)
 	@test -n "$(VERSION)" -a -n "$(IMAGE)" || { echo "upgrade: VERSION=<x.y.z> IMAGE=<ref with that tag> are required" >&2; exit 2; }
-	$(PY) -m tools.runbook upgrade $(VERSION) $(IMAGE)
+	@$(RUNBOOK_TOOL) upgrade $(VERSION) $(IMAGE) $(if $(PLAN),--plan)
 
 bench: $(DEV_STAMP)
 	@for script in bench/[!_]*.py; do name=$${script#bench/}; echo "== $$script"; $(PY) -m bench.$${name%.py} || exit 1; done

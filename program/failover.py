@@ -136,6 +136,11 @@ def pulumi_up(sites: Sites, site: Site, why: str, *, refresh: bool = False) -> C
     return Command(argv=("pulumi", "up", *flags, "-s", sites.tailnet.stack_of(site)), expect=why, site=site.name)
 
 
+def pulumi_preview(sites: Sites, site: Site, why: str) -> Command:
+    """`pulumi preview`: the program and its checks run against the stack's state, and nothing is applied."""
+    return Command(argv=("pulumi", "preview", "-s", sites.tailnet.stack_of(site)), expect=why, site=site.name)
+
+
 def set_role(sites: Sites, site: Site, role: Role) -> Command:
     key = f"{PROJECT}:role"
     argv = ("pulumi", "config", "set", "-s", sites.tailnet.stack_of(site), key, role.value)
@@ -164,7 +169,7 @@ def rollout_status(sites: Sites, site: Site) -> Command:
     return Command(argv=argv, expect=f"Headscale on {site.name} rolled out and ready", site=site.name)
 
 
-def _edit(file: str, key: str, value: str) -> dict[str, str]:
+def file_edit(file: str, key: str, value: str) -> dict[str, str]:
     return {"file": file, "key": key, "value": value}
 
 
@@ -174,8 +179,8 @@ def fence_step(sites: Sites, old: Site, new: Site) -> Step:
         name="fence the old active",
         why="two Headscale writers on one registry diverge: the old active stops before the new one starts",
         edits=(
-            _edit(PROJECT_FILE, "tailnet.activeSite", new.name),
-            _edit(stack_file(old), f"{PROJECT}:role", "standby"),
+            file_edit(PROJECT_FILE, "tailnet.activeSite", new.name),
+            file_edit(stack_file(old), f"{PROJECT}:role", "standby"),
         ),
         commands=(
             set_active_site(new),
@@ -201,7 +206,7 @@ def promotion_runbook(sites: Sites, new: Site, old: Site | None) -> list[Step]:
         Step(
             name="promote the data",
             why="the new active must serve the newest registry",
-            edits=(_edit(stack_file(new), f"{PROJECT}:role", "active"),),
+            edits=(file_edit(stack_file(new), f"{PROJECT}:role", "active"),),
             commands=(set_role(sites, new, Role.ACTIVE), pulumi_up(sites, new, data), rollout_status(sites, new)),
         ),
     ]
@@ -235,7 +240,7 @@ def demotion_runbook(sites: Sites, site: Site) -> list[Step]:
             name="demote the returning site",
             why=f"{site.name} was the active when it was lost; its Headscale would serve an old registry to every "
             "client that still resolves its address",
-            edits=(_edit(stack_file(site), f"{PROJECT}:role", "standby"),),
+            edits=(file_edit(stack_file(site), f"{PROJECT}:role", "standby"),),
             commands=(
                 set_role(sites, site, Role.STANDBY),
                 pulumi_up(

@@ -29,6 +29,7 @@ from headscale_ha.components.settings import PROJECT
 from headscale_ha.policy.pack.rules import Subject, advisories
 from tools import render
 from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs, UnknownStackError, run_program
+from tools.hints import knob
 from tools.stack_files import StackFileError, StackSettings, list_stacks, read_stack_settings
 
 #: The identity program (its own Pulumi project) every site stack reads its keys from.
@@ -277,8 +278,9 @@ def grouped_advisory_warnings(run: ProgramRun, label: str) -> list[str]:
             lines.append(f"warning: {rule} (advisory): {name}: {message}")
             continue
         example = message.split("; ", 1)[0]
+        every = knob("VERBOSE=1", "--verbose")
         lines.append(
-            f"warning: {rule} (advisory): {count} findings in {label}, e.g. {name}: {example}; --verbose lists them all"
+            f"warning: {rule} (advisory): {count} findings in {label}, e.g. {name}: {example}; {every} lists them all"
         )
     return lines
 

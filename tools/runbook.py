@@ -10,18 +10,29 @@ again from the files and from what each stack last deployed (`pulumi stack outpu
     python -m tools.runbook demote hydra                         # hydra is back: it stops serving, follows
     python -m tools.runbook upgrade 0.29.3 ghcr.io/juanfont/headscale:0.29.3@sha256:…
     python -m tools.runbook set-active-site cosmos               # the one edit of Pulumi.yaml
+    python -m tools.runbook promote cosmos --lost hydra --plan   # what it would run: no CLI, no cluster, no write
 
-Exit status: 0 done, 1 a command failed (the runbook says which; run it again once fixed), 2 refused (bad
-arguments, or a confirmation not given).
+``--plan`` (``PLAN=1``) reads and checks the files as the real run does, then prints every command with what it
+expects, and runs, writes and asks nothing; a promotion's plan assumes that the site `tailnet.activeSite` names is
+the one last deployed as active (the real run asks each stack). Without ``--plan``, a missing `pulumi` or
+`kubectl` is refused before anything runs. An upgrade checks the whole resulting config before it writes
+Pulumi.yaml (atomically), and puts the file back when it stops before its first `pulumi up` has started.
+
+Exit status: 0 done (or planned), 1 a command failed (the runbook says which; run it again once fixed), 2 refused
+(bad arguments, a tool missing, or a confirmation not given).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,16 +53,22 @@ from headscale_ha.program.failover import (
     Step,
     demotion_runbook,
     dns_instruction,
+    file_edit,
     promotion_runbook,
+    pulumi_preview,
     pulumi_up,
     rollout_status,
 )
 from tools.availability_docs import stack_config
 from tools.harness import PROJECT_DIR
+from tools.hints import knob
 from tools.stack_files import StackFileError, list_stacks
 
 #: How often the fence's pod check is repeated.
 POLL_SECONDS = 5.0
+#: What every runbook drives, and where the installation guide gets them.
+TOOLS = ("pulumi", "kubectl")
+INSTALL_SECTION = 'docs/installation.md, step 1 "Tools and access"'
 
 
 class RefusalError(Exception):
@@ -75,8 +92,23 @@ class ProcessRunner:
     cwd: Path
 
     def __call__(self, argv: Sequence[str], *, capture: bool) -> Completed:
-        done = subprocess.run(list(argv), cwd=self.cwd, check=False, text=True, capture_output=capture)
+        try:
+            done = subprocess.run(list(argv), cwd=self.cwd, check=False, text=True, capture_output=capture)
+        except FileNotFoundError:  # gone since the check before the run: a failed command, not a traceback
+            print(f"{argv[0]}: not found on PATH ({INSTALL_SECTION})", file=sys.stderr)
+            return Completed(127, "")
         return Completed(done.returncode, done.stdout if capture else "")
+
+
+def missing_tools(which: Callable[[str], str | None]) -> None:
+    """Refuse, in one line, when a tool the runbooks drive is not on PATH: before anything runs or is written."""
+    missing = [tool for tool in TOOLS if which(tool) is None]
+    if missing:
+        names = " and ".join(f"`{tool}`" for tool in missing)
+        raise RefusalError(
+            f"{names} not found on PATH: install {'them' if len(missing) > 1 else 'it'} as {INSTALL_SECTION} says; "
+            f"{knob('PLAN=1', '--plan')} prints what would run without {'them' if len(missing) > 1 else 'it'}"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ Pulumi.yaml
@@ -120,8 +152,16 @@ def set_project_values(project_dir: Path, section: str, values: dict[str, str]) 
         raise RefusalError(f"{PROJECT_FILE}: editing config.{section} by line would change more than {sorted(values)}")
     if edited == text:
         return False
-    path.write_text(edited)
+    write_atomically(path, edited)
     return True
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path``'s content in one rename: a reader (or a crash) sees the old file or the new, never half."""
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as temporary:
+        temporary.write(text)
+    os.chmod(temporary.name, path.stat().st_mode & 0o777)
+    os.replace(temporary.name, path)
 
 
 def edit_project(project_dir: Path, argv: Sequence[str]) -> str:
@@ -192,6 +232,29 @@ class Tailnet:
         )
 
 
+def check_outcome(tailnet: Tailnet, steps: Sequence[Step]) -> None:
+    """Every stack's whole config as it will be once ``steps`` made their edits, loaded from a scratch copy of the
+    files: a runbook whose result `make plan` would refuse is refused before it runs or writes anything."""
+    with tempfile.TemporaryDirectory(prefix="runbook-outcome-") as scratch:
+        project = Path(scratch)
+        for path in tailnet.project_dir.glob("Pulumi*.yaml"):
+            shutil.copy(path, project / path.name)
+        edits = [edit for step in steps for edit in step.edits]
+        for edit in edits:
+            if edit["file"] == PROJECT_FILE:
+                section, key = edit["key"].split(".", 1)
+                set_project_values(project, section, {key: edit["value"]})
+            else:
+                document = yaml.safe_load((project / edit["file"]).read_text()) or {}
+                document.setdefault("config", {})[edit["key"]] = edit["value"]
+                (project / edit["file"]).write_text(yaml.safe_dump(document, sort_keys=False))
+        try:
+            Tailnet.read(project)
+        except RefusalError as refused:
+            changed = ", ".join(f"{edit['key']}: {edit['value']}" for edit in edits)
+            raise RefusalError(f"once the runbook set {changed}, {refused}") from None
+
+
 # ------------------------------------------------------------------------------------------------ running
 
 
@@ -203,13 +266,33 @@ class Session:
     out: Callable[[str], None] = print
     sleep: Callable[[float], None] = time.sleep
     lost: str | None = None
+    #: Print the commands with what each expects; run, write and ask nothing.
+    plan: bool = False
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: The files this run edited, as they were before: put back when it stops before anything was applied.
+    originals: dict[Path, str] = field(default_factory=dict)
+    #: A `pulumi up` has started: from then on a live system may have changed, and the edits stand.
+    applying: bool = False
+    #: Finds a tool on PATH, for real processes: the first command that needs one checks them all (None: a test's
+    #: runner stands in for them).
+    which: Callable[[str], str | None] | None = None
+
+    def tools_present(self) -> None:
+        if self.which is not None:
+            missing_tools(self.which)
+            self.which = None
 
     def deployed_role(self, sites: Sites, site: Site) -> str:
         """The role ``site``'s stack last deployed (its `endpoints` output). Not knowing it stops the runbook: a
-        guess could skip the fence of a site that still serves."""
+        guess could skip the fence of a site that still serves. A plan takes it from the files instead."""
         argv = ("pulumi", "stack", "output", "-s", sites.tailnet.stack_of(site), "endpoints", "--json")
+        if self.plan:
+            role = Role.ACTIVE.value if site.name == sites.tailnet.active_site else Role.STANDBY.value
+            self.out(f"? {shlex.join(argv)}")
+            self.out(f"   the real run reads what {site.name} last deployed; this plan assumes {role} (the files)")
+            return role
+        self.tools_present()
         done = self.runner(argv, capture=True)
         try:
             role = json.loads(done.stdout).get("role") if done.returncode == 0 else None
@@ -223,6 +306,8 @@ class Session:
         return role
 
     def run_steps(self, steps: Sequence[Step], project_dir: Path) -> None:
+        if not self.plan:
+            self.tools_present()
         for number, step in enumerate(steps, 1):
             self.out(f"== {number}. {step.name}: {step.why}")
             for command in step.commands:
@@ -235,9 +320,15 @@ class Session:
             return
         self.out(f"$ {command.line}")
         self.ran.append(command.line)
+        if self.plan:
+            self.out(f"   expect: {command.expect}")
+            return
         if "tools.runbook" in command.argv:
+            path = project_dir / PROJECT_FILE
+            self.originals.setdefault(path, path.read_text())
             self.out(f"   {edit_project(project_dir, command.argv[command.argv.index('tools.runbook') + 1 :])}")
             return
+        self.applying = self.applying or command.argv[:2] == ("pulumi", "up")
         if command.until_empty:
             self._poll(command, step)
             return
@@ -271,13 +362,15 @@ class StepFailedError(Exception):
 # ------------------------------------------------------------------------------------------------ the runbooks
 
 
-def _confirm_lost(lost: str, confirmation: str | None, ask: Callable[[str], str] | None) -> None:
+def _confirm_lost(lost: str, confirmation: str | None, ask: Callable[[str], str] | None, session: Session) -> None:
+    how = f"{knob(f'CONFIRM={lost}', f'--confirm-lost {lost}')} (or typing {lost} at the prompt)"
+    if session.plan and confirmation is None:
+        session.out(f"? the real run asks you to confirm that {lost} is lost: {how}")
+        return
     if confirmation is None and ask is not None:
         confirmation = ask(f"Type {lost} to confirm that it is lost: ").strip()
     if confirmation != lost:
-        raise RefusalError(
-            f"not confirmed: skipping {lost}'s fence needs --confirm-lost {lost} (or typing {lost} at the prompt)"
-        )
+        raise RefusalError(f"not confirmed: skipping {lost}'s fence needs {how}")
 
 
 def promotion(
@@ -288,12 +381,14 @@ def promotion(
     new = tailnet.site(new_name)
     sites = tailnet.sites(new.name)
     others = [site for site in sites.tailnet.sites if site.name != new.name]
-    if session.lost is not None:
-        lost = tailnet.site(session.lost)
-        if lost.name == new.name:
-            raise RefusalError(f"--lost {lost.name}: the site being promoted cannot be the lost one")
+    lost = None if session.lost is None else tailnet.site(session.lost)
+    if lost is not None and lost.name == new.name:
+        raise RefusalError(f"{knob('LOST', '--lost')} {lost.name}: the site being promoted cannot be the lost one")
+    if not session.plan:
+        session.tools_present()
+    if lost is not None:
         session.out(f"!! {LOST_RISK.format(old=lost.name)}.")
-        _confirm_lost(lost.name, confirmation, ask)
+        _confirm_lost(lost.name, confirmation, ask, session)
     actives = [site for site in others if session.deployed_role(sites, site) == Role.ACTIVE.value]
     if sites.tailnet.active_site != new.name:
         named = sites.tailnet.site(sites.tailnet.active_site)
@@ -303,14 +398,33 @@ def promotion(
     return promotion_runbook(sites, new, actives[0] if actives else None)
 
 
-def upgrade_steps(tailnet: Tailnet, version: str, image: str) -> list[Step]:
-    """The release in Pulumi.yaml, then the active rolled out on it, then every standby (a standby runs the active's
-    exact release: it refuses to deploy until the active has it)."""
+def _release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def check_release(tailnet: Tailnet, version: str, image: str) -> None:
+    """What a release's name alone says is wrong, refused before anything is touched: its form, the image's tag,
+    a downgrade (the whole resulting config is checked with the other runbooks', by :func:`check_outcome`)."""
     if not re.fullmatch(r"\d+\.\d+\.\d+", version):
         raise RefusalError(f"VERSION {version!r}: expected a release such as 0.29.3")
     tag = image.split("@", 1)[0].rsplit(":", 1)[-1] if ":" in image.split("@", 1)[0].rsplit("/", 1)[-1] else ""
     if tag.removeprefix("v") != version:
         raise RefusalError(f"IMAGE {image!r}: its tag must be the release {version} (image and version agree)")
+    current = tailnet.any_config().headscale.version
+    if _release_key(version) < _release_key(current):
+        raise RefusalError(
+            f"VERSION {version} is older than headscale.version {current} in {PROJECT_FILE}: "
+            "Headscale's migrations are one-way, so going back is a restore of the pre-upgrade snapshot, not an "
+            'upgrade (docs/upgrades.md, "To go back deliberately")'
+        )
+
+
+def upgrade_steps(tailnet: Tailnet, version: str, image: str) -> list[Step]:
+    """The release in Pulumi.yaml, then the active previewed and rolled out on it, then every standby (a standby
+    runs the active's exact release: it refuses to deploy until the active has it). The preview comes before any
+    change to a live system: the program's version gate and config checks run against the active's state, and a
+    refusal there leaves nothing applied (the runbook then puts Pulumi.yaml back)."""
+    check_release(tailnet, version, image)
     overriding = _stack_overrides(tailnet.project_dir, "headscale")
     if overriding:
         raise RefusalError(
@@ -325,13 +439,18 @@ def upgrade_steps(tailnet: Tailnet, version: str, image: str) -> list[Step]:
         expect=f"{PROJECT_FILE} has headscale.version {version} and headscale.image {image}",
     )
     standbys = [site for site in sites.tailnet.sites if site.name != active.name]
+    release = (file_edit(PROJECT_FILE, "headscale.version", version), file_edit(PROJECT_FILE, "headscale.image", image))
     return [
-        Step(name="set the release", why="one release for every site, in Pulumi.yaml", commands=(edit,)),
+        Step(name="set the release", why="one release for every site, in Pulumi.yaml", commands=(edit,), edits=release),
         Step(
             name="upgrade the active",
             why="Headscale migrates its database when the new release starts; the pre-upgrade snapshot is taken "
             "first by the pod",
-            commands=(pulumi_up(sites, active, f"{active.name} runs {version}"), rollout_status(sites, active)),
+            commands=(
+                pulumi_preview(sites, active, f"{active.name} plans {version}: its version gate lets it through"),
+                pulumi_up(sites, active, f"{active.name} runs {version}"),
+                rollout_status(sites, active),
+            ),
         ),
         Step(
             name="upgrade the standbys",
@@ -341,16 +460,40 @@ def upgrade_steps(tailnet: Tailnet, version: str, image: str) -> list[Step]:
     ]
 
 
-def _finish(session: Session, steps: Sequence[Step], project_dir: Path, tail: str = "") -> int:
+def _finish(session: Session, steps: Sequence[Step], project_dir: Path, tail: str = "", *, undo: bool = False) -> int:
+    """Run ``steps``; with ``undo``, a run that stops before its first `pulumi up` puts back the files it edited
+    (nothing live has changed, so the files must not claim otherwise). After an up has started they stand: the
+    stack may run what they say, and the next run finishes from there."""
+    check_outcome(Tailnet.read(project_dir), steps)
     started = time.monotonic()
     try:
         session.run_steps(steps, project_dir)
-    except StepFailedError as failed:
-        session.out(f"STOPPED: {failed}. Fix the cause and run the same command again: every step is safe to repeat.")
+    except (StepFailedError, KeyboardInterrupt) as failed:
+        stopped = str(failed) if isinstance(failed, StepFailedError) else "interrupted"
+        if undo and not session.applying and session.originals:
+            for path, text in session.originals.items():
+                write_atomically(path, text)
+            put_back = ", ".join(path.name for path in session.originals)
+            session.out(
+                f"STOPPED: {stopped}. Nothing was applied, so {put_back} is as it was. Fix the cause and run "
+                "the same command again."
+            )
+        else:
+            kept = " (its edits stand: a stack may run them already)" if session.originals else ""
+            session.out(
+                f"STOPPED: {stopped}{kept}. Fix the cause and run the same command again: every step is safe to repeat."
+            )
         return 1
-    session.out(
-        f"done: {len(session.ran)} command(s) run, {len(session.skipped)} skipped, {time.monotonic() - started:.1f} s"
-    )
+    if session.plan:
+        session.out(
+            f"plan: {len(session.ran)} command(s) would run, {len(session.skipped)} skipped; nothing was run, written "
+            f"or asked. Without {knob('PLAN=1', '--plan')} the same command carries it out."
+        )
+    else:
+        session.out(
+            f"done: {len(session.ran)} command(s) run, {len(session.skipped)} skipped, "
+            f"{time.monotonic() - started:.1f} s"
+        )
     if tail:
         session.out(tail)
     return 0
@@ -376,14 +519,22 @@ def main(
     upgrade = commands.add_parser("upgrade", help="every site to another Headscale release, the active first")
     upgrade.add_argument("version")
     upgrade.add_argument("image")
+    for runbook in (promote, demote, upgrade):
+        runbook.add_argument("--plan", action="store_true", help="print what it would run; run, write, ask nothing")
     active = commands.add_parser("set-active-site", help="set tailnet.activeSite in Pulumi.yaml")
     active.add_argument("site")
     release = commands.add_parser("set-headscale", help="set headscale.version and headscale.image in Pulumi.yaml")
     release.add_argument("version")
     release.add_argument("image")
     args = parser.parse_args(argv)
+    plan = getattr(args, "plan", False)
     session = Session(
-        runner=runner or ProcessRunner(project_dir), out=out, sleep=sleep, lost=getattr(args, "lost", None)
+        runner=runner or ProcessRunner(project_dir),
+        out=out,
+        sleep=sleep,
+        lost=getattr(args, "lost", None),
+        plan=plan,
+        which=shutil.which if runner is None else None,
     )
     if ask is None and sys.stdin.isatty():
         ask = input
@@ -415,7 +566,7 @@ def _dispatch(args: argparse.Namespace, session: Session, project_dir: Path, ask
         if tailnet.any_config().tailnet.active_site == site.name:
             raise RefusalError(f"{site.name} is tailnet.activeSite: promote another site instead (make promote SITE=…)")
         return _finish(session, demotion_runbook(tailnet.sites(site.name), site), project_dir)
-    return _finish(session, upgrade_steps(tailnet, args.version, args.image), project_dir)
+    return _finish(session, upgrade_steps(tailnet, args.version, args.image), project_dir, undo=True)
 
 
 if __name__ == "__main__":

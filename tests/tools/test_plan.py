@@ -14,6 +14,7 @@ import tools.plan
 from headscale_ha.program.examples import warning as example_warning
 from tools.availability_docs import stack_config
 from tools.harness import PROJECT_DIR, SecretOutput
+from tools.hints import VIA_MAKE_ENV
 from tools.plan import advisory_warnings, grouped_advisory_warnings, offline_stack_outputs, plan_all, plan_order
 from tools.plan import main as plan_main
 
@@ -203,3 +204,11 @@ def test_a_program_warning_is_a_diagnostic_of_the_run_never_a_bare_line_on_stder
     assert hydra.warnings() == [example_warning(stack_config("hydra"))]
     assert ("warning", hydra.warnings()[0]) in hydra.diagnostics
     assert "example value(s)" not in capsys.readouterr().err
+
+
+def test_from_make_the_advisory_hint_names_the_make_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make plan` users type VERBOSE=1, not --verbose (the Makefile's recipe sets the variable the hint reads)."""
+    run = _fake_run(monkeypatch, {"a": {"prefer-image-digests": ["image 'x:1' is pinned by tag only", "'y:2' too"]}})
+    monkeypatch.setenv(VIA_MAKE_ENV, "1")
+    (line,) = grouped_advisory_warnings(run, "lab")
+    assert line.endswith("; VERBOSE=1 lists them all")

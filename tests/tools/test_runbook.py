@@ -6,6 +6,7 @@ run stopped by a failure is finished by running it again."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -309,3 +310,190 @@ def test_a_site_whose_last_deployment_cannot_be_read_stops_the_promotion(tailnet
     assert code == 2
     assert "cannot tell what hydra last deployed" in printed[-1]
     assert _ran(cli) == []
+
+
+# ------------------------------------------------------------------------------------------------ plan mode
+
+
+def _files(project: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(project.glob("Pulumi*.yaml"))}
+
+
+def _no_tools(tmp_path: Path, monkeypatch) -> None:
+    """A machine with no `pulumi` and no `kubectl`: PATH holds one empty directory."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def _commands(printed: list[str]) -> list[str]:
+    return [line.removeprefix("$ ") for line in printed if line.startswith("$ ")]
+
+
+def test_a_promotion_plan_prints_what_the_real_run_runs_and_needs_no_cli(tailnet, tmp_path, monkeypatch) -> None:
+    """The plan of `make promote SITE=cosmos PLAN=1` lists, in order, the commands the real run then runs (the
+    fence's poll once), each with what it expects; it runs, writes and asks nothing."""
+    lab, cli = tailnet
+    before = _files(lab.project_dir)
+    _no_tools(tmp_path, monkeypatch)
+    planned = Printed()
+    code = main(["promote", "cosmos", "--plan"], project_dir=lab.project_dir, out=planned, ask=_never_asked)
+    assert code == 0, "\n".join(planned)
+    assert _files(lab.project_dir) == before
+    assert planned[-2].startswith("plan: 7 command(s) would run, 0 skipped; nothing was run, written or asked")
+    expects = [planned[index + 1] for index, line in enumerate(planned) if line.startswith("$ ")]
+    assert all(line.startswith("   expect: ") for line in expects), planned
+    assert any(line.startswith("? pulumi stack output -s organization/headscale-ha/hydra") for line in planned)
+    real, printed = _runbook(cli, "promote", "cosmos")
+    assert real == 0, "\n".join(printed + cli.printed)
+    assert _commands(planned) == _once(_commands(printed))
+
+
+def test_a_promotion_plan_with_the_active_lost_skips_what_the_real_run_skips(tailnet, tmp_path, monkeypatch) -> None:
+    lab, cli = tailnet
+    _no_tools(tmp_path, monkeypatch)
+    argv = ["promote", "cosmos", "--lost", "hydra", "--confirm-lost", "hydra"]
+    planned = Printed()
+    assert main([*argv, "--plan"], project_dir=lab.project_dir, out=planned, ask=_never_asked) == 0, planned
+    unconfirmed = Printed()
+    assert main([*argv[:4], "--plan"], project_dir=lab.project_dir, out=unconfirmed, ask=_never_asked) == 0
+    assert "? the real run asks you to confirm that hydra is lost" in "\n".join(unconfirmed)
+    lab.world.lost.add("hydra")
+    real, printed = _runbook(cli, *argv)
+    assert real == 0, "\n".join(printed + cli.printed)
+    assert _commands(planned) == _commands(printed)
+    skipped = [line for line in planned if line.startswith("   skip (hydra is lost)")]
+    assert skipped == [line for line in printed if line.startswith("   skip (hydra is lost)")]
+    assert skipped
+
+
+def test_demotion_and_upgrade_plans_print_every_command_and_write_nothing(tailnet, tmp_path, monkeypatch) -> None:
+    lab, cli = tailnet
+    lab.world.lost.add("hydra")
+    promoted, printed = _runbook(cli, "promote", "cosmos", "--lost", "hydra", "--confirm-lost", "hydra")
+    assert promoted == 0, "\n".join(printed + cli.printed)
+    lab.world.lost.discard("hydra")  # hydra is back: its demotion is planned first
+    before = _files(lab.project_dir)
+    _no_tools(tmp_path, monkeypatch)
+    demoted = Printed()
+    assert main(["demote", "hydra", "--plan"], project_dir=lab.project_dir, out=demoted, ask=_never_asked) == 0
+    assert _commands(demoted) == [
+        f"pulumi config set -s {HYDRA} headscale-ha:role standby",
+        f"pulumi up --refresh --yes -s {HYDRA}",
+        "kubectl --context hydra -n headscale get pods -l "
+        "app.kubernetes.io/name=headscale,app.kubernetes.io/part-of=headscale-ha -o name",
+    ]
+    upgraded = Printed()
+    argv = ["upgrade", "0.29.3", "ghcr.io/juanfont/headscale:0.29.3", "--plan"]
+    assert main(argv, project_dir=lab.project_dir, out=upgraded, ask=_never_asked) == 0, upgraded
+    assert _commands(upgraded) == [
+        ".venv/bin/python -m tools.runbook set-headscale 0.29.3 ghcr.io/juanfont/headscale:0.29.3",
+        f"pulumi preview -s {COSMOS}",
+        f"pulumi up --yes -s {COSMOS}",
+        "kubectl --context cosmos -n headscale rollout status deployment/headscale --timeout=900s",
+        f"pulumi up --yes -s {HYDRA}",
+    ]
+    assert _files(lab.project_dir) == before
+
+
+def _never_asked(prompt: str) -> str:
+    raise AssertionError(f"a plan asked: {prompt}")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["promote", "cosmos"],
+        ["promote", "cosmos", "--lost", "hydra", "--confirm-lost", "hydra"],
+        ["demote", "cosmos"],
+        ["upgrade", "0.29.3", "ghcr.io/juanfont/headscale:0.29.3"],
+    ],
+)
+def test_without_the_tools_a_runbook_refuses_in_one_line_before_anything(tmp_path, monkeypatch, argv) -> None:
+    project = _copy(tmp_path)
+    before = _files(project)
+    _no_tools(tmp_path, monkeypatch)
+    printed = Printed()
+    assert main(argv, project_dir=project, out=printed, ask=_never_asked) == 2
+    assert printed == [
+        'refused: `pulumi` and `kubectl` not found on PATH: install them as docs/installation.md, step 1 "Tools and '
+        'access" says; --plan prints what would run without them'
+    ]
+    assert _files(project) == before
+
+
+def test_make_names_its_own_variables_and_plans_without_a_cli(tmp_path: Path) -> None:
+    """`make promote … PLAN=1` as the issue's user types it, in the checkout, with no `pulumi` on PATH: the plan,
+    exit 0, and the files untouched; without PLAN=1 one refusal that names PLAN=1, not --plan."""
+    before = _files(PROJECT_DIR)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    make = shutil.which("make") or "make"
+    args = [make, "-s", "--no-print-directory", "promote", "SITE=cosmos", "LOST=hydra", "CONFIRM=hydra"]
+    if shutil.which("pulumi", path=env["PATH"]):
+        pytest.skip("a pulumi CLI is installed in /usr/bin or /bin: no machine without one to try")
+    planned = subprocess.run([*args, "PLAN=1"], cwd=PROJECT_DIR, env=env, capture_output=True, text=True)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert "plan: 5 command(s) would run, 2 skipped" in planned.stdout
+    assert "Without PLAN=1 the same command carries it out." in planned.stdout
+    refused = subprocess.run(args, cwd=PROJECT_DIR, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert refused.stdout.splitlines() == [
+        'refused: `pulumi` not found on PATH: install it as docs/installation.md, step 1 "Tools and access" says; '
+        "PLAN=1 prints what would run without it"
+    ]
+    assert _files(PROJECT_DIR) == before
+
+
+# ------------------------------------------------------------------------------------------------ a failed upgrade
+
+
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [
+        ("0.30.0", "headscale-ha:headscale.version: is not supported; use a 0.28.x or 0.29.x release"),
+        ("0.28.0", "VERSION 0.28.0 is older than headscale.version 0.29.2 in Pulumi.yaml"),
+    ],
+)
+def test_an_upgrade_the_config_would_refuse_is_refused_before_any_write(tailnet, version, says) -> None:
+    lab, cli = tailnet
+    before = _files(lab.project_dir)
+    code, printed = _runbook(cli, "upgrade", version, f"ghcr.io/juanfont/headscale:{version}")
+    assert code == 2
+    assert says in printed[-1]
+    assert _ran(cli) == []
+    assert _files(lab.project_dir) == before
+
+
+def test_an_upgrade_stopped_before_its_first_up_puts_pulumi_yaml_back(tmp_path: Path) -> None:
+    """hydra's cluster is unreachable: its preview fails, nothing was applied, so the release edit is undone."""
+    lab, cli = _deployed(tmp_path, version="0.28.0")
+    try:
+        before = _files(lab.project_dir)
+        lab.world.lost.add("hydra")
+        code, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
+        assert code == 1
+        assert f"`pulumi preview -s {HYDRA}` failed (exit status 255)" in printed[-1]
+        assert "Nothing was applied, so Pulumi.yaml is as it was" in printed[-1]
+        assert [kind for kind, _, _ in cli.runs] == ["preview"]
+        assert _files(lab.project_dir) == before
+    finally:
+        lab.close()
+
+
+def test_an_upgrade_stopped_after_an_up_started_keeps_the_release(tmp_path: Path) -> None:
+    """hydra's new pod never becomes ready: its `up` fails after applying, so Pulumi.yaml must keep saying what the
+    stack now runs; the same command finishes the upgrade once the cause is fixed."""
+    lab, cli = _deployed(tmp_path, version="0.28.0")
+    try:
+        lab.hydra.unready.add("headscale")
+        code, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
+        assert code == 1
+        assert f"`pulumi up --yes -s {HYDRA}` failed" in printed[-1]
+        assert "its edits stand" in printed[-1]
+        assert _shared(lab)["headscale"]["value"]["version"] == "0.29.2"
+        lab.hydra.unready.discard("headscale")
+        again, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
+        assert again == 0, "\n".join(printed + cli.printed)
+        assert lab.headscale.version == "0.29.2"
+    finally:
+        lab.close()
