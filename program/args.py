@@ -11,6 +11,7 @@ Secret it waits for, a URL or key another one makes) is not here: the site sets 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from headscale_ha.components import headplane as headplane_module
@@ -55,7 +56,9 @@ from headscale_ha.components.postgres import (
 from headscale_ha.components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
 from headscale_ha.components.tailnet_objects import TailnetObjectsArgs
 from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, POLICY_KEY, LiveApi, TailnetPolicyArgs
-from headscale_ha.policy.problems import PolicyError
+from headscale_ha.policy.hujson import load_hujson
+from headscale_ha.policy.principals import ConfiguredUser, policy_users
+from headscale_ha.policy.problems import PolicyError, PolicyLint
 from headscale_ha.policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
 from headscale_ha.program.config import ConfigError, StackConfig
 from headscale_ha.program.database_stage import (
@@ -183,7 +186,7 @@ def render_stack_policy(config: StackConfig, project_root: Path = PROJECT_ROOT) 
             [f"{PROJECT}:policy.file: cannot be read ({exc.strerror}), got '{config.policy.file}'"]
         ) from None
     try:
-        return render_policy(
+        rendered = render_policy(
             base_text,
             sites=site_routes(config),
             version=config.headscale.version,
@@ -193,6 +196,43 @@ def render_stack_policy(config: StackConfig, project_root: Path = PROJECT_ROOT) 
         raise ConfigError(
             [f"{PROJECT}:policy ({config.policy.file}) {problem.path}: {problem.reason}" for problem in exc.problems]
         ) from None
+    return with_user_findings(config, load_hujson(base_text), rendered)
+
+
+def with_user_findings(config: StackConfig, base: object, rendered: RenderedPolicy) -> RenderedPolicy:
+    """Refuse a policy that names a user `tailnet.users` does not have (policy/principals.py says why); with OIDC
+    logins such a user may appear later, so it is a lint then. A configured user the policy never names is a lint."""
+    users = [ConfiguredUser(name=user.name, email=user.email) for user in config.tailnet.users]
+    owner = config.policy.router_tag_owner
+    found = policy_users(base, users)
+    unknown = [(f"{PROJECT}:policy ({config.policy.file}) {path}", token) for path, token in found.unknown]
+    if "@" in owner and not any(user.matches(owner) for user in users):
+        unknown.append((f"{PROJECT}:policy.routerTagOwner", owner))
+    unnamed = [user for user in found.unnamed if not user.matches(owner)]
+    names = ", ".join(user.name for user in users) or "none"
+
+    def why(token: str) -> str:
+        return (
+            f"{token!r} is no user of tailnet.users ({names}): Headscale matches it to nobody, so what it grants or "
+            "owns reaches no one; add the user to tailnet.users or correct the token"
+        )
+
+    if unknown and config.headscale.oidc is None:
+        raise ConfigError([f"{path}: {why(token)}" for path, token in unknown])
+    lints = [
+        PolicyLint(path=path, code="unknown-user", finding=why(token), hazard="unless an OIDC login creates the user")
+        for path, token in unknown
+    ]
+    lints += [
+        PolicyLint(
+            path=f"tailnet.users[{user.name}]",
+            code="unnamed-user",
+            finding=f"{config.policy.file} never names {user.name}",
+            hazard="the user gets only what autogroup:member grants",
+        )
+        for user in unnamed
+    ]
+    return replace(rendered, lints=(*rendered.lints, *lints)) if lints else rendered
 
 
 # ------------------------------------------------------------------------------------------ the control plane

@@ -186,3 +186,67 @@ def test_the_default_file_mode_prints_no_allow_all_warning(project_copy) -> None
     result = _plan(project, "hydra")
     assert result.returncode == 0, result.stderr
     assert "databaseUnmanaged" not in result.stderr + result.stdout
+
+
+# ------------------------------------------------------------------------------------------ users it names
+
+
+def _policy(tmp_path: Path, groups: str) -> Path:
+    path = tmp_path / "users.hujson"
+    path.write_text(
+        "{\n"
+        f'  "groups": {groups},\n'
+        '  "tagOwners": {"tag:server": ["group:admins"]},\n'
+        '  "acls": [{"action": "accept", "src": ["group:admins"], "dst": ["tag:server:22", "carol@example.com:*"]}],\n'
+        "}\n"
+    )
+    return path
+
+
+def test_a_policy_naming_a_user_the_tailnet_lacks_fails_the_plan_with_its_path(
+    run_stack, lab_project, tmp_path
+) -> None:
+    """The installation guide's trap: the example users renamed in config, the base policy left as shipped."""
+    policy = _policy(tmp_path, '{"group:admins": ["alice@", "dave@"]}')
+    with pytest.raises(ConfigError) as caught:
+        run_stack("lab", project_dir=lab_project(f"  headscale-ha:policy: {{file: {policy}}}\n"))
+    assert caught.value.problems == [
+        f"headscale-ha:policy ({policy}) groups[\"group:admins\"][1]: 'dave@' is no user of tailnet.users (alice, "
+        "bob, carol): Headscale matches it to nobody, so what it grants or owns reaches no one; add the user to "
+        "tailnet.users or correct the token"
+    ]
+
+
+def test_a_router_tag_owner_the_tailnet_lacks_is_refused_by_its_key(run_stack, lab_project) -> None:
+    with pytest.raises(ConfigError) as caught:
+        run_stack("lab", project_dir=lab_project("  headscale-ha:policy: {routerTagOwner: 'erin@'}\n"))
+    assert [problem.split(":", 2)[:2] for problem in caught.value.problems] == [
+        ["headscale-ha", "policy.routerTagOwner"]
+    ]
+    assert "'erin@' is no user of tailnet.users" in caught.value.problems[0]
+
+
+def test_users_by_name_and_email_pass_and_an_unnamed_user_is_a_lint(run_stack, lab_project, tmp_path) -> None:
+    """alice@ by name, carol@example.com by e-mail (a destination with its ports); bob is named nowhere."""
+    policy = _policy(tmp_path, '{"group:admins": ["alice@"]}')
+    run = run_stack("lab", project_dir=lab_project(f"  headscale-ha:policy: {{file: {policy}}}\n"))
+    assert run.outputs["policy"]["lints"] == [
+        f"tailnet.users[bob]: {policy} never names bob (the user gets only what autogroup:member grants) [unnamed-user]"
+    ]
+
+
+def test_with_oidc_an_unknown_user_is_a_lint_not_an_error(run_stack, lab_project, tmp_path) -> None:
+    """An OIDC login creates its user at first login, so a token may name someone config does not list."""
+    policy = _policy(tmp_path, '{"group:admins": ["alice@", "bob@", "dave@example.com"]}')
+    oidc = "  headscale-ha:oidcClientSecret:\n    secure: v1:AAAA\n"
+    headscale = (
+        "  headscale-ha:headscale:\n    version: 0.29.2\n    image: ghcr.io/juanfont/headscale:0.29.2\n"
+        "    oidc: {issuer: 'https://sso.lab.test', clientId: headscale, allowedDomains: [lab.test]}\n"
+        "  headscale-ha:headplane: {oidcLogin: false}\n"
+    )
+    run = run_stack("lab", project_dir=lab_project(f"  headscale-ha:policy: {{file: {policy}}}\n{headscale}{oidc}"))
+    assert run.outputs["policy"]["lints"] == [
+        f"headscale-ha:policy ({policy}) groups[\"group:admins\"][2]: 'dave@example.com' is no user of tailnet.users "
+        "(alice, bob, carol): Headscale matches it to nobody, so what it grants or owns reaches no one; add the user "
+        "to tailnet.users or correct the token (unless an OIDC login creates the user) [unknown-user]"
+    ]
