@@ -44,9 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     base["label"], head["label"] = base_label, "working tree"
     report = diff_dumps(base, head, args.stack)
-    text = render(report)
-    if text:
-        print(text)
+    print(render(report))
     return exit_code(report)
 
 

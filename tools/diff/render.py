@@ -173,7 +173,8 @@ def render_stack(stack: StackDiff) -> str:
 
 
 def render(report: Report) -> str:
-    """Per changed stack a header and its sections; a summary line only when something changed. Empty otherwise."""
+    """Per changed stack a header and its sections, then a summary line; one line saying so when nothing changed
+    (silence would not tell a diff that found nothing from one that did not run)."""
     blocks = [f"error: {e}" for e in report.errors]
     changed = [s for s in report.stacks if s.changed]
     blocks += [render_stack(s) for s in changed]
@@ -185,4 +186,6 @@ def render(report: Report) -> str:
             f"diff {report.base_label} -> {report.head_label}: {per_stack or 'no change'}; "
             f"{len(report.data_loss)} DATA LOSS, {warnings} warning(s); exit {exit_code(report)}"
         )
+    else:
+        blocks.append(f"diff {report.base_label} -> {report.head_label}: no changes; exit {exit_code(report)}")
     return "\n\n".join(blocks)

@@ -97,9 +97,10 @@ def _run_cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_a_clean_working_tree_prints_nothing_exits_0_and_removes_its_worktree(work: Path) -> None:
+def test_cli_a_clean_working_tree_says_no_changes_exits_0_and_removes_its_worktree(work: Path) -> None:
     result = _run_cli(work)
-    assert (result.returncode, result.stdout) == (0, ""), result.stderr
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"diff HEAD \([0-9a-f]{12}\) -> working tree: no changes; exit 0\n", result.stdout)
     assert len(_git(work, "worktree", "list").splitlines()) == 1, "the base's worktree is removed"
 
 

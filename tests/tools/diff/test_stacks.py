@@ -18,9 +18,9 @@ from tools.fields import ABSENT, diff_values
 # ------------------------------------------------------------------------------------------------ basics
 
 
-def test_identical_dumps_print_nothing_and_exit_0() -> None:
+def test_identical_dumps_say_no_changes_and_exit_0() -> None:
     report, text = compare([DEPLOYMENT, CLAIM], [copy.deepcopy(DEPLOYMENT), copy.deepcopy(CLAIM)])
-    assert text == ""
+    assert text.splitlines() == [f"diff {report.base_label} -> {report.head_label}: no changes; exit 0"]
     assert exit_code(report) == EXIT_NO_CHANGE
 
 
@@ -99,7 +99,7 @@ def test_unrequested_stacks_are_not_compared_and_unknown_names_are_errors() -> N
     head = dump()
     head["stacks"][f"site/{STACK}"]["requested"] = False
     base["stacks"][f"site/{STACK}"]["requested"] = False
-    assert render(diff_dumps(base, head)) == ""
+    assert render(diff_dumps(base, head)).endswith(": no changes; exit 0")
     report = diff_dumps(dump(CLAIM), dump(CLAIM), stacks=["nope"])
     assert exit_code(report) == EXIT_ERROR
 
