@@ -10,7 +10,7 @@ import ipaddress
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator
 
 from headscale_ha.policy.images import EXACT_POSTGRES_TAG, EXACT_VERSION_TAG, image_problem
 
@@ -146,6 +146,14 @@ def _duration(value: str) -> str:
     return value
 
 
+def _duration_text(value: object) -> object:
+    """A number where a duration belongs (YAML reads `30` as one) has no unit to guess: say what to write."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        shown = f"{value:g}"
+        raise ValueError(f"is a number without a unit: write a duration such as {shown}s, {shown}m or {shown}h")
+    return value
+
+
 def _absolute_path(value: str) -> str:
     if not value.startswith("/") or "/../" in f"{value}/":
         raise ValueError("must be an absolute path without '..'")
@@ -188,7 +196,7 @@ HostAddress = Annotated[str, AfterValidator(_host)]
 ApiUrl = Annotated[str, AfterValidator(_api_url)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 Quantity = Annotated[str, AfterValidator(_quantity)]
-Duration = Annotated[str, AfterValidator(_duration)]
+Duration = Annotated[str, BeforeValidator(_duration_text), AfterValidator(_duration)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 HttpsUrl = Annotated[str, AfterValidator(_https_url)]
 Image = Annotated[str, AfterValidator(_image)]

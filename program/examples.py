@@ -65,12 +65,25 @@ def example_values(config: StackConfig) -> list[str]:
     return [f"{PROJECT}:{key}: {value}" for key, value in found]
 
 
+def reserved_for(value: str) -> str:
+    """Which reservation a flagged value falls under, in the words of the RFC that makes it."""
+    if is_documentation_address(value):
+        return "documentation address, RFC 5737/3849"
+    host = (urlparse(value).hostname or "") if "://" in value else value.rsplit("@", 1)[-1]
+    if host.rstrip(".").lower().endswith((".test", ".invalid")) or host.lower() in ("test", "invalid"):
+        return "testing name, RFC 6761: never resolvable on the internet"
+    return "example name, RFC 2606"
+
+
 def warning(config: StackConfig) -> str | None:
-    """One warning naming every example value left, or None when there is none."""
+    """One warning naming every value reserved for documentation or testing, one per line, or None when there is
+    none. It does not say where a value came from: a lab may pick `.test` names on purpose."""
     found = example_values(config)
     if not found:
         return None
-    return (
-        f"{len(found)} example value(s) from the shipped files are still set; they cannot work for a real tailnet "
-        "(docs/installation.md, step 2): " + "; ".join(found)
-    )
+    lines = [
+        f"{len(found)} value(s) reserved for documentation or testing are set; clients on the internet cannot reach "
+        "them (docs/installation.md, step 2):"
+    ]
+    lines += [f"  {entry} (reserved: {reserved_for(entry.split(': ', 1)[1])})" for entry in found]
+    return "\n".join(lines)

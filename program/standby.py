@@ -106,7 +106,7 @@ def compare(own: Mapping[str, Any], active: Mapping[str, Any]) -> list[str]:
             f"{active_print}; a standby serving another key is another server to every client: take the identity "
             "from the same identity stack (tailnet.identityStack) or import the same keys on both"
         )
-    own_epoch, active_epoch = own[BACKUP_KEY_EPOCH], active[BACKUP_KEY_EPOCH]
+    own_epoch, active_epoch = _whole(own[BACKUP_KEY_EPOCH]), _whole(active[BACKUP_KEY_EPOCH])
     if own_epoch != active_epoch:
         mismatches.append(
             f"{BACKUP_KEY_EPOCH}: this standby derives its backup key with backup.auth.keyEpoch {own_epoch}, the "
@@ -116,12 +116,19 @@ def compare(own: Mapping[str, Any], active: Mapping[str, Any]) -> list[str]:
     return mismatches
 
 
+def _whole(value: Any) -> Any:
+    """A number read through a StackReference is a protobuf double (``1.0``): a whole one is shown as the integer
+    the active's config wrote."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def check(active_stack: str, own: Mapping[str, Any], active: Mapping[str, Any]) -> dict[str, Any]:
-    """What the standby verified (the active's stack and the agreed values); raises StandbyMismatch otherwise."""
+    """What the standby verified (the active's stack and the agreed values, which are its own, with their own
+    types); raises StandbyMismatch otherwise."""
     mismatches = compare(own, active)
     if mismatches:
         raise StandbyMismatch(active_stack, mismatches)
-    return {"stack": active_stack, **{key: active[key] for key in CHECKED_OUTPUTS}}
+    return {"stack": active_stack, **{key: _whole(active[key]) for key in CHECKED_OUTPUTS}}
 
 
 @dataclass(frozen=True)

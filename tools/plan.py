@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import shutil
 import sys
 import warnings
@@ -27,6 +28,7 @@ import pulumi
 
 from headscale_ha.components.settings import PROJECT
 from headscale_ha.policy.pack.rules import Subject, advisories
+from headscale_ha.program.config import ConfigError, parse_stack_config
 from tools import render
 from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs, UnknownStackError, run_program
 from tools.hints import knob
@@ -245,23 +247,59 @@ def write_rendered(run: ProgramRun, out_dir: Path) -> list[Path]:
     return [*written, out_dir / "outputs.json"]
 
 
-def _advisories(run: ProgramRun) -> list[tuple[str, str, str]]:
+def image_keys(project_dir: Path, stack: str) -> dict[str, str]:
+    """Image reference → the config key that sets it (``headscale-ha:gateway.services.corednsImage``), for this
+    stack's config with its defaults: an advisory about an image names what the user edits. Empty when the config
+    does not load (the plan reports that itself)."""
+    settings = read_stack_settings(project_dir, stack, placeholders=PLACEHOLDERS)
+    prefix = f"{PROJECT}:"
+    raw = {key.removeprefix(prefix): value for key, value in settings.config.items() if key.startswith(prefix)}
+    secret = {key.removeprefix(prefix) for key in settings.secret_keys if key.startswith(prefix)}
+    try:
+        dumped = parse_stack_config(raw, stack=stack, secret_keys=secret).model_dump(by_alias=True, mode="json")
+    except ConfigError:
+        return {}
+    found: dict[str, str] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(inner, f"{path}.{key}" if path else key)
+        elif isinstance(value, str) and path.rsplit(".", 1)[-1].lower().endswith("image"):
+            found.setdefault(value, f"{prefix}{path}")
+
+    walk(dumped, "")
+    return found
+
+
+_CONTAINER_IMAGE = re.compile(r"^container '[^']*': image '(?P<image>[^']+)'")
+
+
+def _named_by_key(message: str, keys: Mapping[str, str]) -> str:
+    """``container 'coredns': image 'x' …`` → ``headscale-ha:gateway.services.corednsImage: image 'x' …``."""
+    found = _CONTAINER_IMAGE.match(message)
+    key = keys.get(found["image"]) if found else None
+    return message if found is None or key is None else f"{key}: {message.split(': ', 1)[1]}"
+
+
+def _advisories(run: ProgramRun, keys: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """(rule, resource name, message) of every advisory finding of the guard-rail pack, by resource name: the
-    order resources register in varies from run to run, and the output should not."""
+    order resources register in varies from run to run, and the output should not. An image an advisory names is
+    named by the config key that sets it, when ``keys`` knows one."""
     return [
-        (rule, resource.name, message)
+        (rule, resource.name, _named_by_key(message, keys))
         for resource in sorted(run.resources, key=lambda r: (r.name, r.type))
         for rule, messages in advisories(Subject(type=resource.type, name=resource.name, props=resource.inputs)).items()
         for message in messages
     ]
 
 
-def advisory_warnings(run: ProgramRun) -> list[str]:
+def advisory_warnings(run: ProgramRun, keys: Mapping[str, str] | None = None) -> list[str]:
     """The guard-rail pack's advisory findings (tag-only image pins, ...), one line each: warned, never fatal."""
-    return [f"warning: {rule} (advisory): {name}: {message}" for rule, name, message in _advisories(run)]
+    return [f"warning: {rule} (advisory): {name}: {message}" for rule, name, message in _advisories(run, keys or {})]
 
 
-def grouped_advisory_warnings(run: ProgramRun, label: str) -> list[str]:
+def grouped_advisory_warnings(run: ProgramRun, label: str, keys: Mapping[str, str] | None = None) -> list[str]:
     """One line per advisory kind: its count in stack ``label`` and its first finding (``--verbose`` prints them all).
 
     Every plan of the shipped stacks has the same few dozen advisories; printed one by one they bury the lines
@@ -269,7 +307,7 @@ def grouped_advisory_warnings(run: ProgramRun, label: str) -> list[str]:
     the remedy, the same for every finding of a kind.
     """
     by_rule: dict[str, list[tuple[str, str]]] = {}
-    for rule, name, message in _advisories(run):
+    for rule, name, message in _advisories(run, keys or {}):
         by_rule.setdefault(rule, []).append((name, message))
     lines = []
     for rule, findings in by_rule.items():
@@ -339,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
         out_dir = out_root / planned.stack if planned.project == PROJECT else out_root / "identity" / planned.stack
         files = write_rendered(planned.run, out_dir)
         print(render.resource_tree(planned.run))
-        advisory = advisory_warnings(planned.run) if args.verbose else grouped_advisory_warnings(planned.run, label)
+        keys = image_keys(args.project_dir, planned.stack) if planned.project == PROJECT else {}
+        if args.verbose:
+            advisory = advisory_warnings(planned.run, keys)
+        else:
+            advisory = grouped_advisory_warnings(planned.run, label, keys)
         # The program's own warnings (example values left, say) and the policy lints are never grouped.
         lints = policy_warnings(planned.run)
         engine = [f"warning: {message}" for message in planned.run.warnings()]

@@ -216,6 +216,16 @@ def test_a_downgrade_marker_names_the_version_it_must_exceed() -> None:
     )
 
 
+@pytest.mark.parametrize("number", [30, 1.5])
+def test_a_duration_written_as_a_number_is_told_to_add_a_unit(number: float) -> None:
+    """YAML reads `ephemeralInactivityTimeout: 30` as a number: the message says what to write, not the type."""
+    headscale = {**section("hydra", "headscale"), "ephemeralInactivityTimeout": number}
+    assert only_problem(headscale=headscale) == (
+        f"{PROJECT}:headscale.ephemeralInactivityTimeout: is a number without a unit: write a duration such as "
+        f"{number:g}s, {number:g}m or {number:g}h, got {number}"
+    )
+
+
 def test_a_standby_in_the_migrating_stage_is_told_the_stages_it_may_use() -> None:
     database = {"stage": "migrating", "migration": {"image": "registry.example.com/headscale-ha/migrate:1.0.0"}}
     database["postgres"] = {"objectStore": {"destinationPath": "s3://headscale-wal/cosmos"}}

@@ -23,8 +23,28 @@ def test_the_shipped_stacks_name_every_example_value() -> None:
     ]
     message = warning(stack_config("cosmos"))
     assert message is not None
-    assert message.startswith("10 example value(s) from the shipped files are still set")
-    assert "docs/installation.md, step 2" in message
+    first, *each = message.splitlines()
+    assert first == (
+        "10 value(s) reserved for documentation or testing are set; clients on the internet cannot reach them "
+        "(docs/installation.md, step 2):"
+    )
+    assert each[0] == "  headscale-ha:tailnet.publicHostname: headscale.example.com (reserved: example name, RFC 2606)"
+    assert each[7] == (
+        "  headscale-ha:tailnet.sites[cosmos].publicAddress: 203.0.113.20 (reserved: documentation address, RFC "
+        "5737/3849)"
+    )
+    assert len(each) == 10
+
+
+def test_a_lab_s_test_names_are_called_testing_names_not_shipped_examples(project_copy) -> None:
+    """A lab may name its NFS server under `.test` on purpose: the warning says what the name is reserved for."""
+    project = project_copy()
+    path = project / "Pulumi.yaml"
+    path.write_text(path.read_text().replace("nfs.internal.example.com", "nfs.lab.test"))
+    message = warning(stack_config("hydra", project))
+    assert message is not None
+    assert "  headscale-ha:backup.nfs.server: nfs.lab.test (reserved: testing name, RFC 6761: never " in message
+    assert "shipped" not in message
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ stack outputs."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from headscale_ha.program.standby import CHECKED_OUTPUTS, StandbyMismatch, check, compare
@@ -94,7 +96,17 @@ def test_the_standby_follows_the_active_site_stack(run_stack) -> None:
     cosmos = run_stack("cosmos")
     references = {r.inputs["name"] for r in cosmos.resources if r.type == "pulumi:pulumi:StackReference"}
     assert references == {IDENTITY_STACK, ACTIVE_STACK}
-    assert cosmos.outputs["follows"] == {"stack": ACTIVE_STACK, **{key: cosmos.outputs[key] for key in CHECKED_OUTPUTS}}
+    expected = {"stack": ACTIVE_STACK, **{key: cosmos.outputs[key] for key in CHECKED_OUTPUTS}}
+    # JSON, so that a number read through the reference as 1.0 does not pass for the 1 the stacks export
+    assert json.dumps(cosmos.outputs["follows"], sort_keys=True) == json.dumps(expected, sort_keys=True)
+
+
+def test_a_whole_number_read_through_a_reference_is_reported_as_the_integer_it_was() -> None:
+    """A StackReference hands numbers over as protobuf doubles: `follows` says keyEpoch 1, not 1.0."""
+    follows = check(ACTIVE_STACK, SAME, {**SAME, "backupKeyEpoch": 1.0})
+    assert (follows["backupKeyEpoch"], type(follows["backupKeyEpoch"])) == (1, int)
+    (mismatch,) = compare(SAME, {**SAME, "backupKeyEpoch": 2.0})
+    assert "keyEpoch 1, the active with 2;" in mismatch
 
 
 def test_the_standby_provider_waits_for_the_check_and_the_active_provider_for_nothing(run_stack, stack_outputs) -> None:
