@@ -157,11 +157,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: What the stand-in random bytes derive from; another salt gives other bytes (tools/plan.py plans twice to find
+#: which outputs come from them).
+_OFFLINE_SALT = ["offline"]
+
+
+@contextlib.contextmanager
+def offline_salt(salt: str) -> Any:
+    """Plan with other stand-in random bytes while inside: an output that differs came from the mocks."""
+    _OFFLINE_SALT.append(salt)
+    try:
+        yield
+    finally:
+        _OFFLINE_SALT.pop()
+
+
 def _offline_bytes(name: str, length: int) -> bytes:
     """Deterministic stand-in bytes for a random resource: plans are reproducible, and obviously not real keys."""
     out = b""
     while len(out) < length:
-        out += hashlib.sha256(f"offline {name} {len(out)}".encode()).digest()
+        out += hashlib.sha256(f"{_OFFLINE_SALT[-1]} {name} {len(out)}".encode()).digest()
     return out[:length]
 
 

@@ -30,7 +30,7 @@ from headscale_ha.components.settings import PROJECT
 from headscale_ha.policy.pack.rules import Subject, advisories
 from headscale_ha.program.config import ConfigError, parse_stack_config
 from tools import render
-from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs, UnknownStackError, run_program
+from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs, UnknownStackError, offline_salt, run_program
 from tools.hints import knob
 from tools.stack_files import StackFileError, StackSettings, list_stacks, read_stack_settings
 
@@ -232,8 +232,14 @@ def offline_stack_outputs(
     return outputs
 
 
-def write_rendered(run: ProgramRun, out_dir: Path) -> list[Path]:
-    """Replace ``out_dir`` with the run's manifests and outputs.json; returns the files written."""
+#: The key of outputs.json that lists the outputs an offline plan took from its mocks.
+FROM_MOCKS_KEY = "offlineFromMocks"
+
+
+def write_rendered(run: ProgramRun, out_dir: Path, from_mocks: Sequence[str] = ()) -> list[Path]:
+    """Replace ``out_dir`` with the run's manifests and outputs.json; returns the files written. ``from_mocks``:
+    the outputs whose values the mocks made up, listed under :data:`FROM_MOCKS_KEY` so nobody takes them for the
+    tailnet's (a fingerprint of stand-in random bytes looks like a real one)."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
     written = []
@@ -243,8 +249,38 @@ def write_rendered(run: ProgramRun, out_dir: Path) -> list[Path]:
         path.write_text(text)
         written.append(path)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "outputs.json").write_text(render.outputs_json(run))
+    outputs = json.loads(render.outputs_json(run))
+    if from_mocks:
+        outputs[FROM_MOCKS_KEY] = list(from_mocks)
+    (out_dir / "outputs.json").write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n")
     return [*written, out_dir / "outputs.json"]
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {
+            k: v for key, inner in value.items() for k, v in _leaves(inner, f"{path}.{key}" if path else key).items()
+        }
+    if isinstance(value, list):
+        return {k: v for i, inner in enumerate(value) for k, v in _leaves(inner, f"{path}[{i}]").items()}
+    return {path: value}
+
+
+def outputs_from_mocks(planned: Sequence[PlannedStack], again: Sequence[PlannedStack]) -> dict[str, list[str]]:
+    """Per stack, the outputs that differ between two plans with different stand-in random bytes: what the mocks
+    made up rather than what the config and the program decide."""
+    other = {(p.project, p.stack): p.run for p in again}
+    found: dict[str, list[str]] = {}
+    for plan in planned:
+        twin = other.get((plan.project, plan.stack))
+        if plan.run is None or twin is None:
+            continue
+        first, second = (
+            _leaves(json.loads(render.outputs_json(plan.run))),
+            _leaves(json.loads(render.outputs_json(twin))),
+        )
+        found[plan.stack] = sorted(path for path, value in first.items() if second.get(path) != value)
+    return found
 
 
 def image_keys(project_dir: Path, stack: str) -> dict[str, str]:
@@ -362,9 +398,11 @@ def main(argv: list[str] | None = None) -> int:
     identity_dir = args.identity_dir or next(
         (d for d in (args.project_dir / "identity",) if (d / "Pulumi.yaml").is_file()), IDENTITY_DIR
     )
-    for planned in plan_all(
-        project_dir=args.project_dir, identity_dir=identity_dir, stacks=stacks, assume_secrets=args.assume_secret
-    ):
+    options = {"project_dir": args.project_dir, "identity_dir": identity_dir, "stacks": stacks}
+    plans = list(plan_all(**options, assume_secrets=args.assume_secret))
+    with offline_salt("offline, again"):
+        from_mocks = outputs_from_mocks(plans, list(plan_all(**options, assume_secrets=args.assume_secret)))
+    for planned in plans:
         label = planned.stack if planned.project == PROJECT else f"{planned.project} {planned.stack}"
         if planned.error is not None:
             print(f"error: stack {label}: {planned.error}", file=sys.stderr)
@@ -375,8 +413,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"planned {label} first, for the outputs the requested stacks reference\n")
             continue
         out_dir = out_root / planned.stack if planned.project == PROJECT else out_root / "identity" / planned.stack
-        files = write_rendered(planned.run, out_dir)
+        mocked = from_mocks.get(planned.stack, [])
+        files = write_rendered(planned.run, out_dir, mocked)
         print(render.resource_tree(planned.run))
+        if mocked:
+            listed = ", ".join(mocked)
+            print(f"note: offline, these outputs come from the mocks, not your tailnet ({FROM_MOCKS_KEY}): {listed}")
         keys = image_keys(args.project_dir, planned.stack) if planned.project == PROJECT else {}
         if args.verbose:
             advisory = advisory_warnings(planned.run, keys)

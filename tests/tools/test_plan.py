@@ -16,6 +16,7 @@ from tools.availability_docs import stack_config
 from tools.harness import PROJECT_DIR, SecretOutput
 from tools.hints import VIA_MAKE_ENV
 from tools.plan import (
+    FROM_MOCKS_KEY,
     advisory_warnings,
     grouped_advisory_warnings,
     image_keys,
@@ -86,10 +87,28 @@ def test_an_identity_stack_the_plan_does_not_know_fails_every_site(project_copy,
 def test_the_identity_stack_is_rendered_with_its_outputs(tmp_path: Path) -> None:
     assert plan_main(["--stack", "hydra", "--out", str(tmp_path)]) == 0
     outputs = json.loads((tmp_path / "identity" / "tailnet" / "outputs.json").read_text())
-    assert set(outputs) == {"identity", "fingerprint"}
+    assert set(outputs) == {"identity", "fingerprint", FROM_MOCKS_KEY}
     assert (
         json.loads((tmp_path / "hydra" / "outputs.json").read_text())["identityFingerprint"] == outputs["fingerprint"]
     )
+
+
+def test_outputs_the_mocks_made_up_are_marked_in_outputs_json_and_the_printout(capsys, tmp_path: Path) -> None:
+    """A fingerprint of the mocks' stand-in random bytes looks like a real one: the plan says which outputs came
+    from the mocks (they differ when the plan runs again with other stand-in bytes), and only those."""
+    assert plan_main(["--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    marked = {
+        stack: json.loads((tmp_path / path / "outputs.json").read_text()).get(FROM_MOCKS_KEY)
+        for stack, path in (("tailnet", "identity/tailnet"), ("hydra", "hydra"), ("cosmos", "cosmos"))
+    }
+    assert marked == {
+        "tailnet": ["fingerprint"],
+        "hydra": ["identityFingerprint"],
+        "cosmos": ["follows.identityFingerprint", "identityFingerprint"],
+    }
+    note = "note: offline, these outputs come from the mocks, not your tailnet (offlineFromMocks): "
+    assert f"{note}follows.identityFingerprint, identityFingerprint" in printed
 
 
 def test_policy_lints_are_printed_as_warnings_and_never_fail_the_plan(lab_project, capsys, tmp_path: Path) -> None:
