@@ -18,6 +18,7 @@ from headscale_ha.program.failover import FENCE_TIMEOUT_SECONDS
 from tests.support.cli_model import CommandLine
 from tests.support.engine.lifecycle import Lab
 from tools.harness import PROJECT_DIR
+from tools.hints import VIA_MAKE_ENV
 from tools.runbook import RefusalError, main, set_project_values
 
 HYDRA = "organization/headscale-ha/hydra"
@@ -497,3 +498,16 @@ def test_an_upgrade_stopped_after_an_up_started_keeps_the_release(tmp_path: Path
         assert lab.headscale.version == "0.29.2"
     finally:
         lab.close()
+
+
+def test_from_make_the_confirmation_hint_names_confirm_not_the_flag(tailnet, monkeypatch) -> None:
+    """The user typed `make promote SITE=cosmos LOST=hydra`: the hint says CONFIRM=hydra, which make passes on."""
+    lab, cli = tailnet
+    lab.world.lost.add("hydra")
+    monkeypatch.setenv(VIA_MAKE_ENV, "1")
+    code, printed = _runbook(cli, "promote", "cosmos", "--lost", "hydra")
+    assert code == 2
+    assert printed[-1] == (
+        "refused: not confirmed: skipping hydra's fence needs CONFIRM=hydra (or typing hydra at the prompt)"
+    )
+    assert cli.calls == []
