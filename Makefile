@@ -104,19 +104,21 @@ docs: $(RUNTIME_STAMP)
 # The runbooks (tools/runbook.py, the `failover` output's commands): each prints every pulumi and kubectl command
 # it runs, stops at the first that fails, and is safe to run again. LOST=<the old active> skips that site's fence
 # after you type its name (or CONFIRM=<the same name>, without a terminal). PLAN=1 prints what it would run and
-# needs neither the Pulumi CLI nor a cluster. The variable makes the tool's hints name these make variables.
+# needs neither the Pulumi CLI nor a cluster. Each `pulumi up` is previewed and asked for at the terminal, unless
+# YES=1.
 RUNBOOK_TOOL := $(VIA_MAKE) $(PY) -m tools.runbook
+RUNBOOK_FLAGS = $(if $(PLAN),--plan) $(if $(YES),--yes)
 promote: $(RUNTIME_STAMP)
 	@test -n "$(SITE)" || { echo "promote: SITE=<the site to make active> is required" >&2; exit 2; }
-	@$(RUNBOOK_TOOL) promote $(SITE) $(if $(LOST),--lost $(LOST)) $(if $(CONFIRM),--confirm-lost $(CONFIRM)) $(if $(PLAN),--plan)
+	@$(RUNBOOK_TOOL) promote $(SITE) $(if $(LOST),--lost $(LOST)) $(if $(CONFIRM),--confirm-lost $(CONFIRM)) $(RUNBOOK_FLAGS)
 
 demote: $(RUNTIME_STAMP)
 	@test -n "$(SITE)" || { echo "demote: SITE=<the returning former active> is required" >&2; exit 2; }
-	@$(RUNBOOK_TOOL) demote $(SITE) $(if $(PLAN),--plan)
+	@$(RUNBOOK_TOOL) demote $(SITE) $(RUNBOOK_FLAGS)
 
 upgrade: $(RUNTIME_STAMP)
 	@test -n "$(VERSION)" -a -n "$(IMAGE)" || { echo "upgrade: VERSION=<x.y.z> IMAGE=<ref with that tag> are required" >&2; exit 2; }
-	@$(RUNBOOK_TOOL) upgrade $(VERSION) $(IMAGE) $(if $(PLAN),--plan)
+	@$(RUNBOOK_TOOL) upgrade $(VERSION) $(IMAGE) $(RUNBOOK_FLAGS)
 
 bench: $(DEV_STAMP)
 	@for script in bench/[!_]*.py; do name=$${script#bench/}; echo "== $$script"; $(PY) -m bench.$${name%.py} || exit 1; done

@@ -47,7 +47,11 @@ def _case(name: str) -> dict[str, object]:
             lines: list[str] = []
             started = time.monotonic()
             code = runbook(
-                ["promote", "cosmos", *CASES[name]], runner=cli, project_dir=project, out=lines.append, sleep=cli.sleep
+                ["promote", "cosmos", *CASES[name], "--yes"],
+                runner=cli,
+                project_dir=project,
+                out=lines.append,
+                sleep=cli.sleep,
             )
             wall = time.monotonic() - started
         finally:

@@ -277,11 +277,23 @@ class Session:
     #: Finds a tool on PATH, for real processes: the first command that needs one checks them all (None: a test's
     #: runner stands in for them).
     which: Callable[[str], str | None] | None = None
+    #: Apply without asking (`YES=1`); otherwise each `pulumi up` is previewed and asked for at the terminal.
+    yes: bool = False
+    #: Asks the operator at the terminal; None without one.
+    ask: Callable[[str], str] | None = None
+    #: The stack whose preview the last command showed: its `up` needs no second preview before the question.
+    previewed: str | None = None
 
     def tools_present(self) -> None:
+        """Before anything runs: the tools are there, and every `pulumi up` can be asked for (or YES=1 given)."""
         if self.which is not None:
             missing_tools(self.which)
             self.which = None
+        if not self.yes and self.ask is None:
+            raise RefusalError(
+                "every `pulumi up` a runbook runs shows its preview and asks before it acts, and there is no terminal "
+                f"to ask at: run it at one, or give {knob('YES=1', '--yes')} to apply without asking"
+            )
 
     def deployed_role(self, sites: Sites, site: Site) -> str:
         """The role ``site``'s stack last deployed (its `endpoints` output). Not knowing it stops the runbook: a
@@ -328,13 +340,34 @@ class Session:
             self.originals.setdefault(path, path.read_text())
             self.out(f"   {edit_project(project_dir, command.argv[command.argv.index('tools.runbook') + 1 :])}")
             return
+        if command.argv[:2] == ("pulumi", "up") and not self.yes:
+            self._confirm(command, step)
         self.applying = self.applying or command.argv[:2] == ("pulumi", "up")
         if command.until_empty:
             self._poll(command, step)
             return
         done = self.runner(command.argv, capture=False)
+        self.previewed = (
+            command.argv[command.argv.index("-s") + 1] if command.argv[:2] == ("pulumi", "preview") else None
+        )
         if done.returncode != 0:
             raise StepFailedError(step, command, f"exit status {done.returncode}")
+
+    def _confirm(self, command: Command, step: Step) -> None:
+        """Show what the `pulumi up` will do (its preview, unless the command before was that preview) and ask: a
+        refusal stops the runbook before the stack changes."""
+        stack = command.argv[command.argv.index("-s") + 1]
+        if self.previewed != stack:
+            flags = [flag for flag in command.argv if flag == "--refresh"]
+            preview = Command(argv=("pulumi", "preview", *flags, "-s", stack), expect="", site=command.site)
+            self.out(f"$ {preview.line}")
+            done = self.runner(preview.argv, capture=False)
+            if done.returncode != 0:
+                raise StepFailedError(step, preview, f"exit status {done.returncode}")
+        assert self.ask is not None  # tools_present refused the run otherwise
+        answer = self.ask(f"Apply this preview to {stack}? Type yes to apply: ").strip()
+        if answer != "yes":
+            raise StepFailedError(step, command, f"not applied: the answer was {answer!r}, not yes")
 
     def _poll(self, command: Command, step: Step) -> None:
         waited = 0.0
@@ -521,6 +554,7 @@ def main(
     upgrade.add_argument("image")
     for runbook in (promote, demote, upgrade):
         runbook.add_argument("--plan", action="store_true", help="print what it would run; run, write, ask nothing")
+        runbook.add_argument("--yes", action="store_true", help="apply each `pulumi up` without previewing and asking")
     active = commands.add_parser("set-active-site", help="set tailnet.activeSite in Pulumi.yaml")
     active.add_argument("site")
     release = commands.add_parser("set-headscale", help="set headscale.version and headscale.image in Pulumi.yaml")
@@ -535,9 +569,11 @@ def main(
         lost=getattr(args, "lost", None),
         plan=plan,
         which=shutil.which if runner is None else None,
+        yes=getattr(args, "yes", False),
     )
     if ask is None and sys.stdin.isatty():
         ask = input
+    session.ask = ask
     try:
         return _dispatch(args, session, project_dir, ask)
     except RefusalError as refused:

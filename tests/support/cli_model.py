@@ -4,7 +4,8 @@
 
 - `pulumi config set -s <org/project/stack> <key> <value>` writes the key into the stack file of the lab's project
   copy, as the CLI does (other keys and their order kept);
-- `pulumi preview -s …` is a preview of that stack on the engine model (exit 255 with its error when it fails);
+- `pulumi preview [--refresh] -s …` is a preview of that stack on the engine model (exit 255 with its error
+  when it fails);
 - `pulumi up --yes -s …` is a preview and then an update of that stack on the engine model (the CLI previews first
   and stops there when the preview fails), reading the project copy's files; a failed run exits 255 with the
   engine's error, as the CLI does; with `--refresh` it first checks that a refresh would find nothing gone;
@@ -78,8 +79,11 @@ class CommandLine:
             if "--refresh" in rest:
                 self._refresh_finds_no_drift(stack)
             return self._up(stack)
-        if rest == ("preview",):
-            return self._run_kinds(self._stack(qualified), ("preview",))
+        if rest in (("preview",), ("preview", "--refresh")):
+            stack = self._stack(qualified)
+            if "--refresh" in rest:
+                self._refresh_finds_no_drift(stack)
+            return self._run_kinds(stack, ("preview",))
         if rest[:2] == ("stack", "output") and rest[-1] == "--json":
             return self._output(qualified, rest[2])
         raise AssertionError(f"unmodelled pulumi command: {args}")

@@ -173,10 +173,11 @@ class Runbook:
 
 
 def run_runbook(cli: PulumiCli, *argv: str) -> Runbook:
-    """`python -m tools.runbook argv` in the CLI's project copy, with the CLI's environment."""
+    """`python -m tools.runbook argv --yes` in the CLI's project copy, with the CLI's environment: as `make … YES=1`
+    runs it, each `pulumi up` applied without the question a terminal would get."""
     runner = RunbookRunner(cli)
     lines: list[str] = []
-    code = runbook.main(list(argv), runner=runner, project_dir=cli.project, out=lines.append)
+    code = runbook.main([*argv, "--yes"], runner=runner, project_dir=cli.project, out=lines.append)
     return Runbook(code, runner, lines)
 
 

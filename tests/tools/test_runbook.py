@@ -53,8 +53,11 @@ class Printed(list):
         self.append(line)
 
 
-def _runbook(cli: CommandLine, *argv: str, ask=None) -> tuple[int, Printed]:
+def _runbook(cli: CommandLine, *argv: str, ask=None, yes: bool = True) -> tuple[int, Printed]:
+    """The runbook as `make … YES=1` runs it (``yes``), or asking through ``ask`` as at a terminal."""
     printed = Printed()
+    asks_first = yes and argv[0] in {"promote", "demote", "upgrade"} and "--plan" not in argv
+    argv = (*argv, "--yes") if asks_first else argv
     code = main(list(argv), runner=cli, project_dir=cli.lab.project_dir, out=printed, sleep=cli.sleep, ask=ask)
     return code, printed
 
@@ -291,7 +294,7 @@ def test_the_command_runs_real_processes_in_the_project_directory(tmp_path: Path
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     monkeypatch.setenv("RUNBOOK_LOG", str(log))
     printed = Printed()
-    assert main(["demote", "cosmos"], project_dir=project, out=printed, sleep=lambda s: None) == 0
+    assert main(["demote", "cosmos", "--yes"], project_dir=project, out=printed, sleep=lambda s: None) == 0
     assert log.read_text().splitlines() == [
         f"pulumi config set -s {COSMOS} headscale-ha:role standby",
         f"pulumi up --refresh --yes -s {COSMOS}",
@@ -299,7 +302,7 @@ def test_the_command_runs_real_processes_in_the_project_directory(tmp_path: Path
         "app.kubernetes.io/name=headscale,app.kubernetes.io/part-of=headscale-ha -o name",
     ]
     (bin_dir / "pulumi").write_text("#!/bin/sh\nexit 255\n")
-    assert main(["demote", "cosmos"], project_dir=project, out=printed, sleep=lambda s: None) == 1
+    assert main(["demote", "cosmos", "--yes"], project_dir=project, out=printed, sleep=lambda s: None) == 1
     assert "exit status 255" in printed[-1]
 
 
@@ -511,3 +514,47 @@ def test_from_make_the_confirmation_hint_names_confirm_not_the_flag(tailnet, mon
         "refused: not confirmed: skipping hydra's fence needs CONFIRM=hydra (or typing hydra at the prompt)"
     )
     assert cli.calls == []
+
+
+# ------------------------------------------------------------------------------------------------ asking first
+
+
+def test_without_a_terminal_or_yes_a_runbook_refuses_before_anything(tailnet) -> None:
+    _, cli = tailnet
+    code, printed = _runbook(cli, "promote", "cosmos", yes=False)
+    assert code == 2
+    assert printed[-1] == (
+        "refused: every `pulumi up` a runbook runs shows its preview and asks before it acts, and there is no "
+        "terminal to ask at: run it at one, or give --yes to apply without asking"
+    )
+    assert cli.calls == []
+
+
+def test_at_a_terminal_each_up_is_previewed_then_asked_for(tailnet) -> None:
+    lab, cli = tailnet
+    asked: list[str] = []
+    code, printed = _runbook(cli, "promote", "cosmos", yes=False, ask=lambda prompt: asked.append(prompt) or "yes")
+    assert code == 0, "\n".join(printed + cli.printed)
+    pulumi = [" ".join(call) for call in cli.commands("pulumi") if call[1] in {"preview", "up"}]
+    ups = [line for line in pulumi if line.startswith("pulumi up ")]
+    assert pulumi == [line for up in ups for line in (up.replace("up --yes", "preview"), up)], "a preview before each"
+    assert asked == [f"Apply this preview to {up.rsplit(' ', 1)[-1]}? Type yes to apply: " for up in ups]
+    assert lab.world.dns_site == "cosmos"
+
+
+def test_an_upgrade_declined_at_the_question_applies_nothing_and_puts_the_file_back(tmp_path: Path) -> None:
+    """The active's preview is the runbook's own step: the question follows it, with no second preview."""
+    lab, cli = _deployed(tmp_path, version="0.28.0")
+    try:
+        before = _files(lab.project_dir)
+        code, printed = _runbook(
+            cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2", yes=False, ask=lambda prompt: "no"
+        )
+        assert code == 1
+        assert "not applied: the answer was 'no', not yes" in printed[-1]
+        assert "Nothing was applied, so Pulumi.yaml is as it was" in printed[-1]
+        assert [(kind, stack) for kind, stack, _ in cli.runs] == [("preview", "hydra")]
+        assert _files(lab.project_dir) == before
+        assert lab.headscale.version == "0.28.0"
+    finally:
+        lab.close()
