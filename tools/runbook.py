@@ -518,9 +518,14 @@ def _finish(session: Session, steps: Sequence[Step], project_dir: Path, tail: st
             )
         return 1
     if session.plan:
+        asking = (
+            f" Each `pulumi up` is previewed and asked for first ({knob('YES=1', '--yes')}: applied without asking)."
+            if not session.yes
+            else ""
+        )
         session.out(
             f"plan: {len(session.ran)} command(s) would run, {len(session.skipped)} skipped; nothing was run, written "
-            f"or asked. Without {knob('PLAN=1', '--plan')} the same command carries it out."
+            f"or asked.{asking} Without {knob('PLAN=1', '--plan')} the same command carries it out."
         )
     else:
         session.out(

@@ -438,6 +438,7 @@ def test_make_names_its_own_variables_and_plans_without_a_cli(tmp_path: Path) ->
     planned = subprocess.run([*args, "PLAN=1"], cwd=PROJECT_DIR, env=env, capture_output=True, text=True)
     assert planned.returncode == 0, planned.stdout + planned.stderr
     assert "plan: 5 command(s) would run, 2 skipped" in planned.stdout
+    assert "Each `pulumi up` is previewed and asked for first (YES=1: applied without asking)." in planned.stdout
     assert "Without PLAN=1 the same command carries it out." in planned.stdout
     refused = subprocess.run(args, cwd=PROJECT_DIR, env=env, capture_output=True, text=True)
     assert refused.returncode == 2
