@@ -284,7 +284,7 @@ class Session:
     #: The stack whose preview the last command showed: its `up` needs no second preview before the question.
     previewed: str | None = None
 
-    def tools_present(self) -> None:
+    def ready_to_run(self) -> None:
         """Before anything runs: the tools are there, and every `pulumi up` can be asked for (or YES=1 given)."""
         if self.which is not None:
             missing_tools(self.which)
@@ -304,7 +304,7 @@ class Session:
             self.out(f"? {shlex.join(argv)}")
             self.out(f"   the real run reads what {site.name} last deployed; this plan assumes {role} (the files)")
             return role
-        self.tools_present()
+        self.ready_to_run()
         done = self.runner(argv, capture=True)
         try:
             role = json.loads(done.stdout).get("role") if done.returncode == 0 else None
@@ -319,7 +319,7 @@ class Session:
 
     def run_steps(self, steps: Sequence[Step], project_dir: Path) -> None:
         if not self.plan:
-            self.tools_present()
+            self.ready_to_run()
         for number, step in enumerate(steps, 1):
             self.out(f"== {number}. {step.name}: {step.why}")
             for command in step.commands:
@@ -339,6 +339,7 @@ class Session:
             path = project_dir / PROJECT_FILE
             self.originals.setdefault(path, path.read_text())
             self.out(f"   {edit_project(project_dir, command.argv[command.argv.index('tools.runbook') + 1 :])}")
+            self.previewed = None  # the files changed since any preview
             return
         if command.argv[:2] == ("pulumi", "up") and not self.yes:
             self._confirm(command, step)
@@ -364,8 +365,11 @@ class Session:
             done = self.runner(preview.argv, capture=False)
             if done.returncode != 0:
                 raise StepFailedError(step, preview, f"exit status {done.returncode}")
-        assert self.ask is not None  # tools_present refused the run otherwise
-        answer = self.ask(f"Apply this preview to {stack}? Type yes to apply: ").strip()
+        assert self.ask is not None  # ready_to_run refused the run otherwise
+        try:
+            answer = self.ask(f"Apply this preview to {stack}? Type yes to apply: ").strip()
+        except EOFError:  # the terminal closed: no answer is no
+            answer = ""
         if answer != "yes":
             raise StepFailedError(step, command, f"not applied: the answer was {answer!r}, not yes")
 
@@ -401,7 +405,10 @@ def _confirm_lost(lost: str, confirmation: str | None, ask: Callable[[str], str]
         session.out(f"? the real run asks you to confirm that {lost} is lost: {how}")
         return
     if confirmation is None and ask is not None:
-        confirmation = ask(f"Type {lost} to confirm that it is lost: ").strip()
+        try:
+            confirmation = ask(f"Type {lost} to confirm that it is lost: ").strip()
+        except EOFError:  # the terminal closed: not confirmed
+            confirmation = None
     if confirmation != lost:
         raise RefusalError(f"not confirmed: skipping {lost}'s fence needs {how}")
 
@@ -418,7 +425,7 @@ def promotion(
     if lost is not None and lost.name == new.name:
         raise RefusalError(f"{knob('LOST', '--lost')} {lost.name}: the site being promoted cannot be the lost one")
     if not session.plan:
-        session.tools_present()
+        session.ready_to_run()
     if lost is not None:
         session.out(f"!! {LOST_RISK.format(old=lost.name)}.")
         _confirm_lost(lost.name, confirmation, ask, session)
