@@ -10,6 +10,13 @@ import pytest
 from tools import real_tools
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test has a cache of its own: the machine's real one holds actors a test would otherwise find and reuse
+    (a kwok built for the real pins is "cached", not "not served")."""
+    monkeypatch.setenv(real_tools.CACHE_ENV, str(tmp_path / "cache"))
+
+
 def _pins(tmp_path: Path, **changes: str) -> Path:
     data = json.loads(real_tools.PINS_FILE.read_text())
     for key, value in changes.items():
