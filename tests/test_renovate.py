@@ -314,7 +314,7 @@ def test_the_updated_project_and_example_plan_cleanly_with_the_new_release(tmp_p
 
 
 def _supported_rule() -> dict[str, Any]:
-    (rule,) = [r for r in CONFIG["packageRules"] if "allowedVersions" in r]
+    (rule,) = [r for r in CONFIG["packageRules"] if "headscale-release" in r.get("matchDepTypes", [])]
     return rule
 
 
@@ -380,3 +380,6 @@ def test_every_real_tool_pin_is_found_once_by_its_actor() -> None:
     pins = {(a.name, a.module, a.version, "go") for a in actors if a.available and a.name != "headscale-previous"}
     assert found == pins
     assert "headscale-previous" in {a.name for a in actors}  # kept by hand one minor behind
+    (node,) = [d for d in deps if d.name == "tailscale-node"]
+    assert renovate.allowed(CONFIG, node, "v1.103.1")
+    assert not renovate.allowed(CONFIG, node, "v1.104.0"), "tailscale.com v1.104 needs a newer Go than the machines"

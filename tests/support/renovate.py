@@ -286,7 +286,9 @@ def _selected(rule: Mapping[str, Any], dep: Dependency, update_type: str | None)
     for key, value in values.items():
         if key in rule and value not in rule[key]:
             return False
-    return "matchPackageNames" not in rule or _names_match(rule["matchPackageNames"], dep.name)
+    # Renovate matches matchPackageNames against packageName, which is depName unless a manager sets it
+    package = dep.fields.get("packageName") or dep.name
+    return "matchPackageNames" not in rule or _names_match(rule["matchPackageNames"], package)
 
 
 def settings(config: Mapping[str, Any], dep: Dependency, update_type: str | None = None) -> dict[str, Any]:
