@@ -217,6 +217,16 @@ def test_a_policy_naming_a_user_the_tailnet_lacks_fails_the_plan_with_its_path(
     ]
 
 
+def test_make_plan_fails_on_a_policy_user_the_tailnet_lacks_and_names_the_path(lab_project, tmp_path) -> None:
+    """The same through `make plan` as the user runs it: exit 1, the path on stderr, no rendered stack."""
+    policy = _policy(tmp_path, '{"group:admins": ["alice@", "dave@"]}')
+    project = lab_project(f"  headscale-ha:policy: {{file: {policy}}}\n")
+    planned = _plan(project, "lab")
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    assert f"headscale-ha:policy ({policy}) groups[\"group:admins\"][1]: 'dave@' is no user" in planned.stderr
+    assert not (project / "o" / "lab").exists()
+
+
 def test_a_router_tag_owner_the_tailnet_lacks_is_refused_by_its_key(run_stack, lab_project) -> None:
     with pytest.raises(ConfigError) as caught:
         run_stack("lab", project_dir=lab_project("  headscale-ha:policy: {routerTagOwner: 'erin@'}\n"))
