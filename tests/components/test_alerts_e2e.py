@@ -39,6 +39,7 @@ from headscale_ha.components.alerts import (
 from headscale_ha.components.dashboard import dashboard_model, dashboard_queries
 from headscale_ha.components.monitoring import key_metrics
 from tests.support.alert_scopes import NS, SCOPES
+from tests.support.free_ports import free_port
 from tests.support.litestream_lab import (
     App,
     Writer,
@@ -54,7 +55,7 @@ from tests.support.litestream_lab import (
     wait_until,
     write_metrics_config,
 )
-from tests.support.prometheus_lab import Prometheus, busybox_httpd, content_type, free_port, prometheus_server
+from tests.support.prometheus_lab import Prometheus, busybox_httpd, content_type, prometheus_server
 
 LITESTREAM = litestream_bin()
 #: The pod's user: Litestream runs as it when the tests run as root, so a read-only replica stops it as in the pod.

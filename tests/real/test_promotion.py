@@ -132,6 +132,7 @@ def test_cosmos_serves_the_registry_hydra_had(tailnet: Tailnet) -> None:
     cosmos = tailnet.sites["cosmos"]
     (pod,) = cosmos.pods.history
     assert pod.init_exits["restore"] == 0
+    assert pod.exits == []  # served from its start on: no container of it stopped
     restore_log = (pod.root / "restore.log").read_text()
     assert "a standby's witness" in restore_log, restore_log
     same = [(u["id"], u["name"]) for u in tailnet.hydra_users]

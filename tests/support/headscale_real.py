@@ -39,9 +39,9 @@ import yaml
 from headscale_ha.components.headscale import headscale_config_input
 from headscale_ha.components.headscale_config import headscale_config_yaml
 from headscale_ha.program import args as program_args
+from tests.support.free_ports import free_port
 from tests.support.headscale_config_samples import stack_config
 from tests.support.litestream_lab import stop_process
-from tests.support.prometheus_lab import free_port
 from tools import real_tools
 
 HEADSCALE = "headscale"

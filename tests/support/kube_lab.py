@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ import requests
 import yaml
 
 from tests.real_tools import require
+from tests.support.free_ports import free_port
 from tests.support.kube_lab_kwok import kwok_stages
 from tools import real_tools
 
@@ -58,7 +58,6 @@ STARTUP_TIMEOUT = 90.0
 T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
-_PORTS_GIVEN: set[int] = set()
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
@@ -75,18 +74,6 @@ def binary(name: str) -> str:
     if found is None:
         raise FileNotFoundError(f"{name}: not in {real_tools.bin_dir()} nor on PATH; run `make real-tools`")
     return found
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the kernel's pick; another process could take it first, rarely), never
-    one handed out before: the kernel offers a port it just released again, and the lab binds its ports later."""
-    while True:
-        with contextlib.closing(socket.socket()) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in _PORTS_GIVEN:
-            _PORTS_GIVEN.add(port)
-            return port
 
 
 def wait_for(check: Callable[[], T], *, timeout: float, what: str, interval: float = 0.2) -> T:
@@ -396,6 +383,21 @@ class Cluster:
             with contextlib.suppress(KubeError):
                 self.client.delete(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}")
         self.launch("kwok")
+        # Without their leases the node controller may have marked the nodes unreachable (tainted: no pod is
+        # scheduled) before the new kwok renewed them: a pod created now could wait longer than any test does.
+        self.wait(lambda: all(self._node_serves(node) for node in self.node_names), "kwok back: every node Ready")
+
+    def _node_serves(self, node: str) -> bool:
+        """The node's lease is held and renewed, it is Ready, and it has none of the node controller's taints."""
+        lease = self.client.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}")
+        status = self.client.get(f"/api/v1/nodes/{node}")
+        ready = [c for c in status.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+        taints = {t["key"] for t in status.get("spec", {}).get("taints", [])}
+        return (
+            bool(lease.get("spec", {}).get("renewTime"))
+            and [c["status"] for c in ready] == ["True"]
+            and not taints & {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"}
+        )
 
     def kill_all(self) -> None:
         for component in reversed(COMPONENTS):

@@ -101,6 +101,9 @@ class RunningPod:
     #: When the runner took the pod up and when it reported it Ready (time.monotonic()): its start, restore included.
     started_at: float = field(default_factory=time.monotonic)
     ready_at: float | None = None
+    #: Each container that exited while the pod served (a kubelet restarts it; Headscale is restarted here too):
+    #: nothing in a test's story stops a container, so a test asserts this stays empty.
+    exits: list[str] = field(default_factory=list)
 
 
 class PodRunner(threading.Thread):
@@ -119,6 +122,7 @@ class PodRunner(threading.Thread):
 
     def run(self) -> None:
         while not self._halt.wait(POLL_SECONDS):
+            self._restart_exited()
             try:
                 listed = self.client.get(
                     f"/api/v1/namespaces/{self.namespace}/pods?labelSelector={APP_LABEL}%3D{self.app}"
@@ -126,6 +130,24 @@ class PodRunner(threading.Thread):
             except (requests.RequestException, KubeError):
                 continue  # the API server is down (a lost site): its pods keep running until lost
             self._reconcile(listed)
+
+    def _restart_exited(self) -> None:
+        """What the kubelet does for a container of a serving pod that exited: record it, and start Headscale again
+        (the pod keeps its volumes; the sidecars' exits are recorded only)."""
+        with self._lock:
+            serving = [pod for pod in self.pods.values() if pod.ready.is_set() and not pod.stopped.is_set()]
+        for pod in serving:
+            if pod.headscale is not None and not pod.headscale.running:
+                code = pod.headscale.process.returncode if pod.headscale.process is not None else None
+                pod.exits.append(f"headscale exited ({code}):\n{pod.headscale.log_tail(20)}")
+                try:
+                    pod.headscale.start()
+                except Exception as exc:  # noqa: BLE001 - a test reads it from the pod
+                    pod.failure = f"headscale did not start again: {type(exc).__name__}: {exc}"
+                    pod.ready.clear()
+            for name, process in pod.processes.items():
+                if process.poll() is not None and f"{name} exited ({process.returncode})" not in pod.exits:
+                    pod.exits.append(f"{name} exited ({process.returncode})")
 
     def _reconcile(self, listed: list[dict[str, Any]]) -> None:
         alive = {p["metadata"]["uid"]: p for p in listed if not p["metadata"].get("deletionTimestamp")}

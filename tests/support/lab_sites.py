@@ -169,6 +169,7 @@ class Runbook:
                 text += f"\n{' '.join(argv)}:\n" + "\n".join(up.diagnostics) + up.stderr[-3000:]
         for site in sites.values():
             text += "".join(f"\n{site.name} pod {pod.name}: {pod.failure}" for pod in site.pods.history if pod.failure)
+            text += "".join(f"\n{site.name} pod {pod.name}: {gone}" for pod in site.pods.history for gone in pod.exits)
         return text
 
 

@@ -13,13 +13,13 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from migration.psql import PsqlConnection
+from tests.support.free_ports import free_port
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SHARED_DIR = PROJECT_DIR.parent / "shared"
@@ -47,12 +47,6 @@ def missing_tools() -> str | None:
         if shutil.which(tool) is None:
             return f"{tool} is not installed"
     return None
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _server_user() -> pwd.struct_passwd | None:
@@ -87,7 +81,7 @@ class PgServer:
             raise RuntimeError(missing_tools() or "no PostgreSQL")
         user = _server_user()
         root = Path(tempfile.mkdtemp(prefix="hsmig-pg-", dir="/tmp"))
-        server = cls(root, _free_port(), bindir, secrets.token_hex(16), secrets.token_hex(16), user)
+        server = cls(root, free_port(), bindir, secrets.token_hex(16), secrets.token_hex(16), user)
         if user is not None:
             os.chown(root, user.pw_uid, user.pw_gid)
         pwfile = root / "pw"

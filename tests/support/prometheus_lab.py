@@ -11,7 +11,6 @@ import json
 import math
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.free_ports import free_port
 from tests.support.litestream_lab import stop_process
 
 PROMTOOL = "promtool"
@@ -37,13 +37,6 @@ needs_prometheus = pytest.mark.real_tool(PROMETHEUS)
 def tools_present() -> bool:
     """promtool and prometheus (Debian package prometheus) are on PATH."""
     return shutil.which(PROMTOOL) is not None and shutil.which(PROMETHEUS) is not None
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the kernel's pick; a race with other processes is possible but rare)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- promtool --------------------------------------------------------------------------------------------------
