@@ -71,8 +71,13 @@ validate: plan $(DEV_STAMP)
 crd-schemas: $(RUNTIME_STAMP)
 	$(PY) -m tools.crd_schemas --write $(CRDS)
 
+# Every shell script the project ships or runs: the pods' scripts, CI's entry point, the commit hook, the stand-in.
+SHELL_SCRIPTS := '*.sh' .ci/run .githooks/commit-msg tests/support/standin_language_host/pulumi-language-python
+
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check --no-cache .
+	$(PY) -m ruff format --check --no-cache .
+	git ls-files -z $(SHELL_SCRIPTS) | xargs -0 shellcheck --severity=style
 
 test: lint $(CHECKOV_STAMP) real-tools
 	$(PY) -m pytest
