@@ -1,159 +1,67 @@
 """The witness lease (components/scripts/witness-lease.sh), run for real against a real kube-apiserver (the lab's,
-as the third cluster that holds the Lease), each holder behind a proxy of its own that the test cuts.
-
-Every process is a site's pod as far as the witness knows: its own ServiceAccount token (TokenRequest), a Role that
-allows the Lease and nothing else, its own identity. The scripts log the monotonic time (/proc/uptime) of each
-event; all run on this machine, so one holder's fence and another's take can be compared directly. The safety
-property checked in every scenario: a holder fences (stops writing) before any other may take the Lease.
+as the third cluster that holds the Lease), each site behind a proxy of its own that the test cuts
+(tests/support/witness_lab.py). The safety property checked in every scenario: a holder fences (stops writing)
+before any other may take the Lease.
 """
 
 from __future__ import annotations
 
 import calendar
-import re
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.cut_proxy import CutProxy
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
-from tests.support.kube_lab import KubeClient, KubeError, KubeLab, running_lab
-from tests.support.litestream_lab import ROOT, stop_process
 from tests.support.script_checks import SHELLS_ONLY, SYNTAX_CHECKERS, assert_passes, shell_for
+from tests.support.witness_lab import (
+    CURL,
+    LEASE,
+    LEASES,
+    NAMESPACE,
+    SCRIPT,
+    LeaseSite,
+    Witness,
+    new_site,
+    running_witness,
+)
 
-SCRIPT = ROOT / "components" / "scripts" / "witness-lease.sh"
-NAMESPACE, LEASE = "witness", "headscale-serving"
-LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
-CURL = shutil.which("curl") or "/usr/bin/curl"
 #: Short, and inside the rule: 2.5 + 1 < 4, and 0.5 is at most half of 2.5.
 TIMING = {"LEASE_SECONDS": "4", "SKEW_SECONDS": "1", "RENEW_SECONDS": "0.5", "FENCE_AFTER_SECONDS": "2.5",
           "RETRY_SECONDS": "0.2"}  # fmt: skip
-EVENT = re.compile(r"^(?P<at>\d+\.\d+) witness-lease: (?P<what>.*)$")
 
 pytestmark = pytest.mark.real_tool("curl", *LAB_TOOLS)
 
 
-@dataclass
-class Witness:
-    lab: KubeLab
-    client: KubeClient
-    api_port: int
-    ca: Path
-
-
 @pytest.fixture(scope="module")
 def witness() -> Iterator[Witness]:
-    with running_lab(("witness",)) as lab:
-        client = lab.client("witness")
-        client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-        rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                  "verbs": ["get", "create", "patch"]}]  # fmt: skip
-        client.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/roles",
-                      {"metadata": {"name": "lease"}, "rules": rules})  # fmt: skip
-        cluster = lab.cluster("witness")
-        yield Witness(lab, client, cluster.ports["api"], cluster.pki / "ca.crt")
-
-
-@dataclass
-class Site:
-    """One holder: its identity, token, proxy to the witness, state directory and running command."""
-
-    name: str
-    root: Path
-    proxy: CutProxy
-    env: dict[str, str]
-    process: subprocess.Popen[str] | None = None
-    log: Path | None = None
-
-    def start(self, command: str, shell: list[str] | None = None) -> subprocess.Popen[str]:
-        chosen = shell_for(shell or ["sh"], self.root / "bin")
-        env = {**self.env, **({"PATH": chosen.path} if chosen.path else {})}
-        self.log = self.root / f"{command}-{time.monotonic_ns()}.log"
-        with self.log.open("w") as out:
-            self.process = subprocess.Popen([*chosen.argv, str(SCRIPT), command], env=env, stdout=out,
-                                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
-        return self.process
-
-    def run(self, command: str, timeout: float = 30) -> int:
-        return self.start(command).wait(timeout=timeout)
-
-    def events(self) -> list[tuple[float, str]]:
-        """(uptime, event) of every log line of this site's runs, in order."""
-        found = []
-        for log in sorted(self.root.glob("*.log"), key=lambda path: path.stat().st_mtime_ns):
-            for line in log.read_text().splitlines():
-                if match := EVENT.match(line):
-                    found.append((float(match["at"]), match["what"]))
-        return found
-
-    def first(self, prefix: str) -> float:
-        times = [at for at, what in self.events() if what.startswith(prefix)]
-        assert times, (prefix, self.events())
-        return times[0]
-
-    def fencing(self) -> int:
-        return int((self.root / "state" / "fencing").read_text())
-
-    def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            stop_process(self.process, timeout=5)
-        self.proxy.close()
-
-
-def new_site(witness: Witness, tmp_path: Path, name: str) -> Site:
-    """A ServiceAccount bound to the Lease Role, a token for it, and a proxy to the witness of its own."""
-    client = witness.client
-    create_once(client, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": name}})
-    binding = {"metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                                      "name": "lease"},
-               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]}  # fmt: skip
-    create_once(client, f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings", binding)
-    token = client.create(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{name}/token",
-                          {"spec": {"expirationSeconds": 3600}})["status"]["token"]  # fmt: skip
-    root = tmp_path / name
-    root.mkdir()
-    (root / "token").write_text(token)
-    proxy = CutProxy(witness.api_port)
-    proxy.start()
-    env = {"API_URL": f"https://127.0.0.1:{proxy.port}", "NAMESPACE": NAMESPACE, "LEASE": LEASE,
-           "IDENTITY": f"{name}/headscale-0", "STATE_DIR": str(root / "state"), "TOKEN_FILE": str(root / "token"),
-           "CA_FILE": str(witness.ca), "CURL_BIN": CURL, "TMPDIR": str(root), "PATH": "/usr/bin:/bin",
-           **TIMING}  # fmt: skip
-    return Site(name, root, proxy, env)
-
-
-def create_once(client: KubeClient, path: str, body: dict[str, Any]) -> None:
-    """Create, unless an earlier test of the module did (409)."""
-    try:
-        client.create(path, body)
-    except KubeError as error:
-        if error.status != 409:
-            raise
+    with running_witness() as started:
+        yield started
 
 
 @pytest.fixture
-def sites(witness: Witness, tmp_path: Path) -> Iterator[dict[str, Site]]:
+def sites(witness: Witness, tmp_path: Path) -> Iterator[dict[str, LeaseSite]]:
     """hydra and cosmos, with no Lease on the witness yet."""
-    try:
-        witness.client.delete(f"{LEASES}/{LEASE}")
-    except KubeError as error:
-        if error.status != 404:  # none yet: the module's first scenario
-            raise
-    made = {name: new_site(witness, tmp_path, name) for name in ("hydra", "cosmos")}
+    witness.forget()
+    made = {name: new_site(witness, tmp_path / name, name, TIMING) for name in ("hydra", "cosmos")}
     yield made
     for site in made.values():
         site.close()
 
 
 def lease(witness: Witness) -> dict[str, Any]:
-    return witness.client.get(f"{LEASES}/{LEASE}")["spec"]
+    return witness.lease()["spec"]
+
+
+def hydra_holds_cosmos_waits(sites: dict[str, LeaseSite]) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+    """hydra takes the Lease and renews it; cosmos's gate waits for it: hydra's renewer and cosmos's gate."""
+    assert sites["hydra"].run("acquire") == 0, sites["hydra"].events()
+    return sites["hydra"].start("hold"), sites["cosmos"].start("acquire")
 
 
 def wait_exit(process: subprocess.Popen[str], timeout: float) -> int | None:
@@ -200,7 +108,7 @@ def test_a_bad_invocation_is_refused_naming_the_variable(
 # --- against the real witness ----------------------------------------------------------------------------------
 
 
-def test_the_first_gate_creates_the_lease_and_holds_it(witness: Witness, sites: dict[str, Site]) -> None:
+def test_the_first_gate_creates_the_lease_and_holds_it(witness: Witness, sites: dict[str, LeaseSite]) -> None:
     hydra = sites["hydra"]
     assert hydra.run("acquire") == 0, hydra.log.read_text() if hydra.log else ""
     assert hydra.fencing() == 0
@@ -210,7 +118,7 @@ def test_the_first_gate_creates_the_lease_and_holds_it(witness: Witness, sites: 
 
 
 def test_of_two_gates_at_once_one_holds_and_the_other_waits_while_it_renews(
-    witness: Witness, sites: dict[str, Site]
+    witness: Witness, sites: dict[str, LeaseSite]
 ) -> None:
     gates = {name: site.start("acquire") for name, site in sites.items()}
     deadline = time.monotonic() + 20
@@ -226,46 +134,46 @@ def test_of_two_gates_at_once_one_holds_and_the_other_waits_while_it_renews(
 
 
 def test_a_holder_cut_from_the_witness_fences_before_the_other_takes_over(
-    witness: Witness, sites: dict[str, Site]
+    witness: Witness, sites: dict[str, LeaseSite]
 ) -> None:
     hydra, cosmos = sites["hydra"], sites["cosmos"]
-    assert hydra.run("acquire") == 0
-    holding = hydra.start("hold")
-    gate = cosmos.start("acquire")
+    holding, gate = hydra_holds_cosmos_waits(sites)
     time.sleep(2)  # a few renewals seen by the gate
     hydra.proxy.cut("blackhole")
     assert wait_exit(holding, timeout=15) == 5, hydra.events()
     assert wait_exit(gate, timeout=15) == 0, cosmos.events()
     fenced, taken = hydra.first("fenced"), cosmos.first("acquired")
     assert fenced < taken, (hydra.events(), cosmos.events())
-    reason = (hydra.root / "state" / "fenced").read_text()
+    reason = hydra.fenced()
     assert reason.startswith("no renewal accepted for 2.5 seconds"), reason
-    last_renewal = float(reason.rsplit("sent at ", 1)[1].rstrip(")\n"))
+    last_renewal = float(reason.rsplit("sent at ", 1)[1].rstrip(")"))
     assert taken - last_renewal >= 4  # at least LEASE_SECONDS after the holder's last accepted word
     assert cosmos.fencing() == 1
     assert lease(witness)["holderIdentity"] == "cosmos/headscale-0"
 
 
-def test_the_old_holder_returning_does_not_serve_and_its_gate_waits(witness: Witness, sites: dict[str, Site]) -> None:
+def test_the_old_holder_returning_does_not_serve_and_its_gate_waits(
+    witness: Witness, sites: dict[str, LeaseSite]
+) -> None:
     hydra, cosmos = sites["hydra"], sites["cosmos"]
     assert hydra.run("acquire") == 0
     hydra.proxy.cut("refuse")
     assert cosmos.run("acquire", timeout=20) == 0  # hydra never renewed: taken after LEASE + SKEW
     holding = cosmos.start("hold")
     hydra.proxy.mend()
-    taken = witness.client.get(f"{LEASES}/{LEASE}")["metadata"]["resourceVersion"]
+    taken = witness.lease()["metadata"]["resourceVersion"]
     # hydra's renewer on its old state: its deadline passed long ago, so it fences without a word to the witness.
     assert hydra.run("hold", timeout=10) == 5
-    assert (hydra.root / "state" / "fenced").read_text().startswith("no renewal accepted")
+    assert hydra.fenced().startswith("no renewal accepted")
     gate = hydra.start("acquire")
     assert wait_exit(gate, timeout=8) is None  # cosmos renews: hydra's gate waits
     assert holding.poll() is None
     assert lease(witness)["holderIdentity"] == "cosmos/headscale-0"
-    assert witness.client.get(f"{LEASES}/{LEASE}")["metadata"]["resourceVersion"] != taken  # renewed, by cosmos
+    assert witness.lease()["metadata"]["resourceVersion"] != taken  # renewed, by cosmos
 
 
 def test_a_holder_whose_lease_was_taken_by_hand_fences_at_its_next_renewal(
-    witness: Witness, sites: dict[str, Site]
+    witness: Witness, sites: dict[str, LeaseSite]
 ) -> None:
     """Not something the gates do (they wait out the deadline): an operator's edit. The renewal, conditional on the
     version the holder last wrote, is refused (409), and the holder fences naming the new holder."""
@@ -275,17 +183,15 @@ def test_a_holder_whose_lease_was_taken_by_hand_fences_at_its_next_renewal(
     time.sleep(1)
     witness.client.merge_patch(f"{LEASES}/{LEASE}", {"spec": {"holderIdentity": "cosmos/by-hand"}})
     assert wait_exit(holding, timeout=5) == 5, hydra.events()
-    assert (hydra.root / "state" / "fenced").read_text().strip() == "the lease is cosmos/by-hand's"
+    assert hydra.fenced() == "the lease is cosmos/by-hand's"
     assert lease(witness)["holderIdentity"] == "cosmos/by-hand"
 
 
 def test_a_released_lease_is_taken_at_once_with_the_next_fencing_counter(
-    witness: Witness, sites: dict[str, Site]
+    witness: Witness, sites: dict[str, LeaseSite]
 ) -> None:
     hydra, cosmos = sites["hydra"], sites["cosmos"]
-    assert hydra.run("acquire") == 0
-    holding = hydra.start("hold")
-    gate = cosmos.start("acquire")
+    holding, gate = hydra_holds_cosmos_waits(sites)
     time.sleep(1)
     holding.send_signal(signal.SIGTERM)
     assert wait_exit(holding, timeout=5) == 0, hydra.events()
@@ -295,28 +201,26 @@ def test_a_released_lease_is_taken_at_once_with_the_next_fencing_counter(
 
 
 @pytest.mark.parametrize("shell", SHELLS_ONLY)
-def test_each_shell_takes_and_renews(witness: Witness, sites: dict[str, Site], shell: list[str]) -> None:
+def test_each_shell_takes_and_renews(witness: Witness, sites: dict[str, LeaseSite], shell: list[str]) -> None:
     """busybox with its applets only, as in the curl image; dash; sh."""
     hydra = sites["hydra"]
     assert hydra.start("acquire", shell).wait(timeout=20) == 0, hydra.events()
     holding = hydra.start("hold", shell)
     time.sleep(2)
     assert holding.poll() is None, hydra.events()
-    version = witness.client.get(f"{LEASES}/{LEASE}")["metadata"]["resourceVersion"]
+    version = witness.lease()["metadata"]["resourceVersion"]
     time.sleep(1)
-    assert witness.client.get(f"{LEASES}/{LEASE}")["metadata"]["resourceVersion"] != version, hydra.events()
+    assert witness.lease()["metadata"]["resourceVersion"] != version, hydra.events()
     holding.send_signal(signal.SIGTERM)
     assert wait_exit(holding, timeout=5) == 0
     assert lease(witness).get("holderIdentity", "") == ""
 
 
-def test_a_flapping_link_never_makes_two_holders(witness: Witness, sites: dict[str, Site]) -> None:
+def test_a_flapping_link_never_makes_two_holders(witness: Witness, sites: dict[str, LeaseSite]) -> None:
     """hydra's link to the witness goes down and up: outages shorter than its fencing deadline cost nothing; a longer
     one fences it, and only then may cosmos take over."""
     hydra, cosmos = sites["hydra"], sites["cosmos"]
-    assert hydra.run("acquire") == 0
-    holding = hydra.start("hold")
-    gate = cosmos.start("acquire")
+    holding, gate = hydra_holds_cosmos_waits(sites)
     for outage in (0.8, 0.5, 0.8, 0.5):  # with the renewal before and after, well under FENCE_AFTER_SECONDS
         hydra.proxy.cut("blackhole")
         time.sleep(outage)
@@ -332,7 +236,7 @@ def test_a_flapping_link_never_makes_two_holders(witness: Witness, sites: dict[s
 
 
 def test_a_site_whose_wall_clock_is_an_hour_ahead_takes_over_no_sooner(
-    witness: Witness, sites: dict[str, Site]
+    witness: Witness, sites: dict[str, LeaseSite]
 ) -> None:
     """No decision reads the wall clock (only /proc/uptime): the times written into the Lease may be skewed at will.
     cosmos's `date` says an hour later than hydra's, and it still waits while hydra renews."""
