@@ -28,6 +28,7 @@ from tests.support.lab_sites import (
     backed_up_key_ids,
     backed_up_users,
     deploy,
+    describe,
     run_runbook,
     start_site,
     tailnet_cli,
@@ -130,6 +131,7 @@ def test_the_engine_model_plans_the_promotion_the_real_engine_ran(tailnet: Tailn
 
 def test_cosmos_serves_the_registry_hydra_had(tailnet: Tailnet) -> None:
     cosmos = tailnet.sites["cosmos"]
+    assert len(cosmos.pods.history) == 1, [describe(pod) for pod in cosmos.pods.history]
     (pod,) = cosmos.pods.history
     assert pod.init_exits["restore"] == 0
     assert pod.exits == []  # served from its start on: no container of it stopped

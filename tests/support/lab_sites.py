@@ -19,7 +19,7 @@ from typing import Any
 
 from tests.support.headscale_real import RealHeadscale
 from tests.support.kube_lab import KubeLab
-from tests.support.kube_lab_pods import PodRunner
+from tests.support.kube_lab_pods import PodRunner, RunningPod
 from tests.support.lab_ingress import Ingress, make_certificate
 from tests.support.litestream_lab import litestream_bin
 from tests.support.real_pulumi import PulumiCli, Run, cli_for
@@ -168,9 +168,17 @@ class Runbook:
             if up.returncode != 0:
                 text += f"\n{' '.join(argv)}:\n" + "\n".join(up.diagnostics) + up.stderr[-3000:]
         for site in sites.values():
-            text += "".join(f"\n{site.name} pod {pod.name}: {pod.failure}" for pod in site.pods.history if pod.failure)
-            text += "".join(f"\n{site.name} pod {pod.name}: {gone}" for pod in site.pods.history for gone in pod.exits)
+            text += "".join(f"\n{site.name} pod {describe(pod)}" for pod in site.pods.history)
         return text
+
+
+def describe(pod: RunningPod) -> str:
+    """A pod as the lab's kubelet ran it: whether it served or stopped, its init containers' exits, what failed and
+    which container exited while it served (with Headscale's log tail)."""
+    state = "stopped" if pod.stopped.is_set() else "serving" if pod.ready.is_set() else "starting"
+    served = "headscale running" if pod.headscale is not None and pod.headscale.running else "headscale not running"
+    return "; ".join([f"{pod.name}: {state}, {served}, init exits {pod.init_exits}",
+                      *([f"failed: {pod.failure}"] if pod.failure else []), *pod.exits])  # fmt: skip
 
 
 def run_runbook(cli: PulumiCli, *argv: str) -> Runbook:
