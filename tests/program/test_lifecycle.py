@@ -210,10 +210,9 @@ def test_setting_kubeconfig_on_an_existing_stack_updates_its_provider_only(lab: 
     kubeconfig = {"headscale-ha:kubeconfig": kubeconfig_for(cluster)}
     preview = lab.run("preview", stack, kubeconfig)
     assert preview.error is None, preview.text()
-    assert [(s.op, s.name) for s in preview.changes()] == [
-        ("update", f"{stack}-kubernetes"),
-        ("update", CONFIG_PROVIDER),
-    ]
+    assert sorted((s.op, s.name) for s in preview.changes()) == sorted(
+        [("update", f"{stack}-kubernetes"), ("update", CONFIG_PROVIDER)]
+    )
     assert lab.run("up", stack, kubeconfig).error is None
 
 
@@ -230,7 +229,9 @@ def test_a_rotated_kubeconfig_of_the_same_cluster_replaces_nothing(lab: Lab, sta
     assert rotated != kubeconfig_for(cluster)
     up = lab.run("up", stack, {"headscale-ha:kubeconfig": rotated})
     assert up.error is None, up.text()
-    assert [(s.op, s.name) for s in up.changes()] == [("update", f"{stack}-kubernetes"), ("update", CONFIG_PROVIDER)]
+    assert sorted((s.op, s.name) for s in up.changes()) == sorted(
+        [("update", f"{stack}-kubernetes"), ("update", CONFIG_PROVIDER)]
+    )
 
 
 def test_a_kubeconfig_naming_another_cluster_is_trusted_not_a_move(lab: Lab) -> None:
@@ -239,7 +240,9 @@ def test_a_kubeconfig_naming_another_cluster_is_trusted_not_a_move(lab: Lab) -> 
     hydra_objects, cosmos_objects = sorted(lab.hydra.object_keys()), sorted(lab.cosmos.object_keys())
     up = lab.run("up", "hydra", {"headscale-ha:kubeconfig": kubeconfig_for(lab.cosmos)})
     assert up.error is None, up.text()
-    assert [(s.op, s.name) for s in up.changes()] == [("update", "hydra-kubernetes"), ("update", CONFIG_PROVIDER)]
+    assert sorted((s.op, s.name) for s in up.changes()) == sorted(
+        [("update", "hydra-kubernetes"), ("update", CONFIG_PROVIDER)]
+    )
     assert sorted(lab.hydra.object_keys()) == hydra_objects
     assert sorted(lab.cosmos.object_keys()) == cosmos_objects
 

@@ -243,7 +243,9 @@ def test_a_minor_upgrade_of_every_site_keeps_the_registry_and_its_api_resources(
         ("version",),
     )
     up = _ok(lab.run("up", "hydra"))
-    assert [s.name for s in up.changes()] == [s.name for s in preview.changes()]
+    # The same steps; their order is the order of registration, which the program's asynchronous outputs decide
+    # (under load the dynamic providers' default provider came first in one run and later in the other).
+    assert sorted(s.name for s in up.changes()) == sorted(s.name for s in preview.changes())
     assert _outages(up) == []  # the API resources ran after the new server rolled out
     assert lab.world.serves(lab.world) == ("hydra", "0.29.2")
     assert _live_version(fake) == "v0.29.2"
