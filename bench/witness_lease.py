@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import signal
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -52,16 +51,12 @@ def _trial(witness: Witness, root: Path, scenario: str) -> dict[str, float]:
         taken = taker.first("acquired")
         figures = {"takeover": taken - lost_at}
         if scenario == "partitioned":
-            assert _wait(holding) == 5, holder.events()
+            assert holding.wait(timeout=60) == 5, holder.events()
             figures["margin"] = taken - holder.first("fenced")
         return figures
     finally:
         holder.close()
         taker.close()
-
-
-def _wait(process: subprocess.Popen[str]) -> int:
-    return process.wait(timeout=60)
 
 
 def _summary(name: str, values: list[float]) -> str:

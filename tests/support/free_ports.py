@@ -18,9 +18,9 @@ def _lab_ports() -> range | None:
     """Ports below the kernel's ephemeral range (``net.ipv4.ip_local_port_range``), or None when it starts too low.
 
     Outgoing connections and unconnected UDP sockets (a DNS lookup) get their local port from the ephemeral range,
-    so a port picked there can be taken by one of them between the pick and the server's bind: a Headscale whose
-    STUN listener (UDP, opened in a goroutine that exits the process on failure) lost that race died after it had
-    answered ``/health``, and its pod stayed Ready with nothing behind it."""
+    so a port picked there can be taken by one of them between the pick and the server's bind. Headscale opens its
+    STUN listener (UDP) in a goroutine that exits the process when the bind fails, and the lab's kubelet had no
+    eye on a Headscale that exits after it started: its pod could stay Ready with nothing behind it."""
     try:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
