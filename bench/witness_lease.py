@@ -1,82 +1,125 @@
-"""How long the witness lease takes to change hands, and by how much the old holder's fence comes first.
+"""How long a lost or cut-off holder of the witness lease takes to be replaced by the other site's writer, whether
+two writers ever overlapped, and whether the failsafe keeps a holder that lost only the witness.
 
-components/scripts/witness-lease.sh on a real kube-apiserver (tests/support/witness_lab.py), at the timing proposed
-as automatic failover's default (printed first). Two scenarios, each over ``--trials`` runs (default 10):
+Whole sites on a real kube-apiserver (tests/support/witness_lab.py): each site a pod as the kubelet runs it around a
+stand-in writer that logs every write with its fencing counter (tests/support/witness_pod.py), the failsafe on, at
+the timing proposed as automatic failover's default (printed first). Four scenarios, each over ``--trials`` runs
+(default 10):
 
-- ``lost``: the holder's site is gone at once (its renewer killed, its link refusing). Printed: the time from the
-  loss to the other site holding the Lease.
-- ``partitioned``: the holder is cut from the witness only (packets dropped); it fences by itself. Printed: the time
-  from the cut to the other site holding, and the margin between the holder's fence and the take (never negative:
-  that would be two writers).
+- ``lost``: the holder's site is gone at once (its pod killed, every link of it refusing). Printed: the time from
+  the loss to the other site's first write.
+- ``partitioned``: the holder is cut from the witness and from the other site (packets dropped); it fences by
+  itself. Printed: the time from the cut to the other site's first write, and the gap between the holder's last
+  write and that one (never negative: that would be two writers).
+- ``witness-only``: the holder is cut from the witness, the other site is not; ``witness-down``: both are. For
+  LEASE + SKEW + FENCE_AFTER seconds (longer than the Lease alone would let the holder serve or the other wait),
+  then mended. Printed: how often the writer changed (0 is right).
 
-Figures are the script's own monotonic timestamps (/proc/uptime) and the bench's, on one machine. This is the lease's
-share of a takeover only: the restore, Headscale's start and the DNS TTL come after it.
+Every trial's write log is judged for two writers (tests/support/witness_pod.py `two_writers`). Figures are the
+monotonic clock (/proc/uptime) of the writers and the bench, on one machine. This is the lease's share of a
+takeover, with a writer that starts at once: the restore, Headscale's start and the DNS TTL come on top of it.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from tests.support.witness_lab import Witness, new_site, running_witness
+from tests.support.witness_lab import LeaseSite, Witness, new_site, running_witness, with_failsafe
+from tests.support.witness_pod import LeasePod, two_writers, writes
 
-#: The proposed default: fence 12 s after the last accepted renewal, take over 20 + 2 s after the last change seen.
+#: The proposed default: fence 12 s after the last accepted renewal, take over 20 + 2 s after the last change seen;
+#: the writers get the 6 s left to stop (STOP_GRACE_SECONDS of the pod model: 0.5 s).
 TIMING = {"LEASE_SECONDS": "20", "SKEW_SECONDS": "2", "RENEW_SECONDS": "3", "FENCE_AFTER_SECONDS": "12",
           "RETRY_SECONDS": "1"}  # fmt: skip
+SCENARIOS = ("lost", "partitioned", "witness-only", "witness-down")
+#: How long the failsafe scenarios keep the witness away: past both the holder's deadline and the other's wait.
+OUTAGE_SECONDS = sum(float(TIMING[key]) for key in ("LEASE_SECONDS", "SKEW_SECONDS", "FENCE_AFTER_SECONDS"))
 
 
 def _uptime() -> float:
     return float(Path("/proc/uptime").read_text().split()[0])
 
 
+def _first_write(log: Path, site: str, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [write.at for write in writes(log) if write.site == site]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"{site} did not write within {timeout} s")
+
+
+def _cut(holder: LeaseSite, taker: LeaseSite, scenario: str) -> None:
+    mode = "refuse" if scenario == "lost" else "blackhole"
+    holder.proxy.cut(mode)
+    if scenario in ("lost", "partitioned"):
+        for link in holder.links.values():
+            link.cut(mode)
+    if scenario == "witness-down":
+        taker.proxy.cut(mode)
+
+
 def _trial(witness: Witness, root: Path, scenario: str) -> dict[str, float]:
-    witness.forget()
-    holder, taker = (new_site(witness, root / name, name, TIMING) for name in ("hydra", "cosmos"))
+    witness.release()
+    sites = {name: new_site(witness, root / name, name, TIMING) for name in ("hydra", "cosmos")}
+    with_failsafe(witness, sites)
+    log = root / "writes.log"
+    pods = {name: LeasePod(site, log) for name, site in sites.items()}
     try:
-        assert holder.run("acquire") == 0, holder.events()
-        holding = holder.start("hold")
-        gate = taker.start("acquire")
+        pods["hydra"].start()
+        _first_write(log, "hydra", timeout=30)
+        pods["cosmos"].start()
         time.sleep(float(TIMING["RENEW_SECONDS"]) * 2)  # the gate has seen a renewal or two
         lost_at = _uptime()
         if scenario == "lost":
-            holding.send_signal(signal.SIGKILL)
-            holder.proxy.cut("refuse")
+            pods["hydra"].lose()
+        _cut(sites["hydra"], sites["cosmos"], scenario)
+        if scenario in ("witness-only", "witness-down"):
+            time.sleep(OUTAGE_SECONDS)
+            figures = {"changes": float(len({write.fencing for write in writes(log)}) - 1)}
         else:
-            holder.proxy.cut("blackhole")
-        assert gate.wait(timeout=120) == 0, taker.events()
-        taken = taker.first("acquired")
-        figures = {"takeover": taken - lost_at}
-        if scenario == "partitioned":
-            assert holding.wait(timeout=60) == 5, holder.events()
-            figures["margin"] = taken - holder.first("fenced")
-        return figures
+            first = _first_write(log, "cosmos", timeout=120)
+            last_old = max(write.at for write in writes(log) if write.site == "hydra")
+            figures = {"takeover": first - lost_at, "gap": first - last_old}
     finally:
-        holder.close()
-        taker.close()
+        for pod in pods.values():
+            pod.stop()
+        for site in sites.values():
+            site.close()
+    figures["two_writers"] = float(bool(two_writers(log)))
+    return figures
 
 
 def _summary(name: str, values: list[float]) -> str:
     return f"{name}: median {statistics.median(values):.1f} s, min {min(values):.1f} s, max {max(values):.1f} s"
 
 
+def _report(scenario: str, runs: list[dict[str, float]]) -> None:
+    print(f"{scenario} ({len(runs)} trials)")
+    if scenario in ("witness-only", "witness-down"):
+        print(f"  away {OUTAGE_SECONDS:.0f} s: the writer changed in {sum(run['changes'] > 0 for run in runs)} of "
+              f"{len(runs)}")  # fmt: skip
+    else:
+        print("  " + _summary("loss to the other site's first write", [run["takeover"] for run in runs]))
+        print("  " + _summary("the old writer's last write before it", [run["gap"] for run in runs]))
+    print(f"  two writers at once: {sum(run['two_writers'] > 0 for run in runs):.0f} of {len(runs)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--scenario", choices=SCENARIOS, action="append", help="default: all")
     args = parser.parse_args(argv)
-    print("timing: " + ", ".join(f"{key}={value}" for key, value in TIMING.items()))
+    print("timing: " + ", ".join(f"{key}={value}" for key, value in TIMING.items()) + "; failsafe on")
     with running_witness() as witness, tempfile.TemporaryDirectory() as scratch:
-        for scenario in ("lost", "partitioned"):
+        for scenario in args.scenario or SCENARIOS:
             runs = [_trial(witness, Path(scratch) / f"{scenario}-{n}", scenario) for n in range(args.trials)]
-            print(f"{scenario} ({args.trials} trials)")
-            print("  " + _summary("loss to the other holding", [run["takeover"] for run in runs]))
-            if scenario == "partitioned":
-                margins = [run["margin"] for run in runs]
-                print("  " + _summary("the holder's fence before the take", margins))
-                print(f"  two holders at once: {sum(margin <= 0 for margin in margins)} of {args.trials}")
+            _report(scenario, runs)
     return 0
 
 

@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,15 @@ from tests.support.script_checks import shell_for
 
 SCRIPT = ROOT / "components" / "scripts" / "witness-lease.sh"
 NAMESPACE, LEASE = "witness", "headscale-serving"
+#: The failsafe's Lease, one in each site's namespace ("site-<name>": the site's own cluster, as far as the script
+#: can tell: its own URL, token and Role).
+FAILSAFE_LEASE = "headscale-failsafe"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
 CURL = shutil.which("curl") or "/usr/bin/curl"
+#: The tests' timing: short, and inside every rule: 2.5 + 1 < 4; 0.5 is at most half of 2.5; and a writer's stop
+#: (STOP_GRACE_SECONDS 0.5 in tests/support/witness_pod.py) fits in what is left, 4 - 1 - 2.5.
+TEST_TIMING = {"LEASE_SECONDS": "4", "SKEW_SECONDS": "1", "RENEW_SECONDS": "0.5", "FENCE_AFTER_SECONDS": "2.5",
+               "RETRY_SECONDS": "0.2"}  # fmt: skip
 EVENT = re.compile(r"^(?P<at>\d+\.\d+) witness-lease: (?P<what>.*)$")
 
 
@@ -41,12 +48,32 @@ class Witness:
         return self.client.get(f"{LEASES}/{LEASE}")
 
     def forget(self) -> None:
-        """No Lease: the next gate creates it."""
-        try:
-            self.client.delete(f"{LEASES}/{LEASE}")
-        except KubeError as error:
-            if error.status != 404:
-                raise
+        """No Lease and no failsafe Lease: the next gate creates them."""
+        for path in [f"{LEASES}/{LEASE}", *(f"{site_leases(site)}/{FAILSAFE_LEASE}" for site in self.site_names)]:
+            try:
+                self.client.delete(path)
+            except KubeError as error:
+                if error.status != 404:
+                    raise
+
+    def release(self) -> None:
+        """A released Lease and no failsafe Lease: the next gate takes it at once (not a lease later, as a missing
+        one), with the fencing counter 1."""
+        self.forget()
+        self.client.create(LEASES, {"metadata": {"name": LEASE}, "spec": {"holderIdentity": ""}})
+
+    @property
+    def site_names(self) -> list[str]:
+        spaces = self.client.get("/api/v1/namespaces")["items"]
+        return [space["metadata"]["name"].removeprefix("site-") for space in spaces
+                if space["metadata"]["name"].startswith("site-")]  # fmt: skip
+
+    def failsafe(self, site: str) -> dict[str, Any]:
+        return self.client.get(f"{site_leases(site)}/{FAILSAFE_LEASE}")
+
+
+def site_leases(site: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/site-{site}/leases"
 
 
 @contextmanager
@@ -55,9 +82,7 @@ def running_witness() -> Iterator[Witness]:
     with running_lab(("witness",)) as lab:
         client = lab.client("witness")
         client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-        rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]}]
-        client.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/roles",
-                      {"metadata": {"name": "lease"}, "rules": rules})  # fmt: skip
+        _lease_role(client, NAMESPACE)
         cluster = lab.cluster("witness")
         yield Witness(lab, client, cluster.ports["api"], cluster.pki / "ca.crt")
 
@@ -72,6 +97,8 @@ class LeaseSite:
     env: dict[str, str]
     process: subprocess.Popen[str] | None = None
     log: Path | None = None
+    #: With the failsafe: a proxy to its own cluster ("local") and one to each other site's cluster (by name).
+    links: dict[str, CutProxy] = field(default_factory=dict)
 
     def start(self, command: str, shell: list[str] | None = None) -> subprocess.Popen[str]:
         chosen = shell_for(shell or ["sh"], self.root / "bin")
@@ -108,21 +135,14 @@ class LeaseSite:
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:
             stop_process(self.process, timeout=5)
-        self.proxy.close()
+        for proxy in [self.proxy, *self.links.values()]:
+            proxy.close()
 
 
 def new_site(witness: Witness, root: Path, name: str, timing: Mapping[str, str]) -> LeaseSite:
     """A ServiceAccount bound to the Lease Role, a token for it, and a proxy to the witness of its own."""
-    client = witness.client
-    _create_once(client, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": name}})
-    binding = {"metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                                      "name": "lease"},
-               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]}  # fmt: skip
-    _create_once(client, f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings", binding)
-    token = client.create(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{name}/token",
-                          {"spec": {"expirationSeconds": 3600}})["status"]["token"]  # fmt: skip
     root.mkdir(parents=True)
-    (root / "token").write_text(token)
+    (root / "token").write_text(_lease_token(witness.client, NAMESPACE, name))
     proxy = CutProxy(witness.api_port)
     proxy.start()
     env = {"API_URL": f"https://127.0.0.1:{proxy.port}", "NAMESPACE": NAMESPACE, "LEASE": LEASE,
@@ -130,6 +150,51 @@ def new_site(witness: Witness, root: Path, name: str, timing: Mapping[str, str])
            "CA_FILE": str(witness.ca), "CURL_BIN": CURL, "TMPDIR": str(root), "PATH": "/usr/bin:/bin",
            **timing}  # fmt: skip
     return LeaseSite(name, root, proxy, env)
+
+
+def with_failsafe(witness: Witness, sites: Mapping[str, LeaseSite]) -> None:
+    """Turn the failsafe on at every site: each site's cluster is the namespace site-<name> of the same API server,
+    reached through a proxy of its own; its gate's token is good for that namespace's Leases, and each other site
+    gets a token good for them too, behind a proxy per (site, peer) the test can cut."""
+    client = witness.client
+    for name in sites:
+        _create_once(client, "/api/v1/namespaces", {"metadata": {"name": f"site-{name}"}})
+        _lease_role(client, f"site-{name}")
+    for name, site in sites.items():
+        site.links["local"] = _cluster_dir(witness, site.root / "local", f"site-{name}", "gate")
+        for peer in sites.keys() - {name}:
+            site.links[peer] = _cluster_dir(witness, site.root / "peers" / peer, f"site-{peer}", f"peer-{name}")
+        site.env.update({"FAILSAFE_LEASE": FAILSAFE_LEASE, "LOCAL_API_URL": f"https://127.0.0.1:{site.links['local'].port}",
+                         "LOCAL_DIR": str(site.root / "local"), "PEERS_DIR": str(site.root / "peers")})  # fmt: skip
+
+
+def _cluster_dir(witness: Witness, directory: Path, namespace: str, account: str) -> CutProxy:
+    """A ServiceAccount mount's three files (and the URL, as a peer's directory holds it) behind a new proxy."""
+    proxy = CutProxy(witness.api_port)
+    proxy.start()
+    directory.mkdir(parents=True)
+    (directory / "token").write_text(_lease_token(witness.client, namespace, account))
+    (directory / "ca.crt").write_bytes(witness.ca.read_bytes())
+    (directory / "namespace").write_text(namespace)
+    (directory / "api-url").write_text(f"https://127.0.0.1:{proxy.port}\n")
+    return proxy
+
+
+def _lease_role(client: KubeClient, namespace: str) -> None:
+    rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]}]
+    _create_once(client, f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+                 {"metadata": {"name": "lease"}, "rules": rules})  # fmt: skip
+
+
+def _lease_token(client: KubeClient, namespace: str, account: str) -> str:
+    """A token of a ServiceAccount bound to the namespace's lease Role (both made on first use)."""
+    _create_once(client, f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": account}})
+    binding = {"metadata": {"name": account}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                         "name": "lease"},
+               "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]}  # fmt: skip
+    _create_once(client, f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings", binding)
+    return client.create(f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+                         {"spec": {"expirationSeconds": 3600}})["status"]["token"]  # fmt: skip
 
 
 def _create_once(client: KubeClient, path: str, body: dict[str, Any]) -> None:
