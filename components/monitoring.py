@@ -26,7 +26,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import gateway_services
 from headscale_ha.components import headscale as headscale_module
 from headscale_ha.components.alerts import (
     EXPORTER_HTTPD_CONF,
@@ -188,10 +188,10 @@ def _gateway_monitor(gateway_namespace: str) -> ScrapeMonitor:
     return ScrapeMonitor(
         "podmonitor-gateway",
         "PodMonitor",
-        gateway_module.SERVICES,
+        gateway_services.SERVICES,
         gateway_namespace,
         {
-            "selector": {"matchLabels": selector(gateway_module.SERVICES)},
+            "selector": {"matchLabels": selector(gateway_services.SERVICES)},
             "namespaceSelector": {"matchNames": [gateway_namespace]},
             "podMetricsEndpoints": [{"port": "metrics", "interval": INTERVAL}],
         },

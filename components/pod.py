@@ -94,6 +94,18 @@ def scheduling(cluster: ClusterSettings) -> dict[str, Any]:
     return {"affinity": affinity, "tolerations": tolerations}
 
 
+def spread(cluster: ClusterSettings, app: str, replicas: int) -> dict[str, Any]:
+    """The cluster's scheduling rules, plus one replica per node when there are several."""
+    placement = scheduling(cluster)
+    if replicas > 1:
+        placement["affinity"]["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": selector(app)}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    return placement
+
+
 def checksum(*parts: str) -> str:
     """Content hash for a pod annotation, so a config change rolls the pod."""
     digest = hashlib.sha256()

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components.gateway import router_key_name, router_key_secret, router_key_secrets
 from headscale_ha.components.settings import TailnetUser
+from headscale_ha.components.subnet_routers import router_key_name, router_key_secret, router_key_secrets
 from headscale_ha.provider.resources import (
     ApiKey,
     ApiKeyProvider,

@@ -1,7 +1,8 @@
 """Kubernetes objects every stateful singleton of the control plane is made of: a volume, a Deployment, a Service.
 
 Kept in one place so Headscale and Headplane cannot drift apart on what makes them safe (Recreate, retained
-volumes, selectors that never change).
+volumes, selectors that never change). Also the disruption budget of a workload spread over several nodes (the
+gateway's two layers).
 """
 
 from __future__ import annotations
@@ -180,4 +181,16 @@ def recovery_facts(app: str, pod_spec: dict[str, Any]) -> PodRecoveryFacts:
         restore_cpu_limit=limit,
         readiness_period_seconds=period,
         restores=restore is not None,
+    )
+
+
+def disruption_budget(
+    name: str, app: str, namespace: str, opts: pulumi.ResourceOptions
+) -> k8s.policy.v1.PodDisruptionBudget:
+    """At most one pod of ``app`` down at a time for a voluntary disruption (a drain): one replica per node."""
+    return k8s.policy.v1.PodDisruptionBudget(
+        name,
+        metadata={"name": app, "namespace": namespace, "labels": labels(app, "gateway")},
+        spec={"maxUnavailable": 1, "selector": {"matchLabels": selector(app)}},
+        opts=opts,
     )

@@ -20,14 +20,7 @@ from headscale_ha.components import headscale as headscale_module
 from headscale_ha.components.alerts import AlertRulesInput, replication_lag_bound
 from headscale_ha.components.backup_volume import BackupVolumeArgs, claim_name
 from headscale_ha.components.endpoint import PUBLIC_NAME, Backend, PublicEndpointArgs
-from headscale_ha.components.gateway import (
-    GatewayServicesArgs,
-    SubnetRoutersArgs,
-    advertised_routes,
-    default_proxies,
-    endpoints,
-    router_name,
-)
+from headscale_ha.components.gateway_services import GatewayServicesArgs, default_proxies, endpoints
 from headscale_ha.components.headplane import HeadplaneArgs
 from headscale_ha.components.headscale import (
     HeadscaleServerArgs,
@@ -54,6 +47,7 @@ from headscale_ha.components.postgres import (
     read_write_host,
 )
 from headscale_ha.components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
+from headscale_ha.components.subnet_routers import SubnetRoutersArgs, advertised_routes, router_name
 from headscale_ha.components.tailnet_objects import TailnetObjectsArgs
 from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, POLICY_KEY, LiveApi, TailnetPolicyArgs
 from headscale_ha.policy.hujson import load_hujson

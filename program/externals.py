@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from headscale_ha.components import headplane, headscale, migration
-from headscale_ha.components.gateway import AUTHKEY_FILE, router_key_secret, router_name
 from headscale_ha.components.litestream import SERVED_KEY, served_config_map
 from headscale_ha.components.position_recorder import WITNESS_KEY
 from headscale_ha.components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, DATABASE_CLUSTER
 from headscale_ha.components.settings import DatabaseStage, ReplicaSource, Role
+from headscale_ha.components.subnet_routers import AUTHKEY_FILE, router_key_secret, router_name
 from headscale_ha.program.args import routers_namespace
 from headscale_ha.program.config import StackConfig
 

@@ -25,10 +25,10 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import gateway_services as services_module
 from headscale_ha.components import headplane as headplane_module
 from headscale_ha.components import headscale as headscale_module
-from headscale_ha.components import headscale_config
+from headscale_ha.components import headscale_config, subnet_routers
 from headscale_ha.components import migration as migration_module
 from headscale_ha.components.headscale_config import STUN_PORT
 from headscale_ha.components.network_egress import (
@@ -216,7 +216,7 @@ def gateway_services(config: StackConfig, to: _Destinations) -> Confined | None:
         reaches += to.reach((Port(proxy.target_port),), destinations, why)
     if not reaches:
         return None
-    return Confined(name=gateway_module.SERVICES, pods=selector(gateway_module.SERVICES), reaches=tuple(reaches))
+    return Confined(name=services_module.SERVICES, pods=selector(services_module.SERVICES), reaches=tuple(reaches))
 
 
 def routers(config: StackConfig, to: _Destinations) -> Confined:
@@ -228,8 +228,8 @@ def routers(config: StackConfig, to: _Destinations) -> Confined:
     public_blocks = ip_blocks(f"{address}/32" for address in sorted(set(public)))
     ingress_data_plane = [from_namespace(namespace) for namespace in sorted(settings.ingress_namespaces)]
     gateway_ports = (
-        Port(gateway_module.DNS_PORT, "UDP"),
-        Port(gateway_module.DNS_PORT, "TCP"),
+        Port(services_module.DNS_PORT, "UDP"),
+        Port(services_module.DNS_PORT, "TCP"),
         *(Port(proxy.port) for proxy in gateway_proxies(config)),
     )
     stun = public_blocks + to.internet()
@@ -248,7 +248,7 @@ def routers(config: StackConfig, to: _Destinations) -> Confined:
         *to.reach((Port(None, "UDP"),), to.internet(), "WireGuard to peers, on whatever port they listen"),
         Reach(
             ports=gateway_ports,
-            destinations=(from_pods(selector(gateway_module.SERVICES), config.gateway.namespace if kernel else None),),
+            destinations=(from_pods(selector(services_module.SERVICES), config.gateway.namespace if kernel else None),),
             why="tailnet clients to the gateway's DNS and proxies",
         ),
     ]
@@ -261,7 +261,7 @@ def routers(config: StackConfig, to: _Destinations) -> Confined:
                 why=f"tailnet clients to the site's routes {', '.join(routes)} (as pods too: Cilium's reading)",
             )
         )
-    return Confined(name=gateway_module.ROUTERS, pods=selector(gateway_module.ROUTERS), reaches=tuple(reaches))
+    return Confined(name=subnet_routers.ROUTERS, pods=selector(subnet_routers.ROUTERS), reaches=tuple(reaches))
 
 
 def _is_address(host: str) -> bool:

@@ -7,9 +7,8 @@ health port is probed by the kubelet.
 
 from __future__ import annotations
 
-from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import gateway_services, headplane_config, headscale_config, subnet_routers
 from headscale_ha.components import headplane as headplane_module
-from headscale_ha.components import headplane_config, headscale_config
 from headscale_ha.components import headscale as headscale_module
 from headscale_ha.components import migration as migration_module
 from headscale_ha.components.alerts import EXPORTER_JOB
@@ -113,7 +112,7 @@ def database_allows(config: StackConfig) -> Protected:
     if config.database.stage is DatabaseStage.MIGRATING:
         clients.append(from_pods(selector(migration_module.JOB)))
     if database_proxies(config):
-        clients.append(from_pods(selector(gateway_module.SERVICES), config.gateway.namespace))
+        clients.append(from_pods(selector(gateway_services.SERVICES), config.gateway.namespace))
     postgres, status = Port(CNPG_POSTGRES_PORT), Port(CNPG_STATUS_PORT)
     operator = from_namespace(config.network_policy.cnpg_operator_namespace)
     allows = (
@@ -147,20 +146,20 @@ def gateway_allows(config: StackConfig) -> Protected:
     """
     routers_ns = routers_namespace(config)
     kernel = routers_ns != config.gateway.namespace
-    router_sources = [from_pods(selector(gateway_module.ROUTERS), routers_ns if kernel else None)]
+    router_sources = [from_pods(selector(subnet_routers.ROUTERS), routers_ns if kernel else None)]
     if kernel:
         router_sources += [from_cidr(config.tailnet.prefixes.v4), from_cidr(config.tailnet.prefixes.v6)]
     ports = (
-        Port(gateway_module.DNS_PORT, "UDP"),
-        Port(gateway_module.DNS_PORT, "TCP"),
+        Port(gateway_services.DNS_PORT, "UDP"),
+        Port(gateway_services.DNS_PORT, "TCP"),
         *(Port(proxy.port) for proxy in gateway_proxies(config)),
     )
     metrics = Allow(
-        ports=(Port(gateway_module.DNS_METRICS_PORT),), sources=_monitoring(config), why="CoreDNS's metrics"
+        ports=(Port(gateway_services.DNS_METRICS_PORT),), sources=_monitoring(config), why="CoreDNS's metrics"
     )
     return Protected(
-        name=gateway_module.SERVICES,
-        pods=selector(gateway_module.SERVICES),
+        name=gateway_services.SERVICES,
+        pods=selector(gateway_services.SERVICES),
         allows=(
             Allow(ports=ports, sources=tuple(router_sources), why="tailnet clients, via the routers"),
             *([metrics] if config.monitoring.enabled else []),

@@ -10,14 +10,14 @@ from typing import Any
 
 import pulumi
 
-from headscale_ha.components import gateway as gateway_module
 from headscale_ha.components import headscale as headscale_module
-from headscale_ha.components.gateway import advertised_routes
+from headscale_ha.components import subnet_routers
 from headscale_ha.components.gateway_config import rewrite_kubeconfig
 from headscale_ha.components.headplane import Headplane
 from headscale_ha.components.headscale import HeadscaleServer
 from headscale_ha.components.release import VERSION
 from headscale_ha.components.settings import PROJECT, Role
+from headscale_ha.components.subnet_routers import advertised_routes
 from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, TailnetPolicy
 from headscale_ha.program import args
 from headscale_ha.program.availability import StackFacts, availability_output, facts_report, stack_facts
@@ -69,7 +69,7 @@ def next_steps(config: StackConfig) -> list[str]:
     without_keys = [
         f"# until then the subnet routers in {args.routers_namespace(config)} have no pre-auth key and stay not "
         f"ready; pulumi up mints one single-use key per replica, each into its own Secret "
-        f"{gateway_module.AUTHKEY_SECRET}-<N> there "
+        f"{subnet_routers.AUTHKEY_SECRET}-<N> there "
         "(or set routerAuthKeys instead)"
     ]
     return [

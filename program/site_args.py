@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from headscale_ha.components.backup_volume import BackupVolumeArgs
 from headscale_ha.components.endpoint import PublicEndpointArgs
-from headscale_ha.components.gateway import GatewayServicesArgs, SubnetRoutersArgs
+from headscale_ha.components.gateway_services import GatewayServicesArgs
 from headscale_ha.components.headplane import HeadplaneArgs
 from headscale_ha.components.headscale import HeadscaleServerArgs
 from headscale_ha.components.migration import SqliteToPostgresArgs
@@ -24,6 +24,7 @@ from headscale_ha.components.network_policy import NetworkPoliciesArgs
 from headscale_ha.components.pod import labels
 from headscale_ha.components.postgres import PostgresDatabaseArgs
 from headscale_ha.components.settings import Role
+from headscale_ha.components.subnet_routers import SubnetRoutersArgs
 from headscale_ha.components.tailnet_objects import TailnetObjectsArgs
 from headscale_ha.components.tailnet_policy import TailnetPolicyArgs
 from headscale_ha.policy.render import RenderedPolicy

@@ -1,8 +1,9 @@
 """SubnetRouters and GatewayServices as the component package exposes them: the split gateway, from plain inputs.
 
-Both are facades over the Python components of components/gateway.py: they validate every input first (the same
-value types and replica rule as the stack config, plus the few checks that stand between a typo and a pod that
-fails without saying why), then build that component as their only child, under the same name.
+Both are facades over the Python components of components/subnet_routers.py and components/gateway_services.py:
+they validate every input first (the same value types and replica rule as the stack config, plus the few checks that
+stand between a typo and a pod that fails without saying why), then build that component as their only child, under
+the same name.
 """
 
 # No `from __future__ import annotations`: the schema analyzer reads these annotations as objects.
@@ -15,7 +16,7 @@ import pulumi
 from pulumi.errors import InputPropertyError
 from pydantic import Field, model_validator
 
-from headscale_ha.components import gateway
+from headscale_ha.components import gateway_services, subnet_routers
 from headscale_ha.components.config_types import Cidr, DnsLabel, Fqdn, HttpsUrl, Image, IPAddress, IPv4
 from headscale_ha.components.settings import (
     ClusterSettings,
@@ -36,10 +37,10 @@ _RELATIVE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a
 #: the pod the socat containers share (a socat on one of them fails to bind, or CoreDNS does, with no hint why).
 _RESERVED_PORTS = {
     53: "the Service's DNS port",
-    gateway.DNS_PORT: "CoreDNS's port in the pod",
+    gateway_services.DNS_PORT: "CoreDNS's port in the pod",
     8080: "CoreDNS's health port in the pod",
     8181: "CoreDNS's readiness port in the pod",
-    gateway.DNS_METRICS_PORT: "CoreDNS's metrics port in the pod",
+    gateway_services.DNS_METRICS_PORT: "CoreDNS's metrics port in the pod",
 }
 
 
@@ -133,13 +134,13 @@ class SubnetRouters(pulumi.ComponentResource):
     @staticmethod
     def component_args(
         args: SubnetRoutersArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> gateway.SubnetRoutersArgs:
+    ) -> subnet_routers.SubnetRoutersArgs:
         """The Python component's args from these inputs, every one checked first (the provider calls it before
         constructing, so a bad input is reported as the invalid property it is)."""
         plain = settings_of(_RouterInputs, {k: v for k, v in args.items() if k != "cluster"})
         cluster = settings_of(ClusterSettings, required(args, "cluster"), "cluster")
         _within_nodes(plain.replicas, cluster, "replicas")
-        return gateway.SubnetRoutersArgs(
+        return subnet_routers.SubnetRoutersArgs(
             namespace=plain.namespace,
             replicas=plain.replicas,
             image=plain.image,
@@ -156,7 +157,7 @@ class SubnetRouters(pulumi.ComponentResource):
     def __init__(self, name: str, args: SubnetRoutersArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         component_args = self.component_args(args, opts)
         super().__init__("headscale-ha:index:SubnetRouters", name, None, opts)
-        routers = gateway.SubnetRouters(name, component_args, child_options(self, opts))
+        routers = subnet_routers.SubnetRouters(name, component_args, child_options(self, opts))
         expose(
             self,
             {
@@ -319,7 +320,7 @@ class GatewayServices(pulumi.ComponentResource):
     @staticmethod
     def component_args(
         args: GatewayServicesArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> gateway.GatewayServicesArgs:
+    ) -> gateway_services.GatewayServicesArgs:
         """The Python component's args from these inputs, every one checked first (the provider calls it before
         constructing, so a bad input is reported as the invalid property it is)."""
         plain = settings_of(_ServicesInputs, {k: v for k, v in args.items() if k not in ("cluster", "proxies")})
@@ -327,7 +328,7 @@ class GatewayServices(pulumi.ComponentResource):
         proxies = _proxies(required(args, "proxies"))
         cluster = settings_of(ClusterSettings, required(args, "cluster"), "cluster")
         _within_nodes(plain.replicas, cluster, "replicas")
-        return gateway.GatewayServicesArgs(
+        return gateway_services.GatewayServicesArgs(
             namespace=plain.namespace,
             replicas=plain.replicas,
             coredns_image=plain.coredns_image,
@@ -347,7 +348,7 @@ class GatewayServices(pulumi.ComponentResource):
     def __init__(self, name: str, args: GatewayServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         component_args = self.component_args(args, opts)
         super().__init__("headscale-ha:index:GatewayServices", name, None, opts)
-        services = gateway.GatewayServices(name, component_args, child_options(self, opts))
+        services = gateway_services.GatewayServices(name, component_args, child_options(self, opts))
         expose(
             self,
             {

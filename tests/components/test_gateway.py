@@ -13,15 +13,9 @@ from typing import Any
 
 import pytest
 
-from headscale_ha.components.gateway import (
-    GatewayServices,
-    SubnetRouters,
-    advertised_routes,
-    dns_records,
-    endpoints,
-    socat_target,
-)
+from headscale_ha.components.gateway_services import GatewayServices, dns_records, endpoints, socat_target
 from headscale_ha.components.settings import Proxy, RouterMode, Site
+from headscale_ha.components.subnet_routers import SubnetRouters, advertised_routes
 from headscale_ha.program.args import gateway_services_args, subnet_routers_args
 from headscale_ha.program.config import ConfigError
 from tests.support.component_run import build_component

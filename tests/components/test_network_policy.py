@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from headscale_ha.components import gateway as gateway_module
-from headscale_ha.components.gateway import GatewayServices
+from headscale_ha.components import gateway_services, subnet_routers
+from headscale_ha.components.gateway_services import GatewayServices
 from headscale_ha.components.network_policy import (
     DEFAULT_DENY,
     Allow,
@@ -128,7 +128,7 @@ def test_kernel_routers_reach_the_gateway_from_their_own_namespace() -> None:
     assert world.can(router, pods["gateway"], 6443)
     assert world.can(TAILNET_CLIENT, pods["gateway"], 1053, "UDP")
     assert not world.can(pods["router"], pods["gateway"], 6443), "router labels in the gateway namespace"
-    assert not world.can(STRANGER, router, gateway_module.HEALTH_PORT)
+    assert not world.can(STRANGER, router, subnet_routers.HEALTH_PORT)
     assert {p["metadata"]["namespace"] for p in world.policies} == {
         "headscale",
         "tailnet-gateway",
@@ -154,7 +154,7 @@ def test_the_gateway_load_balancer_admits_any_source_unless_given_ranges() -> No
         (found,) = [
             o
             for o in run.kubernetes_objects()
-            if o["kind"] == "Service" and o["metadata"]["name"] == gateway_module.SERVICES
+            if o["kind"] == "Service" and o["metadata"]["name"] == gateway_services.SERVICES
         ]
         return found["spec"]
 

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from headscale_ha.components import gateway
+from headscale_ha.components import gateway_services, subnet_routers
 from headscale_ha.components.settings import ClusterSettings, Proxy, RouterMode
 from headscale_ha.package.gateway import GatewayServices, SubnetRouters
 from tests.support.component_run import build_component, refused
@@ -80,9 +80,11 @@ SERVICES_ONE: dict[str, Any] = {
 }
 
 
-def _router_args(inputs: dict[str, Any], key_secrets: tuple[pulumi.Resource, ...] = ()) -> gateway.SubnetRoutersArgs:
+def _router_args(
+    inputs: dict[str, Any], key_secrets: tuple[pulumi.Resource, ...] = ()
+) -> subnet_routers.SubnetRoutersArgs:
     """The Python args a program writes by hand for the same routers."""
-    return gateway.SubnetRoutersArgs(
+    return subnet_routers.SubnetRoutersArgs(
         namespace=inputs["namespace"],
         replicas=inputs["replicas"],
         image=inputs["image"],
@@ -97,8 +99,8 @@ def _router_args(inputs: dict[str, Any], key_secrets: tuple[pulumi.Resource, ...
     )
 
 
-def _services_args(inputs: dict[str, Any]) -> gateway.GatewayServicesArgs:
-    return gateway.GatewayServicesArgs(
+def _services_args(inputs: dict[str, Any]) -> gateway_services.GatewayServicesArgs:
+    return gateway_services.GatewayServicesArgs(
         namespace=inputs["namespace"],
         replicas=inputs["replicas"],
         coredns_image=inputs["coredns_image"],
@@ -126,7 +128,7 @@ def _below(run: ProgramRun, package_type: str, python_type: str, name: str) -> l
 def _key_secret(name: str = "router-key") -> k8s.core.v1.Secret:
     return k8s.core.v1.Secret(
         name,
-        metadata={"name": gateway.router_key_secret(0), "namespace": "tailnet-routers"},
+        metadata={"name": subnet_routers.router_key_secret(0), "namespace": "tailnet-routers"},
         string_data={"authkey": "hskey-auth-x"},
     )
 
@@ -134,7 +136,7 @@ def _key_secret(name: str = "router-key") -> k8s.core.v1.Secret:
 @pytest.mark.parametrize("inputs", [ROUTERS_KERNEL, ROUTERS_USERSPACE], ids=["kernel-two", "userspace-one"])
 def test_routers_register_what_the_python_component_registers_one_level_down(inputs: dict[str, Any]) -> None:
     package = build_component(lambda: SubnetRouters("routers", inputs))
-    python = build_component(lambda: gateway.SubnetRouters("routers", _router_args(inputs)))
+    python = build_component(lambda: subnet_routers.SubnetRouters("routers", _router_args(inputs)))
     below = _below(package, "headscale-ha:index:SubnetRouters", "headscale-ha:gateway:SubnetRouters", "routers")
     assert below == subtree(python.resources, "headscale-ha:gateway:SubnetRouters", "routers")
     statefulsets = [n for chain, n, _ in below if chain.endswith("StatefulSet")]
@@ -151,7 +153,7 @@ def test_the_statefulsets_wait_for_what_the_component_depends_on_as_for_the_key_
         SubnetRouters("routers", ROUTERS_KERNEL, pulumi.ResourceOptions(depends_on=[_key_secret()]))
 
     def python_program() -> None:
-        gateway.SubnetRouters("routers", _router_args(ROUTERS_KERNEL, key_secrets=(_key_secret(),)))
+        subnet_routers.SubnetRouters("routers", _router_args(ROUTERS_KERNEL, key_secrets=(_key_secret(),)))
 
     package, python = build_component(package_program), build_component(python_program)
     ours = [_dependencies(package, r) for r in package.of_type("kubernetes:apps/v1:StatefulSet")]
@@ -221,7 +223,7 @@ def test_a_bad_router_input_is_refused_at_its_schema_path(change: dict, path: st
 @pytest.mark.parametrize("inputs", [SERVICES_TWO, SERVICES_ONE], ids=["two-replicas", "one-replica"])
 def test_services_register_what_the_python_component_registers_one_level_down(inputs: dict[str, Any]) -> None:
     package = build_component(lambda: GatewayServices("gateway", inputs))
-    python = build_component(lambda: gateway.GatewayServices("gateway", _services_args(inputs)))
+    python = build_component(lambda: gateway_services.GatewayServices("gateway", _services_args(inputs)))
     below = _below(package, "headscale-ha:index:GatewayServices", "headscale-ha:gateway:GatewayServices", "gateway")
     assert below == subtree(python.resources, "headscale-ha:gateway:GatewayServices", "gateway")
     names = [n for _, n, _ in below]

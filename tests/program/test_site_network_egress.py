@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import gateway_services, subnet_routers
 from headscale_ha.components.network_egress import url_endpoint
 from headscale_ha.components.network_policy import (
     DEFAULT_DENY_EGRESS,
@@ -73,10 +73,10 @@ def test_every_pod_reaches_what_it_needs_and_nothing_else(option_set: str, proje
         for stranger, port, protocol in STRANGERS:
             assert not world.out(pod, stranger, port, protocol), (pod.name, stranger, port, protocol)
     api, api_port = api_server(config), config.network_policy.api_server_port
-    gateway = world.pod(gateway_module.SERVICES)
+    gateway = world.pod(gateway_services.SERVICES)
     # The API server: the routers (state Secrets), CloudNativePG and Headscale while it runs on SQLite (its position
     # recorder patches the served witness); the gateway only when its proxy targets it. Never Headplane.
-    expected = {p.name for p in [*world.apps(gateway_module.ROUTERS), *world.instances()]}
+    expected = {p.name for p in [*world.apps(subnet_routers.ROUTERS), *world.instances()]}
     if config.database.stage is not DatabaseStage.POSTGRES and config.backup.auth.record_position:
         expected.add("headscale")
     if any(p.target_host == api.ip and p.target_port == api_port for p in gateway_proxies(config)):
@@ -134,7 +134,7 @@ def _control_plane_reaches(world: World, config: StackConfig) -> None:
 
 def _gateway_reaches(world: World, config: StackConfig, objects: list[dict[str, Any]]) -> None:
     """The proxies reach their targets only; the routers their control server, DERP, peers and the gateway."""
-    gateway, headscale = world.pod(gateway_module.SERVICES), world.pod("headscale")
+    gateway, headscale = world.pod(gateway_services.SERVICES), world.pod("headscale")
     for proxy in gateway_proxies(config):
         target = proxy_target(config, world, proxy.target_host)
         for destination in target if isinstance(target, list) else [target]:
@@ -143,7 +143,7 @@ def _gateway_reaches(world: World, config: StackConfig, objects: list[dict[str, 
     assert not world.out(gateway, headscale, 8080)
     assert not world.out(gateway, CLUSTERMESH, 443), "the clustermesh proxy's port only"
     public = [External(ip=site.public_address) for site in config.tailnet.sites if site.public_address]
-    for router in world.apps(gateway_module.ROUTERS):
+    for router in world.apps(subnet_routers.ROUTERS):
         for port, protocol in gateway_ports(objects, gateway):
             assert world.connects(router, gateway, port, protocol), (port, protocol)
         for port, protocol in ((443, "TCP"), (80, "TCP"), (3478, "UDP"), (41641, "UDP"), (50123, "UDP")):

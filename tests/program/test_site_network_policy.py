@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import gateway_services, subnet_routers
 from headscale_ha.components.network_policy import (
     DEFAULT_DENY,
 )
@@ -46,7 +46,7 @@ def test_rendered_policies_admit_the_intended_flows_and_nothing_else(
     kernel = router.namespace != gateway.namespace
     # The gateway services (DNS and every proxy) from the routers only.
     ports = gateway_ports(objects, gateway)
-    assert (gateway_module.DNS_PORT, "UDP") in ports
+    assert (gateway_services.DNS_PORT, "UDP") in ports
     assert (6443, "TCP") in ports
     for port, protocol in ports:
         assert world.can(router, gateway, port, protocol), (port, protocol)
@@ -66,7 +66,7 @@ def test_rendered_policies_admit_the_intended_flows_and_nothing_else(
         assert not world.can(in_gateway_namespace, gateway, 6443), "kernel routers live in their own namespace"
     # The routers admit nothing (tunnels are outbound; the kubelet probes their health port).
     for source in (STRANGER, gateway, headscale, INTERNET, TAILNET_CLIENT):
-        assert not world.can(source, router, gateway_module.HEALTH_PORT)
+        assert not world.can(source, router, subnet_routers.HEALTH_PORT)
 
     # Headscale: HTTP from the ingress data plane (no source named: any), metrics from monitoring only.
     assert world.can(INGRESS, headscale, 8080)
@@ -117,7 +117,7 @@ def test_the_gateway_load_balancer_takes_source_ranges(run_stack) -> None:
     (service,) = [
         o
         for o in run_stack("hydra").kubernetes_objects()
-        if o["kind"] == "Service" and o["metadata"]["name"] == gateway_module.SERVICES
+        if o["kind"] == "Service" and o["metadata"]["name"] == gateway_services.SERVICES
     ]
     assert "loadBalancerSourceRanges" not in service["spec"], "default: any source (the policies admit routers only)"
     assert service["spec"]["externalTrafficPolicy"] == "Cluster"
@@ -133,5 +133,5 @@ def test_source_ranges_reach_the_rendered_service(project_copy, stack_outputs) -
     from tools.plan import plan_stack
 
     objects = plan_stack("lab", project_dir=project, stack_outputs=stack_outputs).kubernetes_objects()
-    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == gateway_module.SERVICES]
+    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == gateway_services.SERVICES]
     assert service["spec"]["loadBalancerSourceRanges"] == ["10.244.0.0/16"]

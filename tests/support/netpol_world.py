@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from headscale_ha.components import gateway as gateway_module
+from headscale_ha.components import gateway_services
 from headscale_ha.components.network_policy import NetworkPoliciesArgs
 from tests.support.netpol import Evaluator, External, Pod, admitted, namespaces_of, network_policies_of, pods_of
 
@@ -76,7 +76,7 @@ def rendered(args: NetworkPoliciesArgs) -> list[dict[str, Any]]:
 
 def gateway_ports(objects: Sequence[Mapping[str, Any]], gateway: Pod) -> list[tuple[int, str]]:
     """(pod port, protocol) of every port of the gateway Service: what a router reaches behind the gateway IP."""
-    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == gateway_module.SERVICES]
+    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == gateway_services.SERVICES]
     ports = []
     for entry in service["spec"]["ports"]:
         target = entry.get("targetPort", entry["port"])

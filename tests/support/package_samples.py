@@ -14,7 +14,15 @@ from typing import Any
 
 import pulumi
 
-from headscale_ha.components import backup_volume, endpoint, gateway, headplane, headscale, litestream
+from headscale_ha.components import (
+    backup_volume,
+    endpoint,
+    gateway_services,
+    headplane,
+    headscale,
+    litestream,
+    subnet_routers,
+)
 from headscale_ha.components.settings import (
     BackupSettings,
     ClusterSettings,
@@ -171,9 +179,9 @@ SAMPLES: tuple[Sample, ...] = (
             "hostname_prefix": "hydra",
             "cluster": CLUSTER,
         },
-        lambda name: gateway.SubnetRouters(
+        lambda name: subnet_routers.SubnetRouters(
             name,
-            gateway.SubnetRoutersArgs(
+            subnet_routers.SubnetRoutersArgs(
                 namespace="tailnet-gateway",
                 replicas=2,
                 image="ghcr.io/tailscale/tailscale:v1.82.5",
@@ -204,9 +212,9 @@ SAMPLES: tuple[Sample, ...] = (
             "pool_label": "tailnet",
             "cluster": CLUSTER,
         },
-        lambda name: gateway.GatewayServices(
+        lambda name: gateway_services.GatewayServices(
             name,
-            gateway.GatewayServicesArgs(
+            gateway_services.GatewayServicesArgs(
                 namespace="tailnet-gateway",
                 replicas=2,
                 coredns_image="registry.k8s.io/coredns/coredns:v1.12.0",

@@ -13,7 +13,7 @@ from typing import Any
 
 from headscale_ha.components.alerts import AlertRulesInput
 from headscale_ha.components.backup_volume import claim_name
-from headscale_ha.components.gateway import GatewayServicesArgs, SubnetRoutersArgs
+from headscale_ha.components.gateway_services import GatewayServicesArgs
 from headscale_ha.components.headplane import Headplane, HeadplaneArgs
 from headscale_ha.components.headscale import (
     HeadscaleServer,
@@ -35,6 +35,7 @@ from headscale_ha.components.settings import (
     ResourceAmounts,
     RouterMode,
 )
+from headscale_ha.components.subnet_routers import SubnetRoutersArgs
 from tests.support.component_run import build_component
 from tools.harness import ProgramRun, secret
 

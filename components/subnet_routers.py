@@ -1,50 +1,33 @@
-"""The split gateway of one cluster: HA subnet routers, and gateway services behind one stable IP.
+"""Layer 1 of the split gateway of one cluster: HA subnet routers.
 
-Layer 1, `SubnetRouters`: tailscale-only pods in a StatefulSet, one per node (anti-affinity), each with its own
+Tailscale-only pods, one StatefulSet of one pod per replica, one replica per node (anti-affinity), each with its own
 state Secret so a restart keeps its node identity; they advertise the cluster CIDRs and the tailnet LB pool,
-approved by the policy's autoApprovers. Layer 2, `GatewayServices`: CoreDNS for the site's split-DNS zone and
-socat proxies, in a normal Deployment behind ONE LoadBalancer Service whose IP comes from the Cilium pool and
-never changes. Split DNS and the tailnet kubeconfig point at that IP, never at a per-replica tailnet IP.
+approved by the policy's autoApprovers. Layer 2, behind one stable IP, is components/gateway_services.py: split DNS
+and the tailnet kubeconfig point at that IP, never at a per-replica tailnet IP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components import gateway_config
-from headscale_ha.components.gateway_config import render_corefile, render_hosts
 from headscale_ha.components.pod import (
-    checksum,
     container_security,
     labels,
     pod_security,
     resources,
-    scheduling,
     selector,
+    spread,
     static_check_skips,
 )
-from headscale_ha.components.settings import (
-    ApiServer,
-    ClusterSettings,
-    ComputeResources,
-    Proxy,
-    ResourceAmounts,
-    RouterMode,
-    Site,
-)
+from headscale_ha.components.settings import ClusterSettings, ComputeResources, ResourceAmounts, RouterMode, Site
+from headscale_ha.components.workload import disruption_budget
 
 ROUTERS = "subnet-router"
-SERVICES = "tailnet-gateway"
-DNS_PORT = 1053  # unprivileged in the pod; the Service answers on 53
-COREFILE_DIR = "/etc/coredns-config"
-HOSTS_DIR = "/etc/coredns-hosts"  # a directory mount, so CoreDNS sees ConfigMap updates and reloads
-COREFILE_CONFIG_MAP = "tailnet-dns-corefile"
-HOSTS_CONFIG_MAP = "tailnet-dns-hosts"
 AUTHKEY_SECRET = "subnet-router-authkey"  # prefix: replica N reads Secret `subnet-router-authkey-N` only
 AUTHKEY_DIR = "/etc/tailscale-authkey"  # the key Secret, mounted whole: kubelet refreshes it after each `pulumi up`
 AUTHKEY_FILE = "authkey"  # the one data key of a replica's key Secret
@@ -52,14 +35,8 @@ AUTHKEY_FILE = "authkey"  # the one data key of a replica's key Secret
 ORDINAL_LABEL = "headscale-ha/router-ordinal"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 KEY_SOURCE_ANNOTATION = "headscale-ha/auth-key-source"
-#: CoreDNS's `prometheus` plugin, for the PodMonitor (monitoring on).
-DNS_METRICS_PORT = 9153
 HEALTH_PORT = 9002  # containerboot's /healthz (TS_ENABLE_HEALTH_CHECK)
-POOL_LABEL = "io.cilium/lb-pool"
 ROOT_ANNOTATION = "headscale-ha/runs-as-root"
-_SMALL = ComputeResources(
-    requests=ResourceAmounts(cpu="10m", memory="32Mi"), limits=ResourceAmounts(cpu="200m", memory="128Mi")
-)
 _ROUTER = ComputeResources(
     requests=ResourceAmounts(cpu="20m", memory="64Mi"), limits=ResourceAmounts(cpu="1", memory="256Mi")
 )
@@ -68,25 +45,6 @@ _ROUTER = ComputeResources(
 def advertised_routes(site: Site) -> list[str]:
     """What a site's routers advertise: its cluster CIDRs and its tailnet LB pool (sorted, unique)."""
     return sorted({*site.routes, site.lb_pool})
-
-
-def default_proxies(api_server: ApiServer) -> list[Proxy]:
-    """The proxies a Talos/Cilium cluster needs: kube-api and talos to the API server, clustermesh etcd."""
-    return [
-        Proxy(name="kube-api", port=6443, target_host=api_server.host, target_port=api_server.port),
-        Proxy(name="talos", port=50000, target_host=api_server.host, target_port=50000),
-        Proxy(
-            name="clustermesh",
-            port=2379,
-            target_host="clustermesh-apiserver.kube-system.svc.cluster.local",
-            target_port=2379,
-        ),
-    ]
-
-
-def socat_target(host: str, port: int) -> str:
-    """socat's TCP client address; an IPv6 address goes in brackets, or its colons would read as the port's."""
-    return f"TCP:[{host}]:{port}" if ":" in host else f"TCP:{host}:{port}"
 
 
 def router_key_name(ordinal: int | str) -> str:
@@ -135,41 +93,6 @@ def key_check(namespace: str, ordinal: int, key_dir: str = AUTHKEY_DIR) -> str:
     )
 
 
-def dns_records(zone: str, gateway_ip: str, hosts: Mapping[str, str]) -> dict[str, str]:
-    """Names of the site's zone: `gateway` and `api` on the stable gateway IP, then `hosts` (name -> address)."""
-    records = {f"gateway.{zone}": gateway_ip, f"api.{zone}": gateway_ip}
-    records.update({f"{name}.{zone}": address for name, address in hosts.items()})
-    return records
-
-
-def endpoints(gateway_ip: str, proxies: Sequence[Proxy]) -> dict[str, str]:
-    """`ip:port` of every service behind the gateway IP: DNS and each proxy."""
-    return {"dns": f"{gateway_ip}:53", **{proxy.name: f"{gateway_ip}:{proxy.port}" for proxy in proxies}}
-
-
-def spread(cluster: ClusterSettings, app: str, replicas: int) -> dict[str, Any]:
-    """The cluster's scheduling rules, plus one replica per node when there are several."""
-    placement = scheduling(cluster)
-    if replicas > 1:
-        placement["affinity"]["podAntiAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": selector(app)}, "topologyKey": "kubernetes.io/hostname"}
-            ]
-        }
-    return placement
-
-
-def _disruption_budget(
-    name: str, app: str, namespace: str, opts: pulumi.ResourceOptions
-) -> k8s.policy.v1.PodDisruptionBudget:
-    return k8s.policy.v1.PodDisruptionBudget(
-        name,
-        metadata={"name": app, "namespace": namespace, "labels": labels(app, "gateway")},
-        spec={"maxUnavailable": 1, "selector": {"matchLabels": selector(app)}},
-        opts=opts,
-    )
-
-
 @dataclass(frozen=True, kw_only=True)
 class SubnetRoutersArgs:
     """What the subnet routers of one site need; nothing here knows a stack file."""
@@ -186,26 +109,6 @@ class SubnetRoutersArgs:
     key_source: str | None = None  # where the keys come from (e.g. `minted`); None: no key yet, so Pulumi
     # does not wait for readiness. A pod annotation carries it, so the pods roll when a source appears.
     key_secrets: tuple[pulumi.Resource, ...] = ()  # the resources that write the keys; the routers start after them
-
-
-@dataclass(frozen=True, kw_only=True)
-class GatewayServicesArgs:
-    """What the gateway services of one site need: CoreDNS for its zone and the TCP proxies, behind one IP."""
-
-    namespace: str  # where the Deployment, its ConfigMaps and the LoadBalancer Service live
-    replicas: int  # CoreDNS/socat pods; more than one spreads them one per node and adds a PodDisruptionBudget
-    coredns_image: str  # CoreDNS image
-    metrics: bool = False  # CoreDNS serves Prometheus metrics on DNS_METRICS_PORT (port `metrics`)
-    socat_image: str  # socat image, one container per proxy
-    proxies: tuple[Proxy, ...]  # TCP ports on the gateway IP and where each forwards to
-    dns_zone: str  # the split-DNS zone CoreDNS answers for
-    dns_hosts: Mapping[str, str]  # extra names in the zone (relative name -> address)
-    gateway_ip: str  # the Service's fixed IP (Cilium LB IPAM); `gateway.<zone>` and `api.<zone>` point at it
-    lb_pool: str  # CIDR of the CiliumLoadBalancerIPPool that hands out `gateway_ip`
-    pool_name: str  # name of that (cluster-scoped) pool
-    pool_label: str  # value of the `io.cilium/lb-pool` label by which the pool selects the Service
-    cluster: ClusterSettings  # the cluster's placement rules
-    load_balancer_source_ranges: tuple[str, ...] = ()  # CIDRs the LoadBalancer admits; empty: any source
 
 
 class SubnetRouters(pulumi.ComponentResource):
@@ -244,7 +147,7 @@ class SubnetRouters(pulumi.ComponentResource):
             self.state_secrets.append(state)
             self.statefulsets.append(previous)
         if args.replicas > 1:
-            _disruption_budget(f"{name}-pdb", ROUTERS, args.namespace, child)
+            disruption_budget(f"{name}-pdb", ROUTERS, args.namespace, child)
         self.namespace = args.namespace
         self.statefulset_names = [router_name(n) for n in range(args.replicas)]
         self.state_secret_names = list(self.statefulset_names)
@@ -456,201 +359,3 @@ def _router_security(kernel: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     return security, {"seccompProfile": {"type": "RuntimeDefault"}}
-
-
-def gateway_corefile(args: GatewayServicesArgs) -> str:
-    """CoreDNS's Corefile: the site's zone from the hosts file, on the pod's unprivileged DNS port."""
-    return render_corefile(
-        zone=args.dns_zone,
-        hosts_path=f"{HOSTS_DIR}/hosts",
-        port=DNS_PORT,
-        metrics_port=DNS_METRICS_PORT if args.metrics else None,
-    )
-
-
-def gateway_hosts(args: GatewayServicesArgs) -> str:
-    """The zone's hosts file: `gateway` and `api` on the gateway IP, then the configured names."""
-    return render_hosts(dns_records(args.dns_zone, args.gateway_ip, args.dns_hosts))
-
-
-def gateway_service_spec(args: GatewayServicesArgs) -> dict[str, Any]:
-    """The LoadBalancer Service's spec: DNS on 53 (UDP and TCP) and each proxy's port."""
-    ports = [
-        {"name": "dns-udp", "port": 53, "targetPort": DNS_PORT, "protocol": "UDP"},
-        {"name": "dns-tcp", "port": 53, "targetPort": DNS_PORT, "protocol": "TCP"},
-        *({"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"} for p in args.proxies),
-    ]
-    return {
-        "type": "LoadBalancer",
-        # Cluster: the clients are router pods inside the cluster, which the policy does not touch; for
-        # traffic arriving from outside, any node forwards to wherever the gateway pods run.
-        "externalTrafficPolicy": "Cluster",
-        "selector": selector(SERVICES),
-        "ports": ports,
-        **(
-            {"loadBalancerSourceRanges": list(args.load_balancer_source_ranges)}
-            if args.load_balancer_source_ranges
-            else {}
-        ),
-    }
-
-
-class GatewayServices(pulumi.ComponentResource):
-    """CoreDNS and TCP proxies behind one LoadBalancer Service with a fixed IP from the Cilium pool.
-
-    Outputs (also attributes): `namespace`; `service` (`service_name`), the LoadBalancer Service;
-    `corefileConfigMap` and `hostsConfigMap` (`corefile_config_map`, `hosts_config_map`), CoreDNS's configuration;
-    `pool` (`pool_name`), the CiliumLoadBalancerIPPool; `ip`, the fixed gateway IP; `dnsZone`; `endpoints`,
-    `ip:port` of DNS and of every proxy.
-    """
-
-    deployment: k8s.apps.v1.Deployment
-    service: k8s.core.v1.Service
-    pool: k8s.apiextensions.CustomResource
-    namespace: str
-    service_name: str
-    corefile_config_map: str
-    hosts_config_map: str
-    pool_name: str
-    ip: str
-    dns_zone: str
-    endpoints: dict[str, str]
-
-    def __init__(self, name: str, args: GatewayServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("headscale-ha:gateway:GatewayServices", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": args.namespace, "labels": labels(SERVICES, "gateway")}
-        corefile = gateway_corefile(args)
-        k8s.core.v1.ConfigMap(
-            f"{name}-corefile",
-            metadata={**meta, "name": COREFILE_CONFIG_MAP},
-            data={"Corefile": corefile},
-            opts=child,
-        )
-        k8s.core.v1.ConfigMap(
-            f"{name}-hosts",
-            metadata={**meta, "name": HOSTS_CONFIG_MAP},
-            data={"hosts": gateway_hosts(args)},
-            opts=child,
-        )
-        self.pool = k8s.apiextensions.CustomResource(
-            f"{name}-pool",
-            api_version="cilium.io/v2",
-            kind="CiliumLoadBalancerIPPool",
-            metadata={"name": args.pool_name, "labels": labels(SERVICES, "gateway")},
-            spec={
-                "blocks": [{"cidr": args.lb_pool}],
-                "serviceSelector": {"matchLabels": {POOL_LABEL: args.pool_label}},
-            },
-            opts=child,
-        )
-        self.deployment = self._deployment(name, args, meta, corefile)
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
-            metadata={
-                **meta,
-                "name": SERVICES,
-                "labels": {**meta["labels"], POOL_LABEL: args.pool_label},
-                # The stable address everything on the tailnet uses for this site (split DNS, kubeconfig).
-                "annotations": {"lbipam.cilium.io/ips": args.gateway_ip},
-            },
-            spec=gateway_service_spec(args),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.pool]),
-        )
-        if args.replicas > 1:
-            _disruption_budget(f"{name}-pdb", SERVICES, args.namespace, child)
-        self._register_names(args)
-
-    def _deployment(
-        self, name: str, args: GatewayServicesArgs, meta: dict[str, Any], corefile: str
-    ) -> k8s.apps.v1.Deployment:
-        """CoreDNS and the proxies, rolled when the Corefile changes (the hosts file is reloaded in place)."""
-        pod_spec = self._pod_spec(args)
-        return k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata={**meta, "name": SERVICES, "annotations": static_check_skips(pod_spec)},
-            spec={
-                "replicas": args.replicas,
-                "selector": {"matchLabels": selector(SERVICES)},
-                "template": {
-                    "metadata": {
-                        "labels": labels(SERVICES, "gateway"),
-                        "annotations": {"checksum/config": checksum(corefile)},
-                    },
-                    "spec": pod_spec,
-                },
-            },
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-
-    def _register_names(self, args: GatewayServicesArgs) -> None:
-        """The names other programs need, as attributes and as the registered outputs."""
-        self.namespace = args.namespace
-        self.service_name = SERVICES
-        self.corefile_config_map = COREFILE_CONFIG_MAP
-        self.hosts_config_map = HOSTS_CONFIG_MAP
-        self.pool_name = args.pool_name
-        self.ip = args.gateway_ip
-        self.dns_zone = args.dns_zone
-        self.endpoints = endpoints(args.gateway_ip, args.proxies)
-        self.register_outputs(
-            {
-                "namespace": args.namespace,
-                "service": SERVICES,
-                "corefileConfigMap": COREFILE_CONFIG_MAP,
-                "hostsConfigMap": HOSTS_CONFIG_MAP,
-                "pool": args.pool_name,
-                "ip": args.gateway_ip,
-                "dnsZone": args.dns_zone,
-                "endpoints": self.endpoints,
-            }
-        )
-
-    @staticmethod
-    def _pod_spec(args: GatewayServicesArgs) -> dict[str, Any]:
-        dns = {
-            "name": "coredns",
-            "image": args.coredns_image,
-            "args": ["-conf", f"{COREFILE_DIR}/Corefile"],
-            "ports": [
-                {"name": "dns-udp", "containerPort": DNS_PORT, "protocol": "UDP"},
-                {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
-                *([{"name": "metrics", "containerPort": DNS_METRICS_PORT, "protocol": "TCP"}] if args.metrics else []),
-            ],
-            "livenessProbe": {"httpGet": {"path": "/health", "port": gateway_config.HEALTH_PORT}, "periodSeconds": 15},
-            "readinessProbe": {"httpGet": {"path": "/ready", "port": gateway_config.READY_PORT}, "periodSeconds": 10},
-            "resources": resources(_SMALL),
-            "securityContext": container_security(),
-            "volumeMounts": [
-                {"name": "corefile", "mountPath": COREFILE_DIR, "readOnly": True},
-                {"name": "hosts", "mountPath": HOSTS_DIR, "readOnly": True},
-            ],
-        }
-        socat = [
-            {
-                "name": f"proxy-{proxy.name}",
-                "image": args.socat_image,
-                "args": [
-                    f"TCP-LISTEN:{proxy.port},fork,reuseaddr",
-                    socat_target(proxy.target_host, proxy.target_port),
-                ],
-                "ports": [{"name": proxy.name[:15], "containerPort": proxy.port, "protocol": "TCP"}],
-                "readinessProbe": {"tcpSocket": {"port": proxy.port}, "periodSeconds": 10},
-                "livenessProbe": {"tcpSocket": {"port": proxy.port}, "periodSeconds": 20, "failureThreshold": 3},
-                "resources": resources(_SMALL),
-                "securityContext": container_security(),
-            }
-            for proxy in args.proxies
-        ]
-        spec: dict[str, Any] = {
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": pod_security(),
-            **spread(args.cluster, SERVICES, args.replicas),
-            "containers": [dns, *socat],
-            "volumes": [
-                {"name": "corefile", "configMap": {"name": COREFILE_CONFIG_MAP}},
-                {"name": "hosts", "configMap": {"name": HOSTS_CONFIG_MAP}},
-            ],
-        }
-        return spec
