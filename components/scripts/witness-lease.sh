@@ -43,8 +43,8 @@
 # The writers (optional, for a pod): the gate copies SERVE_FROM's files into SERVE_DIR once it holds the Lease, and
 # the writers (Headscale, Litestream) read their config from there; the fence empties SERVE_DIR first, so a writer
 # the kubelet restarts in place cannot start again, and then stops each process named in STOP, in order (SIGTERM;
-# SIGKILL after STOP_GRACE_SECONDS). Processes are found by name in /proc: with the pod's process namespace shared,
-# and every container running as one uid, no capability is needed. The stops must fit in the margin:
+# SIGKILL after STOP_GRACE_SECONDS). Processes are found by name in /proc (a program's own name, or a shell script's):
+# with the pod's process namespace shared, and every container running as one uid, no capability is needed. The stops must fit in the margin:
 # STOP_GRACE_SECONDS times the number of names is at most LEASE_SECONDS - SKEW_SECONDS - FENCE_AFTER_SECONDS.
 #
 # Runs in docker.io/curlimages/curl (alpine: busybox ash + curl; no jq): POSIX sh, curl (7.55+, `-H @file`), and the
@@ -71,7 +71,9 @@
 #   PEERS_DIR            (hold) absolute: a directory per other site, named for it, each holding api-url, token,
 #                        ca.crt and namespace: credentials for that site's FAILSAFE_LEASE and nothing else
 #   SERVE_DIR            optional, absolute: filled by acquire from SERVE_FROM (absolute), emptied by a fence
-#   STOP                 optional (hold): process names (as /proc/PID/comm spells them) the fence stops, in order
+#   STOP                 optional (hold): the processes the fence stops, in order, each by its name: a process
+#                        whose /proc/PID/comm is that name (at most 15 characters, as the kernel keeps it), or a shell
+#                        (sh, ash, dash, bash, busybox) whose first argument is a script of that name
 #   STOP_GRACE_SECONDS   optional (hold): how long each gets after SIGTERM (default 2)
 #
 # Log lines (stderr) start with the monotonic time they were written at (seconds since boot), so that two processes
@@ -214,10 +216,9 @@ seconds STOP_GRACE_SECONDS "$STOP_GRACE_SECONDS"
 stops=0
 for name in $STOP; do
     case "$name" in
-        *[!A-Za-z0-9._-]*) die "$EX_USAGE" "STOP must be process names (letters, digits, '.', '_', '-'; got '$name')." ;;
+        *[!A-Za-z0-9._-]*) die "$EX_USAGE" "STOP must be process or script names (letters, digits, '.', '_', '-'; \
+got '$name')." ;;
     esac
-    [ "${#name}" -le 15 ] || die "$EX_USAGE" "STOP's names must be at most 15 characters, as /proc/PID/comm keeps \
-them (got '$name')."
     stops=$((stops + 1))
 done
 awk -v n="$stops" -v g="$STOP_GRACE_SECONDS" -v f="$FENCE_AFTER_SECONDS" -v s="$SKEW_SECONDS" \
@@ -464,12 +465,20 @@ unserve() {
     done
 }
 
-# pids_named NAME: the processes whose /proc/PID/comm is NAME (not this shell's own).
+# pids_named NAME: the processes named NAME (their /proc/PID/comm), and the shells running a script named NAME (their
+# first argument's last component); never this shell.
 pids_named() {
     for proc in /proc/[0-9]*; do
+        [ "${proc#/proc/}" != "$$" ] || continue
         comm=
         read -r comm <"$proc/comm" 2>/dev/null || continue
-        if [ "$comm" = "$1" ] && [ "${proc#/proc/}" != "$$" ]; then printf '%s\n' "${proc#/proc/}"; fi
+        case "$comm" in
+            "$1") printf '%s\n' "${proc#/proc/}" ;;
+            sh | ash | dash | bash | busybox)
+                script=$(tr '\000' '\n' <"$proc/cmdline" 2>/dev/null | sed -n 2p) || script=
+                if [ "${script##*/}" = "$1" ]; then printf '%s\n' "${proc#/proc/}"; fi
+                ;;
+        esac
     done
 }
 

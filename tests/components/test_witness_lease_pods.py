@@ -36,8 +36,10 @@ def write_log(tmp_path: Path) -> Path:
     return tmp_path / "writes.log"
 
 
-def pods(sites: dict[str, LeaseSite], write_log: Path, replace_after: float = 0.5) -> dict[str, LeasePod]:
-    return {name: LeasePod(site, write_log, replace_after=replace_after) for name, site in sites.items()}
+def pods(
+    sites: dict[str, LeaseSite], write_log: Path, replace_after: float = 0.5, script_writer: bool = False
+) -> dict[str, LeasePod]:
+    return {name: LeasePod(site, write_log, replace_after, script_writer=script_writer) for name, site in sites.items()}
 
 
 def wait_for_writes(log: Path, site: str, timeout: float, after: float = 0.0) -> float:
@@ -60,13 +62,15 @@ def stop_all(running: dict[str, LeasePod]) -> None:
         pod.stop()
 
 
+@pytest.mark.parametrize("script_writer", [False, True], ids=["named-process", "shell-script"])
 def test_a_holder_cut_off_stops_writing_before_the_other_site_writes(
-    sites: dict[str, LeaseSite], write_log: Path
+    sites: dict[str, LeaseSite], write_log: Path, script_writer: bool
 ) -> None:
     """hydra loses the witness and cosmos. Its pod is replaced only 3 s after the fence, and its writer is restarted
-    in place meanwhile: only the fence (config gone, writer stopped) keeps it from writing on."""
+    in place meanwhile: only the fence (config gone, writer stopped) keeps it from writing on. The writer is a
+    process of its own name (as Headscale) or a script run by `sh` (as the backup signer)."""
     hydra = sites["hydra"]
-    running = pods(sites, write_log, replace_after=3)
+    running = pods(sites, write_log, replace_after=3, script_writer=script_writer)
     running["hydra"].start()
     wait_for_writes(write_log, "hydra", timeout=10)
     running["cosmos"].start()

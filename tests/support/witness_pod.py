@@ -7,8 +7,9 @@ it starts only when its config is in the serving directory the gate filled and t
 renewer exited (fenced) is replaced a moment later (``replace_after``): its writer is killed and a new gate starts,
 under the new pod's name (the IDENTITY ``SITE/headscale-N``).
 
-The writer is a copy of a POSIX shell under a name of its own (/proc/PID/comm), so that the fence's STOP finds it
-and nothing else on this machine.
+The writer has a name of its own, so that the fence's STOP finds it and nothing else on this machine: by default a
+copy of a POSIX shell under that name (/proc/PID/comm, as Headscale or Litestream); with ``script_writer``, a script of
+that name run by `sh` (as the backup signer: comm `sh`, the name in its first argument).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class LeasePod:
     write_log: Path
     replace_after: float = 0.5
     restart_delay: float = 0.1
+    script_writer: bool = False
     writer_name: str = field(init=False)
     writer_exits: list[int] = field(default_factory=list)
     renewer_exits: list[int] = field(default_factory=list)
@@ -93,8 +95,12 @@ class LeasePod:
         self.writer_name = f"w-{self.site.name[:6]}-{secrets.token_hex(3)}"
         bin_dir = self.site.root / "writer-bin"
         bin_dir.mkdir(exist_ok=True)
-        shutil.copy(shutil.which("dash") or "/bin/sh", bin_dir / self.writer_name)
-        (bin_dir / "writer.sh").write_text(WRITER)
+        if self.script_writer:
+            self.writer_name += ".sh"
+            (bin_dir / self.writer_name).write_text(WRITER)
+        else:
+            shutil.copy(shutil.which("dash") or "/bin/sh", bin_dir / self.writer_name)
+            (bin_dir / "writer.sh").write_text(WRITER)
         serve_from = self.site.root / "serve-from"
         serve_from.mkdir(exist_ok=True)
         (serve_from / "config").write_text("the writer's config\n")
@@ -149,10 +155,15 @@ class LeasePod:
             with self._lock:
                 if pod_gone.is_set():
                     return
-                self._writer = subprocess.Popen([str(bin_dir / self.writer_name), str(bin_dir / "writer.sh")],
-                                                env=env, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+                self._writer = subprocess.Popen(self._writer_argv(bin_dir), env=env, stderr=subprocess.DEVNULL,
+                                                text=True)  # fmt: skip
             self.writer_exits.append(self._writer.wait())
             pod_gone.wait(self.restart_delay)
+
+    def _writer_argv(self, bin_dir: Path) -> list[str]:
+        if self.script_writer:
+            return ["sh", str(bin_dir / self.writer_name)]
+        return [str(bin_dir / self.writer_name), str(bin_dir / "writer.sh")]
 
     def _end_pod(self) -> None:
         with self._lock:
