@@ -44,8 +44,9 @@
 # the writers (Headscale, Litestream) read their config from there; the fence empties SERVE_DIR first, so a writer
 # the kubelet restarts in place cannot start again, and then stops each process named in STOP, in order (SIGTERM;
 # SIGKILL after STOP_GRACE_SECONDS). Processes are found by name in /proc (a program's own name, or a shell script's):
-# with the pod's process namespace shared, and every container running as one uid, no capability is needed. The stops must fit in the margin:
-# STOP_GRACE_SECONDS times the number of names is at most LEASE_SECONDS - SKEW_SECONDS - FENCE_AFTER_SECONDS.
+# with the pod's process namespace shared, and every container running as one uid, no capability is needed. The
+# stops must fit in the margin: STOP_GRACE_SECONDS times the number of names is at most LEASE_SECONDS - SKEW_SECONDS
+# - FENCE_AFTER_SECONDS.
 #
 # Runs in docker.io/curlimages/curl (alpine: busybox ash + curl; no jq): POSIX sh, curl (7.55+, `-H @file`), and the
 # busybox applets sleep, mktemp, sed, awk and date. The bearer token is never in a process's argv nor in a log line.
@@ -219,6 +220,8 @@ for name in $STOP; do
         *[!A-Za-z0-9._-]*) die "$EX_USAGE" "STOP must be process or script names (letters, digits, '.', '_', '-'; \
 got '$name')." ;;
     esac
+    [ "$name" != "${0##*/}" ] || die "$EX_USAGE" "STOP must not name this script ('$name'): the fence would stop \
+itself before the writers."
     stops=$((stops + 1))
 done
 awk -v n="$stops" -v g="$STOP_GRACE_SECONDS" -v f="$FENCE_AFTER_SECONDS" -v s="$SKEW_SECONDS" \
@@ -255,7 +258,7 @@ at_witness() {
     TARGET_CA=$CA_FILE
 }
 at_site() {
-    TARGET_URL=$1
+    TARGET_URL=${1%/}
     TARGET_TOKEN=$2/token
     TARGET_CA=$2/ca.crt
     TARGET_LEASES=$(leases "$(cat "$2/namespace" 2>/dev/null)")

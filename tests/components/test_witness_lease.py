@@ -87,6 +87,7 @@ def test_the_script_passes_its_static_checks(checker: list[str]) -> None:
         ({"RENEW_SECONDS": "-1"}, "RENEW_SECONDS must be a positive number"),
         ({"STOP": "a b", "STOP_GRACE_SECONDS": "0.3"}, "STOP_GRACE_SECONDS times the number of STOP names must fit"),
         ({"STOP": "sign.sh;rm"}, "STOP must be process or script names"),
+        ({"STOP": "headscale witness-lease.sh"}, "STOP must not name this script ('witness-lease.sh')"),
         ({"SERVE_FROM": "/config"}, "SERVE_FROM needs SERVE_DIR"),
     ],
 )

@@ -176,7 +176,7 @@ def _cluster_dir(witness: Witness, directory: Path, namespace: str, account: str
     (directory / "token").write_text(_lease_token(witness.client, namespace, account))
     (directory / "ca.crt").write_bytes(witness.ca.read_bytes())
     (directory / "namespace").write_text(namespace)
-    (directory / "api-url").write_text(f"https://127.0.0.1:{proxy.port}\n")
+    (directory / "api-url").write_text(f"https://127.0.0.1:{proxy.port}/\n")  # as kubeconfigs often spell it
     return proxy
 
 
