@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from tests.support.witness_lab import LeaseSite, Witness, new_site, running_witness, with_failsafe
-from tests.support.witness_pod import LeasePod, two_writers, writes
+from tests.support.witness_pod import LeasePod, first_write, two_writers, uptime, writes
 
 #: The proposed default: fence 12 s after the last accepted renewal, take over 20 + 2 s after the last change seen;
 #: the writers get the 6 s left to stop (STOP_GRACE_SECONDS of the pod model: 0.5 s).
@@ -38,20 +38,6 @@ TIMING = {"LEASE_SECONDS": "20", "SKEW_SECONDS": "2", "RENEW_SECONDS": "3", "FEN
 SCENARIOS = ("lost", "partitioned", "witness-only", "witness-down")
 #: How long the failsafe scenarios keep the witness away: past both the holder's deadline and the other's wait.
 OUTAGE_SECONDS = sum(float(TIMING[key]) for key in ("LEASE_SECONDS", "SKEW_SECONDS", "FENCE_AFTER_SECONDS"))
-
-
-def _uptime() -> float:
-    return float(Path("/proc/uptime").read_text().split()[0])
-
-
-def _first_write(log: Path, site: str, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [write.at for write in writes(log) if write.site == site]
-        if found:
-            return found[0]
-        time.sleep(0.1)
-    raise AssertionError(f"{site} did not write within {timeout} s")
 
 
 def _cut(holder: LeaseSite, taker: LeaseSite, scenario: str) -> None:
@@ -72,10 +58,10 @@ def _trial(witness: Witness, root: Path, scenario: str) -> dict[str, float]:
     pods = {name: LeasePod(site, log) for name, site in sites.items()}
     try:
         pods["hydra"].start()
-        _first_write(log, "hydra", timeout=30)
+        first_write(log, "hydra", timeout=30)
         pods["cosmos"].start()
         time.sleep(float(TIMING["RENEW_SECONDS"]) * 2)  # the gate has seen a renewal or two
-        lost_at = _uptime()
+        lost_at = uptime()
         if scenario == "lost":
             pods["hydra"].lose()
         _cut(sites["hydra"], sites["cosmos"], scenario)
@@ -83,7 +69,7 @@ def _trial(witness: Witness, root: Path, scenario: str) -> dict[str, float]:
             time.sleep(OUTAGE_SECONDS)
             figures = {"changes": float(len({write.fencing for write in writes(log)}) - 1)}
         else:
-            first = _first_write(log, "cosmos", timeout=120)
+            first = first_write(log, "cosmos", timeout=120)
             last_old = max(write.at for write in writes(log) if write.site == "hydra")
             figures = {"takeover": first - lost_at, "gap": first - last_old}
     finally:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
 from tests.support.witness_lab import TEST_TIMING, LeaseSite, Witness, new_site, with_failsafe
-from tests.support.witness_pod import LeasePod, two_writers, writes
+from tests.support.witness_pod import LeasePod, first_write, two_writers, uptime, writes
 
 pytestmark = pytest.mark.real_tool("curl", *LAB_TOOLS)
 
@@ -42,21 +42,6 @@ def pods(
     return {name: LeasePod(site, write_log, replace_after, script_writer=script_writer) for name, site in sites.items()}
 
 
-def wait_for_writes(log: Path, site: str, timeout: float, after: float = 0.0) -> float:
-    """The first write of ``site`` after ``after`` (uptime), waiting up to ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [write.at for write in writes(log) if write.site == site and write.at > after]
-        if found:
-            return found[0]
-        time.sleep(0.1)
-    raise AssertionError(f"{site} did not write within {timeout} s: {sorted({w.site for w in writes(log)})}")
-
-
-def uptime() -> float:
-    return float(Path("/proc/uptime").read_text().split()[0])
-
-
 def stop_all(running: dict[str, LeasePod]) -> None:
     for pod in running.values():
         pod.stop()
@@ -72,13 +57,13 @@ def test_a_holder_cut_off_stops_writing_before_the_other_site_writes(
     hydra = sites["hydra"]
     running = pods(sites, write_log, replace_after=3, script_writer=script_writer)
     running["hydra"].start()
-    wait_for_writes(write_log, "hydra", timeout=10)
+    first_write(write_log, "hydra", timeout=10)
     running["cosmos"].start()
     time.sleep(1)
     cut_at = uptime()
     hydra.proxy.cut("blackhole")
     hydra.links["cosmos"].cut("blackhole")
-    wait_for_writes(write_log, "cosmos", timeout=20)
+    first_write(write_log, "cosmos", timeout=20)
     time.sleep(1)
     stop_all(running)
     assert two_writers(write_log) == []
@@ -94,14 +79,14 @@ def test_a_lost_site_is_followed_by_the_other_within_a_lease(sites: dict[str, Le
     hydra = sites["hydra"]
     running = pods(sites, write_log)
     running["hydra"].start()
-    wait_for_writes(write_log, "hydra", timeout=10)
+    first_write(write_log, "hydra", timeout=10)
     running["cosmos"].start()
     time.sleep(1)
     lost_at = uptime()
     running["hydra"].lose()
     for proxy in [hydra.proxy, *hydra.links.values()]:
         proxy.cut("refuse")
-    first = wait_for_writes(write_log, "cosmos", timeout=20)
+    first = first_write(write_log, "cosmos", timeout=20)
     stop_all(running)
     assert two_writers(write_log) == []
     assert first - lost_at < 4 + 1 + 0.5 + 1  # LEASE + SKEW, a renewal interval, the writer's start
@@ -110,7 +95,7 @@ def test_a_lost_site_is_followed_by_the_other_within_a_lease(sites: dict[str, Le
 def test_with_the_witness_down_the_same_writer_writes_on(sites: dict[str, LeaseSite], write_log: Path) -> None:
     running = pods(sites, write_log)
     running["hydra"].start()
-    wait_for_writes(write_log, "hydra", timeout=10)
+    first_write(write_log, "hydra", timeout=10)
     running["cosmos"].start()
     time.sleep(1)
     cut_at = uptime()
@@ -141,7 +126,7 @@ def test_a_flapping_link_hands_over_once_and_never_makes_two_writers(
     hydra = sites["hydra"]
     running = pods(sites, write_log)
     running["hydra"].start()
-    wait_for_writes(write_log, "hydra", timeout=10)
+    first_write(write_log, "hydra", timeout=10)
     running["cosmos"].start()
     for outage in (0.8, 0.5, 3.5, 0.5, 0.8):  # the third, with the peer cut too, outlasts the fencing deadline
         hydra.proxy.cut("blackhole")
@@ -151,7 +136,7 @@ def test_a_flapping_link_hands_over_once_and_never_makes_two_writers(
         hydra.proxy.mend()
         hydra.links["cosmos"].mend()
         time.sleep(1.0)
-    wait_for_writes(write_log, "cosmos", timeout=15)
+    first_write(write_log, "cosmos", timeout=15)
     time.sleep(1)
     stop_all(running)
     assert two_writers(write_log) == []

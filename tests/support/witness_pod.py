@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,22 @@ def writes(log: Path) -> list[Write]:
         site, fencing, at = line.split()
         found.append(Write(site, int(fencing), float(at)))
     return found
+
+
+def first_write(log: Path, site: str, timeout: float) -> float:
+    """When ``site`` first wrote (uptime), waiting up to ``timeout`` seconds for it to."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [write.at for write in writes(log) if write.site == site]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"{site} did not write within {timeout} s: {sorted({w.site for w in writes(log)})}")
+
+
+def uptime() -> float:
+    """The clock the writers and the lease script log (seconds since boot)."""
+    return float(Path("/proc/uptime").read_text().split()[0])
 
 
 def two_writers(log: Path) -> list[str]:
