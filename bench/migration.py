@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from migration import check_target, preflight, run_pgloader, schema_for, verify
+from migration import check_target, preflight, reset_target, run_pgloader, schema_for, verify
 from migration.load import continue_sequences
 from migration.source import snapshot
 from migration.target import UNVERIFIED, VERIFIED, write_mark
@@ -58,7 +58,14 @@ def one_run(server: PgServer, sqlite: Path, version: str, workdir: Path, name: s
     check_target(pg, schema)
     write_mark(pg, UNVERIFIED, "bench")
     watch.lap("target")
-    run_pgloader(copy, pg, schema.table_names, workdir=workdir / name, expected_rows=report.row_counts)
+    run_pgloader(
+        copy,
+        pg,
+        schema.table_names,
+        workdir=workdir / name,
+        expected_rows=report.row_counts,
+        reset=lambda: reset_target(pg, schema),
+    )
     watch.lap("load")
     continue_sequences(pg, schema, report.next_ids)
     watch.lap("sequences")

@@ -242,6 +242,7 @@ def _load_and_verify(
             workdir=workdir,
             expected_rows=report.row_counts,
             pgloader=args.pgloader,
+            reset=lambda: reset_target(pg, schema),
         )
         return loaded, continue_sequences(pg, schema, report.next_ids)
 
@@ -251,6 +252,7 @@ def _load_and_verify(
         lambda r: (
             f"pgloader exit {r[0].returncode}, {sum(filter(None, map(r[0].table_rows, schema.table_names)))}"
             f" rows; sequences continue at {' '.join(f'{t}={n}' for t, n in r[1].items())}"
+            + "".join(f"; ran again after pgloader's monitor crashed ({cause})" for cause in r[0].reruns_after_crash)
         ),
     )
     checked = _step("verify", lambda: verify(copy, pg, version=schema.version), _describe_verify)

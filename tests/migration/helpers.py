@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from migration import LoadReport, reset_target, run_pgloader, schema_for
 from migration.psql import PsqlConnection
 from tests.support.pg_lab import PROJECT_DIR
 
@@ -95,3 +96,11 @@ def processes_mentioning(text: str, *, name: str = "pgloader") -> list[int]:
         if any(text.encode() in arg for arg in argv):
             found.append(int(entry.name))
     return found
+
+
+def load(sqlite: Path, pg: PsqlConnection, version: str, workdir: Path, *, check: bool = True) -> LoadReport:
+    """pgloader into Headscale's schema, as the CLI runs it: after a crash of its monitor, reset and once more."""
+    schema = schema_for(version)
+    return run_pgloader(
+        sqlite, pg, schema.table_names, workdir=workdir, check=check, reset=lambda: reset_target(pg, schema)
+    )

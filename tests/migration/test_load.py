@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from migration import PsqlConnection, run_pgloader, schema_for
-from tests.migration.helpers import cli, run_args
+from migration import PsqlConnection
+from tests.migration.helpers import cli, load, run_args
 from tests.support import headscale_samples as sample_db
 from tests.support.pg_lab import PgServer
 
@@ -25,7 +25,7 @@ def _next(pg: PsqlConnection, table: str) -> int:
 def test_pgloader_alone_would_hand_out_deleted_ids_again(tmp_path: Path, new_db: NewDb) -> None:
     sqlite = sample_db.with_deleted_newest(sample_db.build(tmp_path / "hs.sqlite", VERSION))
     pg = new_db(VERSION)
-    run_pgloader(sqlite, pg, schema_for(VERSION).table_names, workdir=tmp_path / "work")
+    load(sqlite, pg, VERSION, tmp_path / "work")
     assert [_next(pg, table) for table in ("users", "pre_auth_keys", "nodes")] == [4, 5, 5]
 
 

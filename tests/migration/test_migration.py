@@ -37,6 +37,7 @@ from migration import (
 from migration.catalog import foreign_key_problems, foreign_keys, row_counts, schema_problems
 from migration.values import parse_timestamp
 from migration.versions import BIGINT, BOOLEAN, BYTEA, TIMESTAMPTZ, HeadscaleSchema
+from tests.migration.helpers import load
 from tests.support import headscale_samples as sample_db
 from tests.support.pg_lab import PROJECT_DIR, PgServer
 
@@ -66,11 +67,6 @@ def _mutate(path: Path, *statements: str) -> Path:
 def _digest(path: Path) -> tuple[str, list[str]]:
     """The file's hash and its directory listing: a read-only step changes neither (no -wal, no -journal)."""
     return hashlib.sha256(path.read_bytes()).hexdigest(), sorted(p.name for p in path.parent.iterdir())
-
-
-def _load(sqlite: Path, pg: PsqlConnection, version: str, workdir: Path, *, check: bool = True) -> object:
-    schema = schema_for(version)
-    return run_pgloader(sqlite, pg, schema.table_names, workdir=workdir, check=check)
 
 
 # --------------------------------------------------------------------------- the spec against the reference
@@ -379,7 +375,7 @@ def test_non_empty_target_is_refused_unless_forced(tmp_path: Path, new_db: NewDb
     sqlite = sample_db.build(tmp_path / "hs.sqlite", "0.29.2")
     pg = new_db("0.29.2")
     schema = schema_for("0.29.2")
-    _load(sqlite, pg, "0.29.2", tmp_path / "work")
+    load(sqlite, pg, "0.29.2", tmp_path / "work")
     pg.execute("UPDATE users SET name = 'changed-after-migration' WHERE id = 1")
     with pytest.raises(MigrationError, match=r"already holds data \(users=3, pre_auth_keys=4") as caught:
         check_target(pg, schema)
@@ -416,7 +412,7 @@ def test_one_bad_value_empties_the_table_with_exit_0_and_verify_catches_it(tmp_p
         preflight(sqlite, version="0.29.2")  # the guard that normally stops this before pgloader runs
 
     pg = new_db("0.29.2")
-    report = _load(sqlite, pg, "0.29.2", tmp_path / "unchecked", check=False)
+    report = load(sqlite, pg, "0.29.2", tmp_path / "unchecked", check=False)
     assert report.returncode == 0  # pgloader's verdict
     assert report.table_rows("pre_auth_keys") == 0
     assert row_counts(pg, ("pre_auth_keys", "nodes")) == {"pre_auth_keys": 0, "nodes": 4}
@@ -430,7 +426,7 @@ def test_one_bad_value_empties_the_table_with_exit_0_and_verify_catches_it(tmp_p
     assert "foreign key fk_nodes_auth_key: 3 row(s) reference a missing parent" in caught.value.message
 
     with pytest.raises(MigrationError, match=r"pgloader counted 1 error\(s\) in 'pre_auth_keys'") as checked:
-        _load(sqlite, new_db("0.29.2"), "0.29.2", tmp_path / "checked")
+        load(sqlite, new_db("0.29.2"), "0.29.2", tmp_path / "checked")
     assert checked.value.step == "load"
 
 
@@ -440,7 +436,7 @@ def test_nul_byte_is_cut_silently_and_only_the_checksum_catches_it(tmp_path: Pat
         "UPDATE nodes SET host_info = '{\"Hostname\":\"db-1' || char(0) || 'x\"}' WHERE id = 2",
     )
     pg = new_db("0.29.2")
-    report = _load(sqlite, pg, "0.29.2", tmp_path / "work")  # checked: pgloader reports nothing wrong at all
+    report = load(sqlite, pg, "0.29.2", tmp_path / "work")  # checked: pgloader reports nothing wrong at all
     assert report.returncode == 0
     assert report.errors == []
     assert pg.scalar("SELECT host_info FROM nodes WHERE id = 2") == '{"Hostname":"db-1'
@@ -455,7 +451,7 @@ def test_dangling_foreign_key_drops_the_constraint_with_exit_0_and_is_caught(tmp
         preflight(sqlite, version="0.29.2")
 
     pg = new_db("0.29.2")
-    report = _load(sqlite, pg, "0.29.2", tmp_path / "unchecked", check=False)
+    report = load(sqlite, pg, "0.29.2", tmp_path / "unchecked", check=False)
     assert report.returncode == 0
     assert "fk_nodes_user" not in foreign_keys(pg)
     with pytest.raises(MigrationError) as caught:
@@ -554,7 +550,7 @@ def loaded(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> tup
     tmp = tmp_path_factory.mktemp("loaded")
     sqlite = sample_db.build(tmp / "hs.sqlite", "0.29.2")
     pg = pg_server.headscale_database("loaded_0_29_2", "0.29.2")
-    _load(sqlite, pg, "0.29.2", tmp / "work")
+    load(sqlite, pg, "0.29.2", tmp / "work")
     verify(sqlite, pg, version="0.29.2")
     return sqlite, "loaded_0_29_2"
 

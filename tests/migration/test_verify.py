@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from migration import MigrationError, PsqlConnection, run_pgloader, schema_for, verify
-from tests.migration.helpers import cli, mutate, run_args
+from migration import MigrationError, PsqlConnection, schema_for, verify
+from tests.migration.helpers import cli, load, mutate, run_args
 from tests.support import headscale_samples as sample_db
 from tests.support.pg_lab import PgServer
 
@@ -36,7 +36,7 @@ def _loaded(pg_server: PgServer, tmp: Path, name: str, *statements: str) -> tupl
     """A correctly migrated database to copy from (TEMPLATE), and its SQLite source."""
     sqlite = mutate(sample_db.build(tmp / "hs.sqlite", VERSION), *statements)
     pg = pg_server.headscale_database(name, VERSION)
-    run_pgloader(sqlite, pg, schema_for(VERSION).table_names, workdir=tmp / "work")
+    load(sqlite, pg, VERSION, tmp / "work")
     return sqlite, name
 
 
@@ -108,7 +108,7 @@ def test_verify_refuses_a_sequence_that_would_reuse_a_deleted_rows_id(tmp_path: 
     sqlite = sample_db.with_deleted_newest(sample_db.build(tmp_path / "hs.sqlite", VERSION))
     schema = schema_for(VERSION)
     pg = new_db(VERSION)
-    run_pgloader(sqlite, pg, schema.table_names, workdir=tmp_path / "work")  # pgloader's sequences: max(id) + 1
+    load(sqlite, pg, VERSION, tmp_path / "work")  # pgloader's sequences: max(id) + 1
     with pytest.raises(MigrationError) as caught:
         verify(sqlite, pg, version=VERSION)
     assert [line.strip() for line in caught.value.message.splitlines()[1:]] == [
