@@ -28,19 +28,24 @@ import tempfile
 import time
 from pathlib import Path
 
+from headscale_ha.components.settings import FailoverSettings
+from headscale_ha.components.witness_lease import GATE_RETRY_SECONDS
 from tests.support.witness_lab import LeaseSite, Witness, new_site, running_witness, with_failsafe
 from tests.support.witness_pod import LeasePod, first_write, two_writers, uptime, writes
 
 #: The proposed default: fence 12 s after the last accepted renewal, take over 20 + 2 s after the last change seen;
 #: the writers get the 6 s left to stop (STOP_GRACE_SECONDS of the pod model: 0.5 s).
-TIMING = {"LEASE_SECONDS": "20", "SKEW_SECONDS": "2", "RENEW_SECONDS": "3", "FENCE_AFTER_SECONDS": "12",
-          "RETRY_SECONDS": "1"}  # fmt: skip
+#: The program's default timing (tailnet.failover) and the gate's retry, as the serving pod renders them (STOP and
+#: its grace are each stand-in pod's own).
+_DEFAULT = FailoverSettings().script_environment()
+TIMING = {key: _DEFAULT[key] for key in ("LEASE_SECONDS", "SKEW_SECONDS", "RENEW_SECONDS", "FENCE_AFTER_SECONDS")}
+TIMING["RETRY_SECONDS"] = str(GATE_RETRY_SECONDS)
 SCENARIOS = ("lost", "partitioned", "witness-only", "witness-down")
 #: How long the failsafe scenarios keep the witness away: past both the holder's deadline and the other's wait.
 OUTAGE_SECONDS = sum(float(TIMING[key]) for key in ("LEASE_SECONDS", "SKEW_SECONDS", "FENCE_AFTER_SECONDS"))
 
 
-def _cut(holder: LeaseSite, taker: LeaseSite, scenario: str) -> None:
+def cut(holder: LeaseSite, taker: LeaseSite, scenario: str) -> None:
     mode = "refuse" if scenario == "lost" else "blackhole"
     holder.proxy.cut(mode)
     if scenario in ("lost", "partitioned"):
@@ -64,7 +69,7 @@ def _trial(witness: Witness, root: Path, scenario: str) -> dict[str, float]:
         lost_at = uptime()
         if scenario == "lost":
             pods["hydra"].lose()
-        _cut(sites["hydra"], sites["cosmos"], scenario)
+        cut(sites["hydra"], sites["cosmos"], scenario)
         if scenario in ("witness-only", "witness-down"):
             time.sleep(OUTAGE_SECONDS)
             figures = {"changes": float(len({write.fencing for write in writes(log)}) - 1)}

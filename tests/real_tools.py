@@ -108,6 +108,7 @@ TOOLS: dict[str, Tool] = {
         Tool("pgloader", "pgloader", "apt", _which("pgloader"), "pgloader, the SQLite -> PostgreSQL loader"),
         Tool("openssl", "openssl", "apt", _which("openssl"), "openssl, makes the TLS tests' CA and server certificate"),
         Tool("curl", "curl", "apt", _which("curl"), "curl, the position recorder's HTTP client (its image's)"),
+        Tool("sqlite3", "sqlite3", "apt", _which("sqlite3"), "the sqlite3 CLI, the witness lease scenarios' writer"),
         Tool("checkov", "checkov", "toolenv", _tool_env("checkov"), "checkov, static checks of the rendered objects"),
         Tool(
             "prometheus",

@@ -14,9 +14,10 @@
 #                                 conditional on the resourceVersion of the last; it fences when the Lease is another's
 #                                 (a renewal refused with 409 and the holder changed) or when FENCE_AFTER_SECONDS have
 #                                 passed since the start of the last renewal the witness accepted: writes
-#                                 STATE_DIR/fenced (why), empties SERVE_DIR, stops the writers (STOP) and exits 5. On
-#                                 SIGTERM or SIGINT it releases the Lease (empty holderIdentity, conditional as ever)
-#                                 and exits 0: the pod is stopping, its writers stopped first.
+#                                 STATE_DIR/fenced (why), empties SERVE_DIR, stops the writers (STOP), deletes its
+#                                 own pod (POD_NAME) and exits 5. On SIGTERM or SIGINT it releases the Lease (empty
+#                                 holderIdentity, conditional as ever) and exits 0: the pod is stopping, its writers
+#                                 stopped first.
 #
 # The rule (why a fenced holder is stopped before anyone may take over): a taker counts LEASE_SECONDS + SKEW_SECONDS
 # from the moment it first saw the Lease's current resourceVersion, which is after the holder sent the renewal that
@@ -76,6 +77,9 @@
 #                        whose /proc/PID/comm is that name (at most 15 characters, as the kernel keeps it), or a shell
 #                        (sh, ash, dash, bash, busybox) whose first argument is a script of that name
 #   STOP_GRACE_SECONDS   optional (hold): how long each gets after SIGTERM (default 2)
+#   POD_NAME, POD_UID    optional (hold): after a fence, delete this pod (name and uid, from the downward API)
+#                        through LOCAL_API_URL with LOCAL_DIR's token (a token bound to the pod), so that it is
+#                        replaced; both LOCAL_* are then required for hold too
 #
 # Log lines (stderr) start with the monotonic time they were written at (seconds since boot), so that two processes
 # on one machine can be compared: "acquired fencing=N", "fenced: why" (when the deadline passed: the monotonic time
@@ -161,6 +165,8 @@ SERVE_DIR=${SERVE_DIR:-}
 SERVE_FROM=${SERVE_FROM:-}
 STOP=${STOP:-}
 STOP_GRACE_SECONDS=${STOP_GRACE_SECONDS:-2}
+POD_NAME=${POD_NAME:-}
+POD_UID=${POD_UID:-}
 
 # https_url NAME VALUE: prints VALUE without a trailing '/'.
 https_url() {
@@ -201,6 +207,15 @@ if [ -n "$FAILSAFE_LEASE" ]; then
         [ ! -d "$PEERS_DIR/$SITE" ] || die "$EX_USAGE" "PEERS_DIR must not hold this site's own directory \
 ('$PEERS_DIR/$SITE')."
     fi
+fi
+if [ -n "$POD_NAME" ]; then
+    kube_name POD_NAME "$POD_NAME"
+    case "$POD_UID" in
+        '' | *[!0-9a-f-]*) die "$EX_USAGE" "POD_UID must be the pod's uid (metadata.uid) with POD_NAME set (got \
+'$POD_UID')." ;;
+    esac
+    LOCAL_API_URL=$(https_url LOCAL_API_URL "$LOCAL_API_URL") || exit "$EX_USAGE"
+    require_absolute LOCAL_DIR "$LOCAL_DIR"
 fi
 whole LEASE_SECONDS "$LEASE_SECONDS"
 whole SKEW_SECONDS "$SKEW_SECONDS"
@@ -457,7 +472,28 @@ fence() {
     say "fenced: $1"
     unserve
     for name in $STOP; do stop_named "$name"; done
+    leave_pod
     exit "$EX_FENCED"
+}
+
+# leave_pod: with POD_NAME set, delete this very pod (POD_UID: never a successor of the same name) through this site's
+# API server, so that it is replaced by a pod whose gate waits for the Lease and whose restore reads the new holder's
+# backup. Tried every RETRY_SECONDS until the API server deletes it or says it is gone; the fence already holds.
+leave_pod() {
+    [ -n "$POD_NAME" ] || return 0
+    at_site "$LOCAL_API_URL" "$LOCAL_DIR"
+    CONTENT_TYPE=application/json
+    pod_path="/api/v1/namespaces/$(cat "$LOCAL_DIR/namespace" 2>/dev/null)/pods/$POD_NAME"
+    while :; do
+        call DELETE "$pod_path" "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"preconditions\":\
+{\"uid\":\"$POD_UID\"}}" "$RENEW_SECONDS"
+        case "$STATUS" in
+            200 | 202) say "deleting pod $POD_NAME"; return 0 ;;
+            404 | 409) say "pod $POD_NAME ($POD_UID) is gone already"; return 0 ;;
+        esac
+        say "pod $POD_NAME not deleted (its API server answered $STATUS): $(answer)"
+        sleep "$RETRY_SECONDS"
+    done
 }
 
 # unserve: SERVE_DIR emptied, so that a writer restarted in place finds no config and cannot start.

@@ -11,6 +11,7 @@ A model that is a section of the stack config is named ``<Section>Settings`` (``
 - ``tailnet`` and ``cluster``: the tailnet every stack shares, and the cluster of one stack;
 - ``applications``: Headscale and Headplane;  ``backup``: Litestream, local storage, signed backups, VolSync;
 - ``database``: the stage, CloudNativePG and the migration;  ``gateway``: routers and gateway services;
+- ``failover``: automatic failover's witness Lease and its timing;
 - ``endpoint``, ``policy``, ``monitoring`` (and the recovery model's inputs), ``network``: the rest.
 """
 
@@ -56,6 +57,7 @@ from headscale_ha.components.settings.database import (
     ReplicaSource,
 )
 from headscale_ha.components.settings.endpoint import EndpointSettings
+from headscale_ha.components.settings.failover import FENCED_WRITERS, FailoverSettings
 from headscale_ha.components.settings.gateway import (
     ROUTER_KEY_LIFETIME_BOUNDS,
     GatewayServicesSettings,
@@ -78,6 +80,7 @@ from headscale_ha.components.settings.tailnet import (
 )
 
 __all__ = [
+    "FENCED_WRITERS",
     "PROJECT",
     "ROUTER_KEY_LIFETIME_BOUNDS",
     "SUPPORTED_HEADSCALE_MINORS",
@@ -91,6 +94,7 @@ __all__ = [
     "DerpSettings",
     "EndpointSettings",
     "FailoverMode",
+    "FailoverSettings",
     "FieldProblem",
     "FieldProblemsError",
     "GatewayServicesSettings",

@@ -17,6 +17,7 @@ from headscale_ha.components.settings.base import (
     location_text,
     raise_problems,
 )
+from headscale_ha.components.settings.failover import FailoverSettings
 
 #: A network of a site (one of its routes, or its lbPool).
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -146,6 +147,10 @@ class TailnetSettings(SettingsModel):
         default=f"organization/{PROJECT}",
         pattern=_STACK_PREFIX,
         description="`org/project` of the site stacks: a site's stack is `<stackPrefix>/<site.stack or name>`.",
+    )
+    failover: FailoverSettings = Field(
+        default_factory=FailoverSettings,
+        description="Automatic failover behind a witness Lease: its timing, shared by every site (off by default).",
     )
 
     @field_validator("base_domain")

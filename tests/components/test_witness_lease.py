@@ -29,8 +29,8 @@ from tests.support.witness_lab import (
     TEST_TIMING,
     LeaseSite,
     Witness,
-    new_site,
     site_leases,
+    two_sites,
     with_failsafe,
 )
 
@@ -41,11 +41,8 @@ pytestmark = pytest.mark.real_tool("curl", *LAB_TOOLS)
 def sites(witness: Witness, tmp_path: Path) -> Iterator[dict[str, LeaseSite]]:
     """hydra and cosmos, and a released Lease: the first gate takes it at once, with the fencing counter 1 (a
     missing Lease costs a lease's wait: one test of its own)."""
-    witness.release()
-    made = {name: new_site(witness, tmp_path / name, name, TEST_TIMING) for name in ("hydra", "cosmos")}
-    yield made
-    for site in made.values():
-        site.close()
+    with two_sites(witness, tmp_path, TEST_TIMING, failsafe=False) as made:
+        yield made
 
 
 def lease(witness: Witness) -> dict[str, Any]:
@@ -89,6 +86,13 @@ def test_the_script_passes_its_static_checks(checker: list[str]) -> None:
         ({"STOP": "sign.sh;rm"}, "STOP must be process or script names"),
         ({"STOP": "headscale witness-lease.sh"}, "STOP must not name this script ('witness-lease.sh')"),
         ({"SERVE_FROM": "/config"}, "SERVE_FROM needs SERVE_DIR"),
+        ({"POD_NAME": "Headscale-0", "POD_UID": "0a-1"}, "POD_NAME must be a Kubernetes name"),
+        ({"POD_NAME": "headscale-0"}, "POD_UID must be the pod's uid (metadata.uid) with POD_NAME set (got '')"),
+        ({"POD_NAME": "headscale-0", "POD_UID": "0a-1"}, "LOCAL_API_URL must be an https:// URL"),
+        (
+            {"POD_NAME": "headscale-0", "POD_UID": "0a-1", "LOCAL_API_URL": "https://127.0.0.1:1"},
+            "LOCAL_DIR must be an absolute path",
+        ),
     ],
 )
 def test_a_bad_invocation_is_refused_naming_the_variable(

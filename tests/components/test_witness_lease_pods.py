@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
-from tests.support.witness_lab import TEST_TIMING, LeaseSite, Witness, new_site, with_failsafe
+from tests.support.witness_lab import TEST_TIMING, LeaseSite, Witness, two_sites
 from tests.support.witness_pod import LeasePod, first_write, two_writers, uptime, writes
 
 pytestmark = pytest.mark.real_tool("curl", *LAB_TOOLS)
@@ -23,12 +23,8 @@ pytestmark = pytest.mark.real_tool("curl", *LAB_TOOLS)
 @pytest.fixture
 def sites(witness: Witness, tmp_path: Path) -> Iterator[dict[str, LeaseSite]]:
     """hydra and cosmos with the failsafe, and a released Lease: the first gate takes it at once."""
-    witness.release()
-    made = {name: new_site(witness, tmp_path / name, name, TEST_TIMING) for name in ("hydra", "cosmos")}
-    with_failsafe(witness, made)
-    yield made
-    for site in made.values():
-        site.close()
+    with two_sites(witness, tmp_path, TEST_TIMING, failsafe=True) as made:
+        yield made
 
 
 @pytest.fixture

@@ -168,6 +168,23 @@ def with_failsafe(witness: Witness, sites: Mapping[str, LeaseSite]) -> None:
                          "LOCAL_DIR": str(site.root / "local"), "PEERS_DIR": str(site.root / "peers")})  # fmt: skip
 
 
+@contextmanager
+def two_sites(
+    witness: Witness, root: Path, timing: Mapping[str, str], *, failsafe: bool
+) -> Iterator[dict[str, LeaseSite]]:
+    """hydra and cosmos under ``root`` (the failsafe on at both, or at neither) and a released Lease: the first gate
+    takes it at once. Every site's proxies are closed on the way out."""
+    witness.release()
+    made = {name: new_site(witness, root / name, name, timing) for name in ("hydra", "cosmos")}
+    try:
+        if failsafe:
+            with_failsafe(witness, made)
+        yield made
+    finally:
+        for site in made.values():
+            site.close()
+
+
 def _cluster_dir(witness: Witness, directory: Path, namespace: str, account: str) -> CutProxy:
     """A ServiceAccount mount's three files (and the URL, as a peer's directory holds it) behind a new proxy."""
     proxy = CutProxy(witness.api_port)

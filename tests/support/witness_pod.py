@@ -49,7 +49,7 @@ class Write:
 def writes(log: Path) -> list[Write]:
     found = []
     for line in log.read_text().splitlines() if log.exists() else []:
-        site, fencing, at = line.split()
+        site, fencing, at = line.split()[:3]
         found.append(Write(site, int(fencing), float(at)))
     return found
 
@@ -106,6 +106,7 @@ class LeasePod:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pod_gone: threading.Event = field(default_factory=threading.Event)
     _writer: subprocess.Popen[str] | None = None
+    _sidecars: list[subprocess.Popen[str]] = field(default_factory=list)
     _thread: threading.Thread | None = None
 
     def __post_init__(self) -> None:
@@ -157,12 +158,17 @@ class LeasePod:
             if self._wait(gate) != 0:
                 return
             self._pod_gone = threading.Event()
-            writer = threading.Thread(target=self._writer_restarts, args=(self._pod_gone,), daemon=True)
-            writer.start()
-            self.renewer_exits.append(self._wait(self.site.start("hold")))
+            renewer = self.site.start("hold")  # a native sidecar: it renews before anything else serves
+            serving = threading.Thread(target=self._serve, args=(self._pod_gone,), daemon=True)
+            serving.start()
+            self.renewer_exits.append(self._wait(renewer))
             self._stopping.wait(self.replace_after)  # the writer is restarted in place meanwhile
             self._end_pod()
-            writer.join(timeout=5)
+            serving.join(timeout=15)
+
+    def _serve(self, pod_gone: threading.Event) -> None:
+        """What runs once the gate is done and the renewer started: here the writer alone."""
+        self._writer_restarts(pod_gone)
 
     def _writer_restarts(self, pod_gone: threading.Event) -> None:
         """The writer, restarted in place (without the gate) until its pod is gone."""
@@ -183,11 +189,13 @@ class LeasePod:
         return [str(bin_dir / self.writer_name), str(bin_dir / "writer.sh")]
 
     def _end_pod(self) -> None:
+        """The pod gone: every process it still runs is killed (the writer, and any sidecar of a subclass)."""
         with self._lock:
             self._pod_gone.set()
-            if self._writer is not None and self._writer.poll() is None:
-                self._writer.send_signal(signal.SIGKILL)
-                self._writer.wait(timeout=5)
+            for process in [self._writer, *self._sidecars]:
+                if process is not None and process.poll() is None:
+                    process.send_signal(signal.SIGKILL)
+                    process.wait(timeout=5)
 
     def _wait(self, process: subprocess.Popen[str]) -> int:
         while process.poll() is None:

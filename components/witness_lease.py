@@ -1,0 +1,251 @@
+"""A serving pod's witness lease, as pure object builders: the gate and the renewer (components/scripts/
+witness-lease.sh ``acquire`` and ``hold``) with their volumes, and what the renewer may do in its own site's cluster.
+
+The gate is an init container: it waits for the Lease, then fills ``serving`` (an emptyDir) with the config the
+writers read, so a writer starts only where its site holds the Lease. The renewer is a native sidecar defined right
+after it: it renews while the restore and the writers run, and its fence empties ``serving``, stops the writers
+(``FENCED_WRITERS``; the pod shares its process namespace) and deletes the pod.
+
+A fenced renewer (components/scripts/witness-lease.sh ``hold`` with ``POD_NAME``) deletes its own pod, so that the
+Deployment replaces it: a new gate waits for the Lease, a new restore reads the new holder's backup. A container the
+kubelet restarts in place would skip both. The renewer also claims the site's failsafe Lease.
+
+Least privilege: the pod's ServiceAccount gets a Role that allows ``get``, ``create`` and ``patch`` on Leases and
+``delete`` on pods of the namespace, nothing else. RBAC cannot name a pod it does not know yet, so a
+ValidatingAdmissionPolicy narrows the delete to the caller's own pod: a token of that ServiceAccount may delete a
+pod only when the API server bound it to that very pod (a projected token carries the pod's name in
+``authentication.kubernetes.io/pod-name``). A token copied out of the pod still names the pod it was bound to, and
+stops working when that pod is gone. The renewer's delete also names the pod's uid, so a successor of the same name
+is never deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from headscale_ha.components.pod import container_security
+from headscale_ha.components.settings import FailoverSettings
+
+#: The claim the API server adds to a token bound to a pod (Kubernetes 1.32+: ServiceAccountTokenPodNodeInfo).
+POD_NAME_CLAIM = "authentication.kubernetes.io/pod-name"
+#: The renewer's view of its own cluster: a projected token bound to the pod, the cluster's CA and the namespace,
+#: the files LOCAL_DIR must hold.
+LOCAL_VOLUME = "lease-local"
+LOCAL_MOUNT = "/var/run/secrets/headscale-ha/lease"
+#: A bound token the kubelet refreshes well before it expires (the script reads it again for every request).
+TOKEN_SECONDS = 3600
+#: The site's own API server, as a pod reaches it.
+LOCAL_API_URL = "https://kubernetes.default.svc"
+#: The witness's bearer token and CA (``token``, ``ca.crt``): a Secret the stack writes from its witness kubeconfig.
+WITNESS_VOLUME = "lease-witness"
+WITNESS_MOUNT = "/var/run/secrets/headscale-ha/witness"
+#: With the failsafe, a directory per other site (``<site>/api-url``, ``token``, ``ca.crt``, ``namespace``): a Secret
+#: of credentials for that site's failsafe Lease and nothing else.
+PEERS_VOLUME = "lease-peers"
+PEERS_MOUNT = "/var/run/secrets/headscale-ha/peers"
+#: The gate's record (fencing counter, resourceVersion, when it renewed) that the renewer goes on from.
+STATE_VOLUME = "lease-state"
+STATE_MOUNT = "/run/lease"
+#: Filled by the gate from the config mounts, emptied by the fence: the writers read their config from here only.
+SERVING_VOLUME = "serving"
+SERVING_MOUNT = "/serving"
+#: The lease containers' own /tmp (the script's private work directory holds the request header with the token).
+TMP_VOLUME = "lease-tmp"
+SCRIPT_VOLUME = "lease-script"
+SCRIPT_MOUNT = "/scripts/lease"
+SCRIPT_FILE = "witness-lease.sh"
+GATE_CONTAINER = "lease-gate"
+RENEWER_CONTAINER = "lease-renewer"
+#: How often a waiting gate looks at the Lease (the bench's figures are at this value).
+GATE_RETRY_SECONDS = 1
+
+
+def renewer_role(name: str, namespace: str) -> dict[str, Any]:
+    """The Role of the serving pod's ServiceAccount: Leases (the failsafe's) and pod deletes, in its namespace."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace},
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+        ],
+    }
+
+
+def renewer_role_binding(name: str, namespace: str, service_account: str) -> dict[str, Any]:
+    """Binds :func:`renewer_role` to the serving pod's ServiceAccount."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+    }
+
+
+def own_pod_policy(name: str, namespace: str, service_account: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its binding: the ServiceAccount may delete only the pod its token is bound
+    to. Cluster-scoped, so ``name`` must be unique in the cluster (one per stack and namespace)."""
+    user = f"system:serviceaccount:{namespace}:{service_account}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"]}
+                ],
+            },
+            "matchConditions": [
+                {"name": "the-serving-pods-account", "expression": f"request.userInfo.username == '{user}'"}
+            ],
+            "validations": [
+                {
+                    "expression": (
+                        f"'{POD_NAME_CLAIM}' in request.userInfo.extra"
+                        f" && request.userInfo.extra['{POD_NAME_CLAIM}'] == [request.name]"
+                    ),
+                    "message": f"{user} may delete only the pod its token is bound to",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return policy, binding
+
+
+def local_volume() -> dict[str, Any]:
+    """LOCAL_DIR for the renewer alone: a token bound to the pod, the cluster's CA and the pod's namespace."""
+    return {
+        "name": LOCAL_VOLUME,
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+            ],
+            "defaultMode": 0o440,
+        },
+    }
+
+
+def own_pod_env() -> list[dict[str, Any]]:
+    """POD_NAME and POD_UID from the downward API: the pod a fenced renewer deletes."""
+    return [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaseWiring:
+    """What the gate and the renewer of one site's serving pod need."""
+
+    site: str  # this site's name: the first part of the holder's identity, and its directory's name to the others
+    failover: FailoverSettings  # the Lease, its timing and the failsafe (the same at every site)
+    witness_api_url: str  # the witness API server, https://
+    witness_secret: str  # the Secret with the witness's token and ca.crt
+    peers_secret: str  # with the failsafe: the Secret with a directory of credentials per other site
+    peers: tuple[str, ...]  # the other sites, each a directory of the peers Secret
+    image: str  # a shell-and-curl image (the position recorder's)
+    script_config_map: str  # the ConfigMap holding SCRIPT_FILE
+    serve_from: str  # the directory of config files the gate copies into SERVING_MOUNT
+    serve_from_mounts: tuple[dict[str, Any], ...]  # the gate's mounts of that directory's files
+    resources: dict[str, Any]  # each lease container's requests and limits
+
+    @property
+    def failsafe_lease(self) -> str:
+        """The failsafe's Lease in each site's own namespace."""
+        return f"{self.failover.lease}-failsafe"
+
+
+def lease_volumes(wiring: LeaseWiring) -> list[dict[str, Any]]:
+    """Every volume the gate and the renewer mount, besides the config files the gate copies. The peers Secret's
+    keys are ``<site>.<file>`` (a site name has no dot), each mounted as ``<site>/<file>``."""
+    script = {"key": SCRIPT_FILE, "path": SCRIPT_FILE}
+    volumes = [
+        {"name": SERVING_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "4Mi"}},
+        {"name": STATE_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        {"name": WITNESS_VOLUME, "secret": {"secretName": wiring.witness_secret, "defaultMode": 0o440}},
+        local_volume(),
+        {"name": SCRIPT_VOLUME, "configMap": {"name": wiring.script_config_map, "items": [script]}},
+    ]
+    if wiring.failover.failsafe:
+        files = [(peer, part) for peer in wiring.peers for part in ("api-url", "token", "ca.crt", "namespace")]
+        items = [{"key": f"{peer}.{part}", "path": f"{peer}/{part}"} for peer, part in files]
+        volumes.append(
+            {"name": PEERS_VOLUME, "secret": {"secretName": wiring.peers_secret, "items": items, "defaultMode": 0o440}}
+        )
+    return volumes
+
+
+def lease_environment(wiring: LeaseWiring, command: str) -> list[dict[str, Any]]:
+    """The script's environment for ``acquire`` (the gate) or ``hold`` (the renewer); IDENTITY names the pod."""
+    failover = wiring.failover
+    env = [
+        *own_pod_env(),
+        {"name": "API_URL", "value": wiring.witness_api_url},
+        {"name": "NAMESPACE", "value": failover.witness_namespace},
+        {"name": "LEASE", "value": failover.lease},
+        {"name": "IDENTITY", "value": f"{wiring.site}/$(POD_NAME)"},
+        *({"name": key, "value": value} for key, value in failover.script_environment().items()),
+        {"name": "RETRY_SECONDS", "value": str(GATE_RETRY_SECONDS)},
+        {"name": "STATE_DIR", "value": STATE_MOUNT},
+        {"name": "TOKEN_FILE", "value": f"{WITNESS_MOUNT}/token"},
+        {"name": "CA_FILE", "value": f"{WITNESS_MOUNT}/ca.crt"},
+        {"name": "SERVE_DIR", "value": SERVING_MOUNT},
+        {"name": "LOCAL_API_URL", "value": LOCAL_API_URL},
+        {"name": "LOCAL_DIR", "value": LOCAL_MOUNT},
+    ]
+    if failover.failsafe:
+        env.append({"name": "FAILSAFE_LEASE", "value": wiring.failsafe_lease})
+    if command == "acquire":  # the gate stops nothing and reads no other site
+        env = [e for e in env if e["name"] not in ("STOP", "STOP_GRACE_SECONDS")]
+        env.append({"name": "SERVE_FROM", "value": wiring.serve_from})
+    elif failover.failsafe:
+        env.append({"name": "PEERS_DIR", "value": PEERS_MOUNT})
+    return env
+
+
+def _lease_container(wiring: LeaseWiring, name: str, command: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": wiring.image,
+        "command": ["/bin/sh", f"{SCRIPT_MOUNT}/{SCRIPT_FILE}", command],
+        "env": lease_environment(wiring, command),
+        "volumeMounts": [
+            {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_MOUNT, "readOnly": True},
+            {"name": STATE_VOLUME, "mountPath": STATE_MOUNT},
+            {"name": SERVING_VOLUME, "mountPath": SERVING_MOUNT},
+            {"name": WITNESS_VOLUME, "mountPath": WITNESS_MOUNT, "readOnly": True},
+            {"name": LOCAL_VOLUME, "mountPath": LOCAL_MOUNT, "readOnly": True},
+            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+            *mounts,
+        ],
+        "resources": wiring.resources,
+        "securityContext": container_security(),
+    }
+
+
+def gate_container(wiring: LeaseWiring) -> dict[str, Any]:
+    """The first init container: done once this site holds the Lease and ``serving`` holds the config."""
+    return _lease_container(wiring, GATE_CONTAINER, "acquire", list(wiring.serve_from_mounts))
+
+
+def renewer_container(wiring: LeaseWiring) -> dict[str, Any]:
+    """The native sidecar right after the gate: it renews before the restore starts and stops after the writers,
+    so that on a pod's stop it releases the Lease only once they have exited."""
+    peers = [{"name": PEERS_VOLUME, "mountPath": PEERS_MOUNT, "readOnly": True}] if wiring.failover.failsafe else []
+    return {**_lease_container(wiring, RENEWER_CONTAINER, "hold", peers), "restartPolicy": "Always"}
