@@ -10,13 +10,13 @@ A fenced renewer (components/scripts/witness-lease.sh ``hold`` with ``POD_NAME``
 Deployment replaces it: a new gate waits for the Lease, a new restore reads the new holder's backup. A container the
 kubelet restarts in place would skip both. The renewer also claims the site's failsafe Lease.
 
-Least privilege: the pod's ServiceAccount gets a Role that allows ``get``, ``create`` and ``patch`` on Leases and
-``delete`` on pods of the namespace, nothing else. RBAC cannot name a pod it does not know yet, so a
-ValidatingAdmissionPolicy narrows the delete to the caller's own pod: a token of that ServiceAccount may delete a
-pod only when the API server bound it to that very pod (a projected token carries the pod's name in
-``authentication.kubernetes.io/pod-name``). A token copied out of the pod still names the pod it was bound to, and
-stops working when that pod is gone. The renewer's delete also names the pod's uid, so a successor of the same name
-is never deleted.
+Least privilege: the pod's ServiceAccount gets a Role that allows ``get`` and ``patch`` on its site's failsafe
+Lease, ``create`` on Leases and ``delete`` on pods of the namespace, nothing else. RBAC cannot name a pod it does
+not know yet, so a ValidatingAdmissionPolicy narrows the delete to the caller's own pod: a token of that
+ServiceAccount may delete a pod only when the API server bound it to that very pod (a projected token carries the
+pod's name in ``authentication.kubernetes.io/pod-name``). A token copied out of the pod still names the pod it was
+bound to, and stops working when that pod is gone. The renewer's delete also names the pod's uid, so a successor of
+the same name is never deleted.
 """
 
 from __future__ import annotations
@@ -61,17 +61,31 @@ RENEWER_CONTAINER = "lease-renewer"
 GATE_RETRY_SECONDS = 1
 
 
-def renewer_role(name: str, namespace: str) -> dict[str, Any]:
-    """The Role of the serving pod's ServiceAccount: Leases (the failsafe's) and pod deletes, in its namespace."""
+def lease_rules(lease: str) -> list[dict[str, Any]]:
+    """What the script does to one Lease: reads it and writes it (conditional patches) by name, and creates it when
+    it is missing. RBAC cannot name an object that is being created, so ``create`` covers every Lease of the
+    namespace; reading or changing any other Lease is refused."""
+    group = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"]}
+    return [{**group, "resourceNames": [lease], "verbs": ["get", "patch"]}, {**group, "verbs": ["create"]}]
+
+
+def lease_role(name: str, namespace: str, lease: str) -> dict[str, Any]:
+    """A Role for the accounts that take or vouch through one Lease: each site's account on the witness (the Lease
+    of ``tailnet.failover``), and each other site's account on a site's own cluster (its failsafe Lease)."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": name, "namespace": namespace},
-        "rules": [
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
-        ],
+        "rules": lease_rules(lease),
     }
+
+
+def renewer_role(name: str, namespace: str, failsafe_lease: str) -> dict[str, Any]:
+    """The Role of the serving pod's ServiceAccount: its site's failsafe Lease, and pod deletes, in its namespace
+    (the admission policy of :func:`own_pod_policy` narrows the deletes to the pod itself)."""
+    role = lease_role(name, namespace, failsafe_lease)
+    role["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})
+    return role
 
 
 def renewer_role_binding(name: str, namespace: str, service_account: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
 from tests.support.script_checks import SHELLS_ONLY, SYNTAX_CHECKERS, assert_passes, shell_for
@@ -125,6 +126,28 @@ def test_a_timing_on_the_edge_of_every_rule_is_accepted(shell: list[str], tmp_pa
 
 
 # --- against the real witness ----------------------------------------------------------------------------------
+
+
+def test_a_site_token_reaches_the_one_lease_and_creates_no_other_object(
+    sites: dict[str, LeaseSite], witness: Witness
+) -> None:
+    """The witness Role is the product's (components/witness_lease.py lease_role): a stolen site token reads and
+    writes the Lease of tailnet.failover and nothing else of the witness (it may create Leases: RBAC cannot name
+    an object being created)."""
+    token = (sites["hydra"].root / "token").read_text()
+
+    def status(method: str, path: str, body: dict[str, Any] | None = None) -> int:
+        headers = {"Authorization": f"Bearer {token}"}
+        url = f"https://127.0.0.1:{witness.api_port}{path}"
+        return requests.request(method, url, json=body, headers=headers, verify=str(witness.ca), timeout=15).status_code
+
+    assert status("GET", f"{LEASES}/{LEASE}") == 200  # released by the fixture, so present
+    assert status("GET", f"{LEASES}/another") == 403
+    assert status("GET", LEASES) == 403  # no list: other Leases' holders stay unread
+    assert status("PATCH", f"{LEASES}/another", {"spec": {}}) == 403
+    assert status("DELETE", f"{LEASES}/{LEASE}") == 403
+    assert status("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets") == 403
+    assert status("POST", f"/api/v1/namespaces/{NAMESPACE}/configmaps", {"metadata": {"name": "x"}}) == 403
 
 
 def test_the_first_gate_creates_the_lease_a_lease_later_and_holds_it(

@@ -20,6 +20,7 @@ from tests.support.witness_lab import TEST_TIMING, Witness, new_site
 pytestmark = pytest.mark.real_tool("curl", *LAB_TOOLS)
 
 NAMESPACE, ACCOUNT, POLICY = "serving-site", "headscale", "headscale-ha-serving-site-own-pod"
+FAILSAFE = "headscale-failsafe"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 DENIED = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT} may delete only the pod its token is bound to"
 
@@ -63,7 +64,7 @@ def site(witness: Witness) -> Site:
     client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     client.create(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": ACCOUNT}})
     rbac = "/apis/rbac.authorization.k8s.io/v1"
-    client.create(f"{rbac}/namespaces/{NAMESPACE}/roles", renewer_role(ACCOUNT, NAMESPACE))
+    client.create(f"{rbac}/namespaces/{NAMESPACE}/roles", renewer_role(ACCOUNT, NAMESPACE, FAILSAFE))
     client.create(f"{rbac}/namespaces/{NAMESPACE}/rolebindings", renewer_role_binding(ACCOUNT, NAMESPACE, ACCOUNT))
     policy, binding = own_pod_policy(POLICY, NAMESPACE, ACCOUNT)
     admission = "/apis/admissionregistration.k8s.io/v1"
@@ -111,6 +112,10 @@ def test_the_account_may_do_nothing_else_and_other_users_are_not_held(site: Site
         site.as_token(token, "DELETE", f"/api/v1/namespaces/{NAMESPACE}/configmaps/kube-root-ca.crt").status_code == 403
     )
     assert site.as_token(token, "DELETE", "/api/v1/namespaces/witness/pods/anything").status_code == 403  # RBAC
+    leases = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+    assert site.as_token(token, "GET", f"{leases}/{FAILSAFE}").status_code == 404  # allowed, not there yet
+    assert site.as_token(token, "GET", f"{leases}/another").status_code == 403
+    assert site.as_token(token, "GET", leases).status_code == 403
     site.witness.client.delete(f"{PODS}/headscale-rbac")  # the admin: not the policy's business
     assert not site.serving("headscale-rbac")
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from headscale_ha.components.witness_lease import lease_role
 from tests.support.cut_proxy import CutProxy
 from tests.support.kube_lab import KubeClient, KubeError, KubeLab, running_lab
 from tests.support.litestream_lab import ROOT, stop_process
@@ -82,7 +83,7 @@ def running_witness() -> Iterator[Witness]:
     with running_lab(("witness",)) as lab:
         client = lab.client("witness")
         client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-        _lease_role(client, NAMESPACE)
+        _lease_role(client, NAMESPACE, LEASE)
         cluster = lab.cluster("witness")
         yield Witness(lab, client, cluster.ports["api"], cluster.pki / "ca.crt")
 
@@ -159,7 +160,7 @@ def with_failsafe(witness: Witness, sites: Mapping[str, LeaseSite]) -> None:
     client = witness.client
     for name in sites:
         _create_once(client, "/api/v1/namespaces", {"metadata": {"name": f"site-{name}"}})
-        _lease_role(client, f"site-{name}")
+        _lease_role(client, f"site-{name}", FAILSAFE_LEASE)
     for name, site in sites.items():
         site.links["local"] = _cluster_dir(witness, site.root / "local", f"site-{name}", "gate")
         for peer in sites.keys() - {name}:
@@ -197,10 +198,11 @@ def _cluster_dir(witness: Witness, directory: Path, namespace: str, account: str
     return proxy
 
 
-def _lease_role(client: KubeClient, namespace: str) -> None:
-    rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]}]
+def _lease_role(client: KubeClient, namespace: str, lease: str) -> None:
+    """The product's Role (components/witness_lease.py) for the one Lease of ``namespace`` the sites use: every
+    scenario runs with no more rights than a deployed site gets."""
     _create_once(client, f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
-                 {"metadata": {"name": "lease"}, "rules": rules})  # fmt: skip
+                 lease_role("lease", namespace, lease))  # fmt: skip
 
 
 def _lease_token(client: KubeClient, namespace: str, account: str) -> str:
