@@ -60,7 +60,7 @@ class FailoverSettings(SettingsModel):
 
     @model_validator(mode="after")
     def _fenced_before_taken(self) -> FailoverSettings:
-        raise_problems(self._timing_problems())
+        raise_problems([*self._timing_problems(), *self._unavailable()])
         return self
 
     def _timing_problems(self) -> list[FieldProblem]:
@@ -94,16 +94,21 @@ class FailoverSettings(SettingsModel):
                     self.renew_seconds,
                 )
             )
-        if self.automatic:
-            problems.append(
-                FieldProblem(
-                    ("automatic",),
-                    "is not available yet: the serving pod's gate and renewer are not deployed by any stack "
-                    "(docs/witness-lease.md); promote by hand (docs/failover.md) and set false",
-                    True,
-                )
-            )
         return problems
+
+    def _unavailable(self) -> list[FieldProblem]:
+        """Automatic failover is refused until a stack deploys the gate and the renewer: a user who turns it on must
+        not believe a site is promoted without them."""
+        if not self.automatic:
+            return []
+        return [
+            FieldProblem(
+                ("automatic",),
+                "is not available yet: the serving pod's gate and renewer are not deployed by any stack "
+                "(docs/witness-lease.md); promote by hand (docs/failover.md) and set false",
+                True,
+            )
+        ]
 
     @property
     def margin_seconds(self) -> int:
