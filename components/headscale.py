@@ -29,6 +29,7 @@ from headscale_ha.components.headscale_config import (
     headscale_config_yaml,
 )
 from headscale_ha.components.identity import derived_backup_key, identity_fingerprint
+from headscale_ha.components.litestream import CONFIG_VOLUME as LITESTREAM_CONFIG_VOLUME
 from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import (
     checksum,
@@ -40,6 +41,7 @@ from headscale_ha.components.pod import (
     scheduling,
     selector,
 )
+from headscale_ha.components.serving_lease import ServedPod, ServingLease, ServingLeaseArgs
 from headscale_ha.components.settings import (
     BackupSettings,
     ClusterSettings,
@@ -298,6 +300,9 @@ class HeadscaleServerArgs:
     #: File mode: the policy Headscale enforces from its first start. None: database mode, where the policy is
     #: whatever was last written over the API, and everything is allowed until a first write.
     policy_file: PolicyFile | None = None
+    #: Automatic failover (SQLite only): the pod serves only while its site holds the witness Lease
+    #: (docs/witness-lease.md); None: it serves whenever ``replicas`` is 1.
+    lease: ServingLeaseArgs | None = None
 
 
 def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
@@ -309,6 +314,18 @@ def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.Resour
     protected = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=True))
     key = random.RandomBytes(name, length=32, opts=protected)
     return pulumi.Output.secret(key.hex.apply(lambda value: f"privkey:{value}"))
+
+
+def _reads_its_config_only(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """Headscale told where its config is: after a fence the path is an empty directory, and Headscale started with
+    ``-c`` exits, where without it Headscale looks elsewhere and falls back to its defaults."""
+    containers = [
+        {**container, "args": ["serve", "-c", SERVER_CONFIG_MOUNT["mountPath"]]}
+        if container["name"] == APP
+        else container
+        for container in pod_spec["containers"]
+    ]
+    return {**pod_spec, "containers": containers}
 
 
 def headscale_config_input(args: HeadscaleServerArgs) -> HeadscaleConfigInput:
@@ -354,6 +371,7 @@ class HeadscaleServer(pulumi.ComponentResource):
     config_map: k8s.core.v1.ConfigMap
     volume: k8s.core.v1.PersistentVolumeClaim | None
     backup: LitestreamBackup | None
+    lease: ServingLease | None  # with automatic failover: the witness lease's objects in this cluster
     data_volume: dict[str, Any]  # the pod volume `data`: SQLite's (see backed_up_volume) or a scratch emptyDir
     version_gate: HeadscaleVersionGate
     deployment: k8s.apps.v1.Deployment
@@ -401,6 +419,9 @@ class HeadscaleServer(pulumi.ComponentResource):
         )
         # Kept: the recovery model (program/recovery.py) reads tolerations, the restore's limits and probes from it.
         self.pod_spec = self._pod_spec(args)
+        self.lease = self._lease(name, args, meta["namespace"]) if args.lease is not None else None
+        if self.lease is not None:
+            self.pod_spec = _reads_its_config_only(self.lease.gate(self.pod_spec))
         self.recovery_facts = recovery_facts(APP, self.pod_spec)
         self.deployment = self._deployment(name, args, meta, config_text, oidc_secret)
         if self.backup is not None:
@@ -500,9 +521,29 @@ class HeadscaleServer(pulumi.ComponentResource):
                     *([oidc_secret] if oidc_secret is not None else []),
                     *([policy.published_by] if policy and policy.published_by else []),
                     *(self.backup.pod_dependencies if self.backup is not None else []),
+                    *(self.lease.dependencies if self.lease is not None else []),
                 ],
             ),
         )
+
+    def _lease(self, name: str, args: HeadscaleServerArgs, namespace: str) -> ServingLease:
+        """The witness lease's objects: the gate copies Headscale's and Litestream's config into ``serving``, where
+        every container then reads it (a fence empties it)."""
+        assert args.lease is not None
+        if self.backup is None or not isinstance(args.database, SqliteStorage):
+            raise ValueError(
+                "lease: automatic failover needs the SQLite stage (a PostgreSQL replica cluster is promoted by hand)"
+            )
+        backup = args.database.backup
+        pod = ServedPod(
+            app=APP,
+            namespace=namespace,
+            image=backup.auth.recorder_image,
+            resources=resources(backup.litestream.resources),
+            service_account=self.backup.service_account_name,
+            served={SERVER_CONFIG_VOLUME["name"]: "headscale", LITESTREAM_CONFIG_VOLUME: "litestream"},
+        )
+        return ServingLease(f"{name}-lease", args.lease, pod, pulumi.ResourceOptions(parent=self))
 
     def _stun_service(self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]) -> k8s.core.v1.Service:
         """The embedded DERP relay's STUN port, on a LoadBalancer Service of its own (see ``stun_annotations``)."""

@@ -21,8 +21,11 @@ the same name is never deleted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import pulumi
 
 from headscale_ha.components.pod import container_security
 from headscale_ha.components.settings import FailoverSettings
@@ -168,7 +171,7 @@ class LeaseWiring:
 
     site: str  # this site's name: the first part of the holder's identity, and its directory's name to the others
     failover: FailoverSettings  # the Lease, its timing and the failsafe (the same at every site)
-    witness_api_url: str  # the witness API server, https://
+    witness_api_url: pulumi.Input[str]  # the witness API server, https:// (plain: its CA and token are secrets)
     witness_secret: str  # the Secret with the witness's token and ca.crt
     peers_secret: str  # with the failsafe: the Secret with a directory of credentials per other site
     peers: tuple[str, ...]  # the other sites, each a directory of the peers Secret
@@ -263,3 +266,55 @@ def renewer_container(wiring: LeaseWiring) -> dict[str, Any]:
     so that on a pod's stop it releases the Lease only once they have exited."""
     peers = [{"name": PEERS_VOLUME, "mountPath": PEERS_MOUNT, "readOnly": True}] if wiring.failover.failsafe else []
     return {**_lease_container(wiring, RENEWER_CONTAINER, "hold", peers), "restartPolicy": "Always"}
+
+
+#: Where the gate finds the config volumes it serves: one directory per volume, copied under the same name into
+#: ``serving``.
+SERVE_FROM_MOUNT = "/serve-from"
+
+
+def serve_from_mounts(served: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
+    """The gate's mounts of each served volume (volume name -> its directory in ``serving``), whole and read-only."""
+    return tuple(
+        {"name": volume, "mountPath": f"{SERVE_FROM_MOUNT}/{directory}", "readOnly": True}
+        for volume, directory in served.items()
+    )
+
+
+def _through_serving(mount: dict[str, Any], served: Mapping[str, str]) -> dict[str, Any]:
+    """A mount of a served volume, moved to the same path in ``serving``: where the gate copied it. After a fence
+    the directory (or file) is gone, and the kubelet mounts an empty directory in its place: nothing restarted in
+    place finds its config."""
+    directory = served.get(mount["name"])
+    if directory is None:
+        return mount
+    sub_path = f"{directory}/{mount['subPath']}" if "subPath" in mount else directory
+    return {**mount, "name": SERVING_VOLUME, "subPath": sub_path, "readOnly": True}
+
+
+def gated_pod_spec(
+    pod_spec: dict[str, Any], wiring: LeaseWiring, served: Mapping[str, str], service_account: str
+) -> dict[str, Any]:
+    """``pod_spec`` behind the lease: the gate and the renewer first, every container reading the ``served``
+    volumes (volume name -> its directory in ``serving``) through ``serving`` only, the process namespace shared
+    (the fence signals the writers) and the renewer's ServiceAccount. ``wiring`` must serve from
+    ``SERVE_FROM_MOUNT`` with ``serve_from_mounts(served)``."""
+    if wiring.serve_from != SERVE_FROM_MOUNT or tuple(wiring.serve_from_mounts) != serve_from_mounts(served):
+        raise ValueError("wiring: the gate must copy exactly the served volumes (serve_from_mounts(served))")
+
+    def read_through_serving(container: dict[str, Any]) -> dict[str, Any]:
+        mounts = [_through_serving(mount, served) for mount in container.get("volumeMounts", [])]
+        return {**container, "volumeMounts": mounts}
+
+    return {
+        **pod_spec,
+        "serviceAccountName": service_account,
+        "shareProcessNamespace": True,
+        "initContainers": [
+            gate_container(wiring),
+            renewer_container(wiring),
+            *(read_through_serving(container) for container in pod_spec.get("initContainers", [])),
+        ],
+        "containers": [read_through_serving(container) for container in pod_spec["containers"]],
+        "volumes": [*pod_spec["volumes"], *lease_volumes(wiring)],
+    }

@@ -356,8 +356,11 @@ $LEASE_SECONDS,\"acquireTime\":\"$taken_at\",\"renewTime\":\"$taken_at\",\"lease
 }
 
 # serve: the writers' config, into SERVE_DIR (after the take: a writer never starts before its site holds the Lease).
+# Emptied first: a gate run again in the same pod (its sandbox recreated) finds its last copy, read-only files that
+# cp cannot overwrite, and perhaps files its ConfigMaps no longer hold.
 serve() {
     [ -n "$SERVE_FROM" ] || return 0
+    unserve
     mkdir -p "$SERVE_DIR"
     for item in "$SERVE_FROM"/*; do
         if [ -e "$item" ]; then cp -RL "$item" "$SERVE_DIR/"; fi

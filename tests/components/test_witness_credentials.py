@@ -7,10 +7,8 @@ from __future__ import annotations
 import base64
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from headscale_ha.components.settings import FailoverSettings
 from headscale_ha.components.witness_credentials import (
@@ -22,32 +20,7 @@ from headscale_ha.components.witness_credentials import (
 from headscale_ha.components.witness_lease import LeaseWiring, lease_volumes
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
 from tests.support.witness_lab import TEST_TIMING, Witness, new_site
-
-PEM = "-----BEGIN CERTIFICATE-----\nMIIBdummy\n-----END CERTIFICATE-----\n"
-TOKEN = "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0LXBheWxvYWQ.c2lnbmF0dXJl"
-KEY = "witnessKubeconfig"
-CA_DATA = base64.b64encode(PEM.encode()).decode()
-
-
-def kubeconfig(
-    *,
-    server: str = "https://witness.example.com:6443/",
-    ca_data: str = CA_DATA,
-    cluster: dict[str, Any] | None = None,
-    user: dict[str, Any] | None = None,
-    current: str | None = "witness",
-) -> str:
-    """A kubeconfig as `kubectl config view --raw --minify` writes one for a ServiceAccount token."""
-    default_cluster = {"server": server, "certificate-authority-data": ca_data}
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "witness", "cluster": cluster if cluster is not None else default_cluster}],
-        "contexts": [{"name": "witness", "context": {"cluster": "witness", "user": "hydra-lease"}}],
-        "users": [{"name": "hydra-lease", "user": user if user is not None else {"token": TOKEN}}],
-        "current-context": current,
-    }
-    return yaml.safe_dump(document)
+from tests.support.witness_samples import CA_DATA, KEY, PEM, TOKEN, kubeconfig
 
 
 def test_the_current_context_gives_the_server_the_ca_and_the_token() -> None:

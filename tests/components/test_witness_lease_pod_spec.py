@@ -4,7 +4,6 @@ lease script accepts as it is (every path, name and timing), and a pod a real ku
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from headscale_ha.components.witness_lease import (
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
 from tests.support.kube_lab import KubeError
 from tests.support.witness_lab import SCRIPT, Witness
+from tests.support.witness_samples import as_run_in
 
 RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}}
 CONFIG_MOUNT = {"name": "config", "mountPath": "/etc/headscale/config.yaml", "subPath": "config.yaml",
@@ -122,23 +122,6 @@ def test_each_other_site_is_a_directory_of_the_peers_secret() -> None:
 
 
 # --- the script accepts what is rendered -----------------------------------------------------------------------
-
-
-def as_run_in(container: dict[str, Any], root: Path) -> dict[str, str]:
-    """The container's environment as the kubelet hands it over (the downward API's values, ``$(VAR)`` expanded),
-    its absolute paths moved under ``root`` (made as the volumes would be), and a curl that does not exist: the
-    script's last check, so that exit 2 naming it means every other input was accepted and nothing was run."""
-    pod = {"metadata.name": "headscale-7d9c-x2x7q", "metadata.uid": "0d5e7a8c-4f1b-4c7a-9a58-2b1e2f3c4d5e"}
-    env: dict[str, str] = {}
-    for item in container["env"]:
-        value = item.get("value") or pod[item["valueFrom"]["fieldRef"]["fieldPath"]]
-        value = re.sub(r"\$\((\w+)\)", lambda match: env[match.group(1)], value)
-        env[item["name"]] = f"{root}{value}" if value.startswith("/") else value
-    for mount in container["volumeMounts"]:
-        (root / mount["mountPath"].lstrip("/")).mkdir(parents=True, exist_ok=True)
-    if "PEERS_DIR" in env:
-        (Path(env["PEERS_DIR"]) / "cosmos").mkdir(parents=True)
-    return {**env, "CURL_BIN": str(root / "no-curl"), "PATH": "/usr/bin:/bin"}
 
 
 @pytest.mark.real_tool("dash")

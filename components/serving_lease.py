@@ -1,0 +1,227 @@
+"""ServingLease: what a serving pod needs in its own cluster to run behind the witness lease (docs/witness-lease.md),
+and the gating of its pod spec.
+
+It deploys the lease script, the witness's credentials and (with the failsafe) each other site's, the renewer's
+ServiceAccount, Role and the admission policy that narrows its pod deletes to its own pod, and, per other site, the
+account that site vouches through: ``get`` and ``patch`` on this site's failsafe Lease, nothing else. The Lease on
+the witness and the accounts there are the witness owner's (docs/witness-lease.md "Its credentials").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from headscale_ha.components.litestream_config import packaged_script
+from headscale_ha.components.pod import labels
+from headscale_ha.components.settings import FailoverSettings
+from headscale_ha.components.witness_credentials import lease_credentials, peers_secret_data, witness_secret_data
+from headscale_ha.components.witness_lease import (
+    SCRIPT_FILE,
+    SERVE_FROM_MOUNT,
+    LeaseWiring,
+    gated_pod_spec,
+    lease_role,
+    own_pod_policy,
+    renewer_role,
+    renewer_role_binding,
+    serve_from_mounts,
+)
+
+#: The stack's secret config keys the kubeconfigs come from (every problem with one names its key, never its value).
+WITNESS_KUBECONFIG_KEY = "witnessKubeconfig"
+PEER_KUBECONFIGS_KEY = "peerKubeconfigs"
+
+#: The fields of the builders' bodies, as the SDK's resource arguments name them.
+_SDK_FIELDS = {"rules": "rules", "roleRef": "role_ref", "subjects": "subjects", "spec": "spec"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PeerSite:
+    """Another site of the tailnet, as this site's renewer reaches it for the failsafe."""
+
+    #: A kubeconfig of that site's cluster (a Pulumi secret): https server, CA data and the token of the account
+    #: that site made for this one (``<app>-failsafe-<this site>``), allowed that site's failsafe Lease only.
+    kubeconfig: pulumi.Input[str]
+    namespace: str  # the namespace of that site's serving pod, where its failsafe Lease is
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingLeaseArgs:
+    """One site's place behind the witness Lease."""
+
+    site: str  # this site's name (a DNS label): its identity's first part, its directory to the other sites
+    failover: FailoverSettings  # the Lease, its timing and the failsafe: the same at every site
+    #: A kubeconfig of the witness API server (a Pulumi secret): https server, CA data and a token allowed the
+    #: Lease of ``failover`` only (components/witness_lease.py ``lease_role``).
+    witness_kubeconfig: pulumi.Input[str]
+    #: The other sites, by name: with the failsafe, each must be reachable (its kubeconfig); without it, only
+    #: their names matter (the accounts they vouch through are not made).
+    peers: Mapping[str, PeerSite] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServedPod:
+    """The pod the lease gates, as its owner builds it."""
+
+    app: str  # names every object: `<app>-lease-*`
+    namespace: str
+    image: str  # a shell-and-curl image for the gate and the renewer
+    resources: dict[str, Any]  # each lease container's requests and limits
+    #: The pod's ServiceAccount, when it has one already (the renewer's Role is bound to it); None: one is made.
+    service_account: str | None
+    #: Volume name -> directory in ``serving``: the config the gate copies, that every container then reads from
+    #: ``serving`` only.
+    served: Mapping[str, str]
+
+
+class ServingLease(pulumi.ComponentResource):
+    """The objects of the module docstring; ``gate`` turns the pod spec into its gated form.
+
+    Outputs (registered): ``serviceAccount`` (the serving pod's), ``witnessSecret``, ``peersSecret`` (or None
+    without the failsafe), ``peerAccounts`` (the account each other site vouches through, by site).
+    """
+
+    wiring: LeaseWiring
+    service_account: str
+    dependencies: list[pulumi.Resource]  # what the gated pod reads: it is created after them
+
+    def __init__(
+        self, name: str, args: ServingLeaseArgs, pod: ServedPod, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("headscale-ha:lease:ServingLease", name, None, opts)
+        self._name, self._pod = name, pod
+        self._meta = {"namespace": pod.namespace, "labels": labels(pod.app, "lease")}
+        failsafe = args.failover.failsafe
+        witness = pulumi.Output.from_input(args.witness_kubeconfig).apply(
+            lambda text: lease_credentials(text, key=WITNESS_KUBECONFIG_KEY)
+        )
+        witness_secret = self._secret("witness", witness.apply(witness_secret_data))
+        self.dependencies = [witness_secret, self._script()]
+        peers_secret = None
+        if failsafe:
+            peers_secret = self._secret("peers", self._peer_credentials(args.peers).apply(peers_secret_data))
+            self.dependencies.append(peers_secret)
+        self.service_account = pod.service_account or f"{pod.app}-serving"
+        if pod.service_account is None:
+            self.dependencies.append(
+                self._object(k8s.core.v1.ServiceAccount, "serving", {"name": self.service_account})
+            )
+        self.dependencies += self._renewer_rights(args)
+        peer_accounts = {peer: self._peer_account(args, peer) for peer in sorted(args.peers)} if failsafe else {}
+        self.wiring = LeaseWiring(
+            site=args.site,
+            failover=args.failover,
+            # Not a secret: where the witness is (its CA and token are in the Secret).
+            witness_api_url=pulumi.Output.unsecret(witness.apply(lambda credentials: credentials.api_url)),
+            witness_secret=f"{pod.app}-lease-witness",
+            peers_secret=f"{pod.app}-lease-peers",
+            peers=tuple(sorted(args.peers)),
+            image=pod.image,
+            script_config_map=f"{pod.app}-lease-script",
+            serve_from=SERVE_FROM_MOUNT,
+            serve_from_mounts=serve_from_mounts(pod.served),
+            resources=pod.resources,
+        )
+        self.register_outputs(
+            {
+                "serviceAccount": self.service_account,
+                "witnessSecret": self.wiring.witness_secret,
+                "peersSecret": self.wiring.peers_secret if peers_secret is not None else None,
+                "peerAccounts": peer_accounts,
+            }
+        )
+
+    def gate(self, pod_spec: dict[str, Any]) -> dict[str, Any]:
+        """The pod spec behind the gate and the renewer (components/witness_lease.py ``gated_pod_spec``)."""
+        return gated_pod_spec(pod_spec, self.wiring, self._pod.served, self.service_account)
+
+    def _object(
+        self, kind: Any, role: str, metadata: dict[str, Any], *, cluster_scoped: bool = False, **fields: Any
+    ) -> pulumi.Resource:
+        meta = {**self._meta, **metadata}
+        if cluster_scoped:
+            del meta["namespace"]
+        resource: pulumi.Resource = kind(
+            f"{self._name}-{role}",
+            metadata=meta,
+            **fields,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return resource
+
+    def _from_body(
+        self, kind: Any, role: str, body: dict[str, Any], *, cluster_scoped: bool = False
+    ) -> pulumi.Resource:
+        """An object of a pure builder's body (components/witness_lease.py), its fields passed as the SDK names
+        them."""
+        fields = {_SDK_FIELDS[key]: value for key, value in body.items() if key in _SDK_FIELDS}
+        return self._object(kind, role, body["metadata"], cluster_scoped=cluster_scoped, **fields)
+
+    def _account(self, role: str, name: str) -> pulumi.Resource:
+        """A ServiceAccount whose token is never automounted (the pods project the one they need)."""
+        return self._object(k8s.core.v1.ServiceAccount, role, {"name": name}, automount_service_account_token=False)
+
+    def _secret(self, role: str, data: pulumi.Output[dict[str, str]]) -> pulumi.Resource:
+        return self._object(
+            k8s.core.v1.Secret,
+            f"{role}-secret",
+            {"name": f"{self._pod.app}-lease-{role}"},
+            type="Opaque",
+            string_data=pulumi.Output.secret(data),
+        )
+
+    def _script(self) -> pulumi.Resource:
+        return self._object(
+            k8s.core.v1.ConfigMap,
+            "script",
+            {"name": f"{self._pod.app}-lease-script"},
+            data={SCRIPT_FILE: packaged_script(SCRIPT_FILE)},
+        )
+
+    @staticmethod
+    def _peer_credentials(peers: Mapping[str, PeerSite]) -> pulumi.Output[dict[str, Any]]:
+        """Each other site's credentials and failsafe namespace, by site (a secret: the tokens are in it)."""
+        return pulumi.Output.all(
+            **{
+                site: pulumi.Output.from_input(peer.kubeconfig).apply(
+                    lambda text, site=site, namespace=peer.namespace: (
+                        lease_credentials(text, key=f"{PEER_KUBECONFIGS_KEY}.{site}"),
+                        namespace,
+                    )
+                )
+                for site, peer in peers.items()
+            }
+        )
+
+    def _renewer_rights(self, args: ServingLeaseArgs) -> list[pulumi.Resource]:
+        """The renewer's Role (its failsafe Lease, its own pod's delete) and the policy that narrows the delete."""
+        app, namespace = self._pod.app, self._pod.namespace
+        role = renewer_role(f"{app}-lease-renewer", namespace, f"{args.failover.lease}-failsafe")
+        binding = renewer_role_binding(f"{app}-lease-renewer", namespace, self.service_account)
+        policy, policy_binding = own_pod_policy(
+            f"headscale-ha-{namespace}-{app}-own-pod", namespace, self.service_account
+        )
+        admission = k8s.admissionregistration.v1
+        return [
+            self._from_body(k8s.rbac.v1.Role, "renewer-role", role),
+            self._from_body(k8s.rbac.v1.RoleBinding, "renewer-binding", binding),
+            self._from_body(admission.ValidatingAdmissionPolicy, "own-pod", policy, cluster_scoped=True),
+            self._from_body(
+                admission.ValidatingAdmissionPolicyBinding, "own-pod-binding", policy_binding, cluster_scoped=True
+            ),
+        ]
+
+    def _peer_account(self, args: ServingLeaseArgs, peer: str) -> str:
+        """The account ``peer`` vouches through in this cluster: this site's failsafe Lease, nothing else."""
+        account = f"{self._pod.app}-failsafe-{peer}"
+        role = lease_role(account, self._pod.namespace, f"{args.failover.lease}-failsafe")
+        binding = renewer_role_binding(account, self._pod.namespace, account)
+        self._account(f"{peer}-account", account)
+        self._from_body(k8s.rbac.v1.Role, f"{peer}-role", role)
+        self._from_body(k8s.rbac.v1.RoleBinding, f"{peer}-binding", binding)
+        return account
