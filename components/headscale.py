@@ -41,7 +41,13 @@ from headscale_ha.components.pod import (
     scheduling,
     selector,
 )
-from headscale_ha.components.serving_lease import ServedPod, ServingLease, ServingLeaseArgs
+from headscale_ha.components.serving_lease import (
+    FailsafeAccounts,
+    FailsafeAccountsArgs,
+    ServedPod,
+    ServingLease,
+    ServingLeaseArgs,
+)
 from headscale_ha.components.settings import (
     BackupSettings,
     ClusterSettings,
@@ -303,6 +309,9 @@ class HeadscaleServerArgs:
     #: Automatic failover (SQLite only): the pod serves only while its site holds the witness Lease
     #: (docs/witness-lease.md); None: it serves whenever ``replicas`` is 1.
     lease: ServingLeaseArgs | None = None
+    #: The accounts the other sites' renewers vouch through in this cluster (made before automatic failover is on,
+    #: so that every site can hand its tokens to the others first); None: none.
+    failsafe_accounts: FailsafeAccountsArgs | None = None
 
 
 def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
@@ -422,11 +431,16 @@ class HeadscaleServer(pulumi.ComponentResource):
         self.lease = self._lease(name, args, meta["namespace"]) if args.lease is not None else None
         if self.lease is not None:
             self.pod_spec = _reads_its_config_only(self.lease.gate(self.pod_spec))
+        if args.failsafe_accounts is not None:
+            FailsafeAccounts(f"{name}-failsafe-accounts", args.failsafe_accounts, child)
         self.recovery_facts = recovery_facts(APP, self.pod_spec)
         self.deployment = self._deployment(name, args, meta, config_text, oidc_secret)
-        if self.backup is not None:
+        if self.backup is not None and (args.lease is None or self.backup.args.require_backup):
             # The served witness, once this rollout is ready: a later loss of both volumes is refused, not emptied.
-            record_served(self.backup, self.deployment, replicas=args.replicas, parent=self)
+            # Behind the lease nothing awaits readiness, and which site served is the Lease's: only a standby's
+            # witness (it must restore, never start empty), as `standby`, is written then; one written before stays.
+            replicas = args.replicas if args.lease is None else 0
+            record_served(self.backup, self.deployment, replicas=replicas, parent=self)
         self.service = cluster_service(
             f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
         )
@@ -512,6 +526,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             pod_spec=self.pod_spec,
             annotations=pod_annotations,
             skip_reasons={"CKV_K8S_35": PASSWORD_ENV_REASON} if isinstance(args.database, PostgresStorage) else None,
+            await_ready=args.lease is None,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[

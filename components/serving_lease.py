@@ -19,7 +19,12 @@ import pulumi_kubernetes as k8s
 from headscale_ha.components.litestream_config import packaged_script
 from headscale_ha.components.pod import labels
 from headscale_ha.components.settings import FailoverSettings
-from headscale_ha.components.witness_credentials import lease_credentials, peers_secret_data, witness_secret_data
+from headscale_ha.components.witness_credentials import (
+    ApiCredentials,
+    lease_credentials,
+    peers_secret_data,
+    witness_secret_data,
+)
 from headscale_ha.components.witness_lease import (
     SCRIPT_FILE,
     SERVE_FROM_MOUNT,
@@ -47,7 +52,9 @@ class PeerSite:
     #: A kubeconfig of that site's cluster (a Pulumi secret): https server, CA data and the token of the account
     #: that site made for this one (``<app>-failsafe-<this site>``), allowed that site's failsafe Lease only.
     kubeconfig: pulumi.Input[str]
-    namespace: str  # the namespace of that site's serving pod, where its failsafe Lease is
+    #: The namespace of that site's serving pod, where its failsafe Lease is; None: the kubeconfig's current
+    #: context's namespace, else this site's.
+    namespace: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,8 +66,7 @@ class ServingLeaseArgs:
     #: A kubeconfig of the witness API server (a Pulumi secret): https server, CA data and a token allowed the
     #: Lease of ``failover`` only (components/witness_lease.py ``lease_role``).
     witness_kubeconfig: pulumi.Input[str]
-    #: The other sites, by name: with the failsafe, each must be reachable (its kubeconfig); without it, only
-    #: their names matter (the accounts they vouch through are not made).
+    #: With the failsafe, every other site, by name (its kubeconfig); without it, none is read.
     peers: Mapping[str, PeerSite] = field(default_factory=dict)
 
 
@@ -83,7 +89,7 @@ class ServingLease(pulumi.ComponentResource):
     """The objects of the module docstring; ``gate`` turns the pod spec into its gated form.
 
     Outputs (registered): ``serviceAccount`` (the serving pod's), ``witnessSecret``, ``peersSecret`` (or None
-    without the failsafe), ``peerAccounts`` (the account each other site vouches through, by site).
+    without the failsafe).
     """
 
     wiring: LeaseWiring
@@ -97,7 +103,8 @@ class ServingLease(pulumi.ComponentResource):
         self._name, self._pod = name, pod
         self._meta = {"namespace": pod.namespace, "labels": labels(pod.app, "lease")}
         failsafe = args.failover.failsafe
-        witness = pulumi.Output.from_input(args.witness_kubeconfig).apply(
+        # Secret from the start: a plain string from the config is made a Pulumi secret before anything reads it.
+        witness = pulumi.Output.secret(args.witness_kubeconfig).apply(
             lambda text: lease_credentials(text, key=WITNESS_KUBECONFIG_KEY)
         )
         witness_secret = self._secret("witness", witness.apply(witness_secret_data))
@@ -108,11 +115,8 @@ class ServingLease(pulumi.ComponentResource):
             self.dependencies.append(peers_secret)
         self.service_account = pod.service_account or f"{pod.app}-serving"
         if pod.service_account is None:
-            self.dependencies.append(
-                self._object(k8s.core.v1.ServiceAccount, "serving", {"name": self.service_account})
-            )
+            self.dependencies.append(self._account("serving", self.service_account))
         self.dependencies += self._renewer_rights(args)
-        peer_accounts = {peer: self._peer_account(args, peer) for peer in sorted(args.peers)} if failsafe else {}
         self.wiring = LeaseWiring(
             site=args.site,
             failover=args.failover,
@@ -132,7 +136,6 @@ class ServingLease(pulumi.ComponentResource):
                 "serviceAccount": self.service_account,
                 "witnessSecret": self.wiring.witness_secret,
                 "peersSecret": self.wiring.peers_secret if peers_secret is not None else None,
-                "peerAccounts": peer_accounts,
             }
         )
 
@@ -183,16 +186,17 @@ class ServingLease(pulumi.ComponentResource):
             data={SCRIPT_FILE: packaged_script(SCRIPT_FILE)},
         )
 
-    @staticmethod
-    def _peer_credentials(peers: Mapping[str, PeerSite]) -> pulumi.Output[dict[str, Any]]:
+    def _peer_credentials(self, peers: Mapping[str, PeerSite]) -> pulumi.Output[dict[str, Any]]:
         """Each other site's credentials and failsafe namespace, by site (a secret: the tokens are in it)."""
+
+        def with_namespace(text: str, site: str, peer: PeerSite) -> tuple[ApiCredentials, str]:
+            credentials = lease_credentials(text, key=f"{PEER_KUBECONFIGS_KEY}.{site}")
+            return credentials, peer.namespace or credentials.namespace or self._pod.namespace
+
         return pulumi.Output.all(
             **{
-                site: pulumi.Output.from_input(peer.kubeconfig).apply(
-                    lambda text, site=site, namespace=peer.namespace: (
-                        lease_credentials(text, key=f"{PEER_KUBECONFIGS_KEY}.{site}"),
-                        namespace,
-                    )
+                site: pulumi.Output.secret(peer.kubeconfig).apply(
+                    lambda text, site=site, peer=peer: with_namespace(text, site, peer)
                 )
                 for site, peer in peers.items()
             }
@@ -216,12 +220,50 @@ class ServingLease(pulumi.ComponentResource):
             ),
         ]
 
-    def _peer_account(self, args: ServingLeaseArgs, peer: str) -> str:
-        """The account ``peer`` vouches through in this cluster: this site's failsafe Lease, nothing else."""
-        account = f"{self._pod.app}-failsafe-{peer}"
-        role = lease_role(account, self._pod.namespace, f"{args.failover.lease}-failsafe")
-        binding = renewer_role_binding(account, self._pod.namespace, account)
-        self._account(f"{peer}-account", account)
-        self._from_body(k8s.rbac.v1.Role, f"{peer}-role", role)
-        self._from_body(k8s.rbac.v1.RoleBinding, f"{peer}-binding", binding)
-        return account
+
+@dataclass(frozen=True, kw_only=True)
+class FailsafeAccountsArgs:
+    """The accounts the other sites vouch through in this site's cluster."""
+
+    app: str  # names the accounts: `<app>-failsafe-<site>`
+    namespace: str  # this site's serving namespace, where its failsafe Lease is
+    failsafe_lease: str  # the Lease the accounts may read and write, nothing else
+    peers: tuple[str, ...]  # the other sites
+
+
+class FailsafeAccounts(pulumi.ComponentResource):
+    """Per other site, a ServiceAccount with ``get`` and ``patch`` on this site's failsafe Lease and ``create`` on
+    Leases: a token of it, in a kubeconfig of this cluster, is that site's ``peerKubeconfigs`` entry for this one.
+    Made apart from the lease (with the witness's kubeconfig set, before automatic failover is on), so that every
+    site can hand its tokens to the others before any site needs theirs.
+
+    Outputs (registered): ``accounts``, the account name by site.
+    """
+
+    def __init__(self, name: str, args: FailsafeAccountsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("headscale-ha:lease:FailsafeAccounts", name, None, opts)
+        meta = {"namespace": args.namespace, "labels": labels(args.app, "lease")}
+        child = pulumi.ResourceOptions(parent=self)
+        accounts = {}
+        for peer in sorted(args.peers):
+            account = accounts[peer] = f"{args.app}-failsafe-{peer}"
+            role = lease_role(account, args.namespace, args.failsafe_lease)
+            binding = renewer_role_binding(account, args.namespace, account)
+            k8s.core.v1.ServiceAccount(
+                f"{name}-{peer}-account",
+                metadata={**meta, "name": account},
+                automount_service_account_token=False,
+                opts=child,
+            )
+            k8s.rbac.v1.Role(
+                f"{name}-{peer}-role", metadata={**meta, **role["metadata"]}, rules=role["rules"], opts=child
+            )
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-{peer}-binding",
+                metadata={**meta, **binding["metadata"]},
+                role_ref=binding["roleRef"],
+                subjects=binding["subjects"],
+                opts=child,
+            )
+        self.accounts = accounts
+        self.register_outputs({"accounts": accounts})

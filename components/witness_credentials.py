@@ -38,6 +38,7 @@ class ApiCredentials:
     api_url: str
     ca_crt: str
     token: str
+    namespace: str | None = None  # the current context's namespace, when it names one
 
     def __repr__(self) -> str:
         return "ApiCredentials(<secret>)"
@@ -48,9 +49,12 @@ def lease_credentials(kubeconfig: str, *, key: str) -> ApiCredentials:
     problem's message."""
     try:
         document = load_kubeconfig(kubeconfig)
-        cluster, user = _current(document)
+        context, cluster, user = _current(document)
         api_url = _server(cluster)
-        return ApiCredentials(api_url=api_url, ca_crt=_ca(cluster), token=_token(user))
+        namespace = context.get("namespace")
+        if namespace is not None and (not isinstance(namespace, str) or not namespace):
+            raise ValueError("the current context's namespace: must be a namespace name when set")
+        return ApiCredentials(api_url=api_url, ca_crt=_ca(cluster), token=_token(user), namespace=namespace)
     except ValueError as problem:
         raise ValueError(f"{key}: {problem}") from None
 
@@ -66,14 +70,14 @@ def _named(document: dict[str, Any], section: str, name: object, *, named_by: st
     raise ValueError(f"{section}: no entry named as {named_by} says")
 
 
-def _current(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The cluster and the user of the current context."""
+def _current(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The current context, its cluster and its user."""
     name = document.get("current-context")
     if not isinstance(name, str) or not name:
         raise ValueError("current-context: must name the context the lease containers use")
     context = _named(document, "contexts", name, named_by="current-context")
     cluster = _named(document, "clusters", context.get("cluster"), named_by="the current context's cluster")
-    return cluster, _named(document, "users", context.get("user"), named_by="the current context's user")
+    return context, cluster, _named(document, "users", context.get("user"), named_by="the current context's user")
 
 
 def _server(cluster: dict[str, Any]) -> str:

@@ -96,14 +96,20 @@ def singleton_deployment(
     opts: pulumi.ResourceOptions,
     skip_reasons: dict[str, str] | None = None,
     part_of: str = PART_OF,
+    await_ready: bool = True,
 ) -> k8s.apps.v1.Deployment:
     """At most one pod, replaced by stopping the old one first: a SQLite file has one writer.
 
     ``skip_reasons``: static checks (checkov ids) this workload is exempt from, and why; ``part_of``: the
-    application of the pod labels and the selector (pod.labels)."""
+    application of the pod labels and the selector (pod.labels); ``await_ready``: false where the pod may rightly
+    wait unready for ever (behind the witness lease's gate, at a site that does not hold the Lease), so that
+    `pulumi up` neither waits for it nor fails."""
+    annotations_ = static_check_skips(pod_spec, skip_reasons)
+    if not await_ready:
+        annotations_ = {**annotations_, "pulumi.com/skipAwait": "true"}
     return k8s.apps.v1.Deployment(
         resource_name,
-        metadata={**meta, "name": app, "annotations": static_check_skips(pod_spec, skip_reasons)},
+        metadata={**meta, "name": app, "annotations": annotations_},
         spec={
             "replicas": replicas,
             "strategy": {"type": "Recreate"},

@@ -46,10 +46,18 @@ from headscale_ha.components.postgres import (
     ca_secret,
     read_write_host,
 )
+from headscale_ha.components.serving_lease import (
+    PEER_KUBECONFIGS_KEY,
+    WITNESS_KUBECONFIG_KEY,
+    FailsafeAccountsArgs,
+    PeerSite,
+    ServingLeaseArgs,
+)
 from headscale_ha.components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
 from headscale_ha.components.subnet_routers import SubnetRoutersArgs, advertised_routes, router_name
 from headscale_ha.components.tailnet_objects import TailnetObjectsArgs
 from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, POLICY_KEY, LiveApi, TailnetPolicyArgs
+from headscale_ha.components.witness_credentials import lease_credentials
 from headscale_ha.policy.hujson import load_hujson
 from headscale_ha.policy.principals import ConfiguredUser, policy_users
 from headscale_ha.policy.problems import PolicyError, PolicyLint
@@ -86,10 +94,69 @@ def stage_of(config: StackConfig) -> DatabaseStagePlan:
 
 
 def headscale_replicas(config: StackConfig) -> int:
-    """0 on a standby and while migrating (registrations pause, tunnels keep running); else the configured 0 or 1."""
-    if config.role is Role.STANDBY or config.database.stage is DatabaseStage.MIGRATING:
+    """0 on a standby and while migrating (registrations pause, tunnels keep running); else the configured 0 or 1.
+    With automatic failover the witness Lease decides who serves, not `role`: every site runs its pod, which waits
+    in its gate until its site holds the Lease, so a `pulumi up` of either site never changes who serves."""
+    if config.database.stage is DatabaseStage.MIGRATING:
+        return 0
+    if config.role is Role.STANDBY and not config.tailnet.failover.automatic:
         return 0
     return config.headscale.replicas
+
+
+def lease_api_urls(config: StackConfig) -> dict[str, str]:
+    """With automatic failover, the API servers the lease containers reach besides their own, by why: the witness,
+    and with the failsafe each other site."""
+    lease = serving_lease_args(config)
+    if lease is None:
+        return {}
+    kubeconfigs = {"the witness API server (the failover Lease)": (WITNESS_KUBECONFIG_KEY, lease.witness_kubeconfig)}
+    kubeconfigs |= {
+        f"{site}'s API server (its failsafe Lease)": (f"{PEER_KUBECONFIGS_KEY}.{site}", peer.kubeconfig)
+        for site, peer in lease.peers.items()
+    }
+    urls = {}
+    for why, (key, kubeconfig) in kubeconfigs.items():
+        try:
+            urls[why] = lease_credentials(str(kubeconfig), key=key).api_url
+        except ValueError as refused:  # the config rules report it first; a config built by hand may not
+            raise ConfigError([f"{PROJECT}:{refused}"]) from None
+    return urls
+
+
+def failsafe_accounts_args(config: StackConfig) -> FailsafeAccountsArgs | None:
+    """With the failsafe, once this site is preparing for automatic failover (its witness's kubeconfig set) or runs
+    it: an account per other site in this cluster, whose token that site's `peerKubeconfigs` holds."""
+    failover = config.tailnet.failover
+    if not failover.failsafe or (config.witness_kubeconfig is None and not failover.automatic):
+        return None
+    others = tuple(site.name for site in config.tailnet.sites if site.name != config.site.name)
+    return FailsafeAccountsArgs(
+        app=headscale_module.APP,
+        namespace=config.namespace,
+        failsafe_lease=f"{failover.lease}-failsafe",
+        peers=others,
+    )
+
+
+def serving_lease_args(config: StackConfig) -> ServingLeaseArgs | None:
+    """With automatic failover, this site's place behind the witness Lease (the kubeconfigs become Pulumi secrets
+    in the component); None without it."""
+    failover = config.tailnet.failover
+    if not failover.automatic:
+        return None
+    if config.witness_kubeconfig is None:  # the config rules require it; a config built by hand may lack it
+        raise ConfigError([f"{PROJECT}:witnessKubeconfig: is required with tailnet.failover.automatic, got nothing"])
+    peers = {}
+    if failover.failsafe:
+        given = config.peer_kubeconfigs or {}
+        peers = {site: PeerSite(kubeconfig=kubeconfig.get_secret_value()) for site, kubeconfig in given.items()}
+    return ServingLeaseArgs(
+        site=config.site.name,
+        failover=failover,
+        witness_kubeconfig=config.witness_kubeconfig.get_secret_value(),
+        peers=peers,
+    )
 
 
 def headplane_replicas(config: StackConfig) -> int:
@@ -297,6 +364,8 @@ def headscale_server_args(config: StackConfig, stage: DatabaseStagePlan, policy:
         nameservers=tuple(tailnet.nameservers),
         split_dns=split_dns(config),
         policy_file=policy_file(config, policy),
+        lease=serving_lease_args(config),
+        failsafe_accounts=failsafe_accounts_args(config),
     )
 
 

@@ -123,6 +123,17 @@ class StackConfig(SettingsModel):
     headplane_api_key: SecretStr | None = Field(
         default=None, description="Secret. Headscale API key Headplane uses for OIDC logins; required with OIDC."
     )
+    witness_kubeconfig: SecretStr | None = Field(
+        default=None,
+        description="Secret. Kubeconfig of the witness API server, required with `tailnet.failover.automatic`: an "
+        "https server, its CA data and a token allowed the failover Lease only (docs/witness-lease.md).",
+    )
+    peer_kubeconfigs: dict[DnsLabel, Annotated[SecretStr, Field(min_length=1)]] | None = Field(
+        default=None,
+        description="Secret. With `tailnet.failover.automatic` and its failsafe: per other site, a kubeconfig of "
+        "that site's cluster with the token of the account it made for this one, `headscale-failsafe-<this site>` "
+        "(`pulumi config set --secret --path 'peerKubeconfigs.cosmos' ...`).",
+    )
 
     @property
     def site(self) -> Site:
@@ -220,7 +231,7 @@ def _validation_problems(key: str, exc: ValidationError, *, secret: bool = False
 
 
 def _needs_json(annotation: Any) -> bool:
-    if get_origin(annotation) is list or model_in(annotation) is not None:
+    if get_origin(annotation) in (list, dict) or model_in(annotation) is not None:
         return True
     return any(_needs_json(arg) for arg in get_args(annotation))
 

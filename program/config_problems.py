@@ -26,6 +26,8 @@ SECRET_KEYS = (
     "bootstrapApiKey",
     "objectStoreAccessKeyId",
     "objectStoreSecretAccessKey",
+    "witnessKubeconfig",
+    "peerKubeconfigs",
 )
 
 

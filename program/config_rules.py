@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import SecretStr
+
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, ReplicaSource, Role
+from headscale_ha.components.witness_credentials import lease_credentials
 from headscale_ha.program.config_problems import GONE, problem
 from headscale_ha.program.database_stage import DatabaseStageError, database_stage
 
@@ -243,6 +246,80 @@ def the_volume_holds_a_restore(sections: Sections) -> list[str]:
     return problems
 
 
+def automatic_failover_has_what_it_needs(sections: Sections) -> list[str]:
+    """With tailnet.failover.automatic: two sites at least, the witness's kubeconfig, with the failsafe a kubeconfig
+    of every other site (and none of a site that is not one), SQLite, and a public endpoint that follows the Lease."""
+    if not _have(sections, "tailnet") or not sections["tailnet"].failover.automatic:
+        return []
+    tailnet, why = sections["tailnet"], "with tailnet.failover.automatic"
+    problems = []
+    if len(tailnet.sites) < 2:
+        what = "needs two sites in tailnet.sites at least: a site takes over from another"
+        problems.append(problem("tailnet.failover.automatic", what, True))
+    if sections.get("witnessKubeconfig") is None:
+        what = f"is required {why}: a kubeconfig of the witness API server (docs/witness-lease.md)"
+        problems.append(problem("witnessKubeconfig", what, GONE))
+
+    if _have(sections, "cluster") and tailnet.failover.failsafe:
+        name = sections["cluster"].name
+        problems += _peer_problems(sections, name, [site.name for site in tailnet.sites if site.name != name])
+    if _have(sections, "database") and sections["database"].stage is not DatabaseStage.SQLITE:
+        what = f"must be sqlite {why}: a PostgreSQL replica cluster is promoted by hand (docs/failover.md)"
+        problems.append(problem("database.stage", what, sections["database"].stage.value))
+    if _have(sections, "endpoint") and sections["endpoint"].failover is FailoverMode.EXTERNAL_DNS:
+        what = (
+            f"externalDns does not follow the Lease {why}: the record points at tailnet.activeSite; use k8gb (it "
+            "follows the serving pod's readiness) or none (the public name is yours to move)"
+        )
+        problems.append(problem("endpoint.failover", what, "externalDns"))
+    return problems
+
+
+def _peer_problems(sections: Sections, name: str, others: list[str]) -> list[str]:
+    """With the failsafe, a kubeconfig per other site."""
+    given = sections.get("peerKubeconfigs") or {}
+    problems = [
+        problem(
+            f"peerKubeconfigs.{site}",
+            f"is required with tailnet.failover.failsafe: a kubeconfig of {site}'s cluster with the token of its "
+            f"account headscale-failsafe-{name}",
+            GONE,
+        )
+        for site in others
+        if site not in given
+    ]
+    return problems
+
+
+def lease_kubeconfigs_are_usable(sections: Sections) -> list[str]:
+    """Every kubeconfig set for the witness lease (with automatic failover on or not yet) is one the lease script
+    can use, and names the witness or another site."""
+    problems = []
+    if sections.get("witnessKubeconfig") is not None:
+        problems += _kubeconfig_problems("witnessKubeconfig", sections["witnessKubeconfig"])
+    given = sections.get("peerKubeconfigs") or {}
+    if given and _have(sections, "cluster", "tailnet"):
+        name = sections["cluster"].name
+        others = [site.name for site in sections["tailnet"].sites if site.name != name]
+        problems += [
+            problem(f"peerKubeconfigs.{extra}", f"is not another site of tailnet.sites ({', '.join(others)})", GONE)
+            for extra in sorted(given)
+            if extra not in others
+        ]
+    for site in sorted(given):
+        problems += _kubeconfig_problems(f"peerKubeconfigs.{site}", given[site])
+    return problems
+
+
+def _kubeconfig_problems(key: str, kubeconfig: SecretStr) -> list[str]:
+    """What the lease script cannot use in a kubeconfig (components/witness_credentials.py), named, never shown."""
+    try:
+        lease_credentials(kubeconfig.get_secret_value(), key=key)
+    except ValueError as refused:
+        return [problem(key, str(refused).removeprefix(f"{key}: "), kubeconfig, secret=True)]
+    return []
+
+
 #: Every rule across keys, in the order they run (ConfigError sorts the problems it reports).
 RULES: tuple[Rule, ...] = (
     site_is_listed,
@@ -258,6 +335,8 @@ RULES: tuple[Rule, ...] = (
     the_stage_has_what_it_needs,
     oidc_has_its_secrets,
     the_volume_holds_a_restore,
+    automatic_failover_has_what_it_needs,
+    lease_kubeconfigs_are_usable,
 )
 
 

@@ -3,7 +3,9 @@ what each workload may reach, derived from the same config the workloads are ren
 
 Who reaches what, and why nothing else:
 
-- Headscale: DNS; every DERP map URL; the OIDC issuer (discovery, token, keys); PostgreSQL in the postgres stage.
+- Headscale: DNS; every DERP map URL; the OIDC issuer (discovery, token, keys); PostgreSQL in the postgres stage;
+  the API server for its position recorder; with automatic failover, the API server (the lease renewer), the
+  witness's and, with the failsafe, each other site's (their servers as the kubeconfigs name them).
 - Headplane: DNS; Headscale's HTTP port (its in-cluster API URL); the OIDC issuer.
 - The migration Job: DNS; PostgreSQL; the OIDC issuer (`headscale configtest` sets up the OIDC provider).
 - CloudNativePG (instances and Jobs): DNS; the API server (instance manager, barman-cloud sidecar); each other
@@ -43,7 +45,7 @@ from headscale_ha.components.network_policy import Confined, NetworkPoliciesArgs
 from headscale_ha.components.pod import selector
 from headscale_ha.components.postgres import DATABASE_CLUSTER
 from headscale_ha.components.settings import PROJECT, DatabaseStage, ReplicaSource, Role
-from headscale_ha.program.args import gateway_proxies, routers_namespace
+from headscale_ha.program.args import gateway_proxies, lease_api_urls, routers_namespace
 from headscale_ha.program.config import ConfigError, StackConfig
 from headscale_ha.program.network_ingress import (
     CNPG_POSTGRES_PORT,
@@ -138,9 +140,12 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
     stage = config.database.stage
     postgres = Reach(ports=(Port(CNPG_POSTGRES_PORT),), destinations=(from_pods(INSTANCES),), why="PostgreSQL")
     derp_maps = [reach for url in config.headscale.derp.urls for reach in to.url(url, f"the DERP map {url}")]
-    # Headscale's position recorder (a sidecar) patches its served witness through the API; Headplane has none.
-    recorder = [api_server_reach(config.network_policy)] if config.backup.auth.record_position else []
-    headscale = [dns, *derp_maps, *to.oidc(), *([postgres] if stage is DatabaseStage.POSTGRES else recorder)]
+    # Headscale's position recorder (a sidecar) patches its served witness through the API, and with automatic
+    # failover the lease renewer its failsafe Lease and its own pod; Headplane has none.
+    automatic = config.tailnet.failover.automatic
+    local_api = [api_server_reach(config.network_policy)] if config.backup.auth.record_position or automatic else []
+    sqlite = [*local_api, *lease_reaches(config, to)]
+    headscale = [dns, *derp_maps, *to.oidc(), *([postgres] if stage is DatabaseStage.POSTGRES else sqlite)]
     workloads = [Confined(name=headscale_module.APP, pods=selector(headscale_module.APP), reaches=tuple(headscale))]
     if config.headplane.enabled:
         api = Reach(
@@ -164,6 +169,12 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
     if config.backup.volsync is not None:
         workloads.append(Confined(name="volsync-mover", pods=VOLSYNC_MOVER, reaches=(dns, *volsync(config, to))))
     return workloads
+
+
+def lease_reaches(config: StackConfig, to: _Destinations) -> list[Reach]:
+    """With automatic failover, the lease containers' other API servers: the witness, and each other site's with
+    the failsafe (their servers, from the kubeconfigs)."""
+    return [reach for why, url in lease_api_urls(config).items() for reach in to.url(url, why)]
 
 
 def database(config: StackConfig, to: _Destinations) -> list[Reach]:

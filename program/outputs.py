@@ -24,6 +24,7 @@ from headscale_ha.program.availability import StackFacts, availability_output, f
 from headscale_ha.program.config import StackConfig
 from headscale_ha.program.failover import kubectl, promotion_steps
 from headscale_ha.program.inventory import must_back_up
+from headscale_ha.program.lease_gates import SERVING_LEASE
 from headscale_ha.program.recovery import RecoveryInputs, recovery_inputs, recovery_model
 from headscale_ha.program.standby import StandbyGate
 
@@ -117,6 +118,7 @@ class SiteOutputArgs:
     database_stage: str
     backup_key_epoch: int  # with the identity's fingerprint, what the backup key is derived from
     must_back_up: list[dict[str, Any]]
+    serving_lease: bool = False  # Headscale runs behind the witness lease (program/lease_gates.py reads it)
     failover: Mapping[str, Any]
     gateway: Mapping[str, Any]
     next_steps: list[str] | None  # None once the stack has API access
@@ -135,6 +137,7 @@ def site_output_args(config: StackConfig) -> SiteOutputArgs:
         database_stage=config.database.stage.value,
         backup_key_epoch=config.backup.auth.key_epoch,
         must_back_up=must_back_up(config),
+        serving_lease=config.tailnet.failover.automatic,
         failover=promotion_steps(config),
         gateway=gateway_output(config),
         next_steps=None if config.bootstrap_api_key is not None else next_steps(config),
@@ -195,6 +198,8 @@ def stack_outputs(
         **({} if out.next_steps is None else {"nextSteps": out.next_steps}),
         "policy": policy_output(out, policy),
     }
+    if out.serving_lease:  # only then: a stack without the lease exports what it did before
+        outputs[SERVING_LEASE] = True
     if out.kubeconfig is not None:
         outputs["kubeconfig"] = pulumi.Output.secret(out.kubeconfig)
     if gate is not None:

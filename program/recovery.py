@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream_config import parse_go_duration
@@ -30,6 +30,7 @@ from headscale_ha.program.config import StackConfig
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED_FILE = ROOT / "bench" / "measured" / "restore.json"
 PROMOTION_FILE = ROOT / "bench" / "measured" / "promotion.json"
+TAKEOVER_FILE = ROOT / "bench" / "measured" / "takeover.json"
 #: kube-controller-manager's attach-detach controller: maxWaitForUnmountDuration, 6 minutes, not configurable. An RWO
 #: volume of an unreachable node stays attached that long unless the node is tainted out-of-service.
 FORCE_DETACH_SECONDS = 360
@@ -38,6 +39,7 @@ FIRST_RESTART_BACKOFF_SECONDS = 10
 #: Litestream 0.5 turns new WAL frames into an LTX file on each 1 s monitor tick, then ships on its sync tick.
 LITESTREAM_MONITOR_SECONDS = 1.0
 APPS = ("headscale", "headplane")
+T = TypeVar("T")
 MIB = 1024 * 1024
 
 
@@ -77,10 +79,27 @@ class RestoreFigures:
         }
 
 
-def load_restore_figures(path: Path = MEASURED_FILE) -> RestoreFigures:
-    """The committed measurement; a clear error naming the file and the command when it is missing or malformed."""
+def _sourced(path: Path, measured_on: str, method: str, figures: dict[str, Any]) -> dict[str, Any]:
+    """A measurement as the output shows it: where it is committed, when and how it was measured, its figures."""
+    return {"source": str(path.relative_to(ROOT)), "measuredOn": measured_on, "method": method, **figures}
+
+
+def _measured(path: Path, what: str, bench: str, read: Callable[[Any], T], *, how: str = "") -> T:
+    """A committed measurement read by ``read``; a clear error naming the file and the bench that records it when
+    it is missing or malformed."""
     try:
-        data = json.loads(path.read_text())
+        return read(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MeasurementError(
+            f"{path}: the measured {what} figures are missing or malformed ({exc!r}); "
+            f"run `python -m {bench} --record` to measure them{how}"
+        ) from exc
+
+
+def load_restore_figures(path: Path = MEASURED_FILE) -> RestoreFigures:
+    """The committed measurement of a restore and of a kill's loss."""
+
+    def read(data: Any) -> RestoreFigures:
         return RestoreFigures(
             litestream=str(data["litestream"]),
             measured_on=str(data["measuredOn"]),
@@ -90,11 +109,8 @@ def load_restore_figures(path: Path = MEASURED_FILE) -> RestoreFigures:
             kill_lost_seconds_max=float(data["rpo"]["killLostSecondsMax"]),
             sync_interval=str(data["rpo"]["syncInterval"]),
         )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MeasurementError(
-            f"{path}: the measured restore figures are missing or malformed ({exc!r}); "
-            "run `python -m bench.restore --record` to measure them with the real Litestream binary"
-        ) from exc
+
+    return _measured(path, "restore", "bench.restore", read, how=" with the real Litestream binary")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,19 +126,17 @@ class PromotionFigures:
     method: str
 
     def as_output(self) -> dict[str, Any]:
-        return {
-            "source": str(PROMOTION_FILE.relative_to(ROOT)),
-            "measuredOn": self.measured_on,
-            "method": self.method,
+        figures = {
             "promoteActiveLostSeconds": self.lost_seconds,
             "promoteActiveReachableSeconds": self.reachable_seconds,
         }
+        return _sourced(PROMOTION_FILE, self.measured_on, self.method, figures)
 
 
 def load_promotion_figures(path: Path = PROMOTION_FILE) -> PromotionFigures:
-    """The committed measurement of the promotion command; a clear error when it is missing or malformed."""
-    try:
-        data = json.loads(path.read_text())
+    """The committed measurement of the promotion command."""
+
+    def read(data: Any) -> PromotionFigures:
         lost = data["lost"]  # measured with real actors (bench/real_runs.py) when it names its own method
         return PromotionFigures(
             measured_on=str(lost.get("measuredOn", data["measuredOn"])),
@@ -130,11 +144,51 @@ def load_promotion_figures(path: Path = PROMOTION_FILE) -> PromotionFigures:
             reachable_seconds=float(data["reachable"]["commandSeconds"]) + float(data["reachable"]["waitSeconds"]),
             method=str(lost.get("method", data["method"])),
         )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MeasurementError(
-            f"{path}: the measured promotion figures are missing or malformed ({exc!r}); "
-            "run `python -m bench.promotion --record` to measure them"
-        ) from exc
+
+    return _measured(path, "promotion", "bench.promotion", read)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TakeoverFigures:
+    """What bench/witness_replica.py measured of a takeover behind the witness lease, at its timing: from the
+    holder's loss to the other site's first write, less that site's restore (which the model computes from the
+    stack's own database size and restore limit). The slower of its scenarios (the holder lost or partitioned)."""
+
+    measured_on: str
+    method: str
+    median_seconds: float  # the median wait for the Lease, restore left out
+    max_seconds: float
+    lease_and_skew_seconds: float  # the measured timing's leaseSeconds + skewSeconds, which the wait follows
+
+    def wait_seconds(self, lease_and_skew_seconds: float) -> float:
+        """The wait at another timing: a gate takes over once the Lease expired and the skew bound passed, so the
+        wait moves with leaseSeconds + skewSeconds."""
+        return self.median_seconds + lease_and_skew_seconds - self.lease_and_skew_seconds
+
+    def as_output(self) -> dict[str, Any]:
+        figures = {
+            "takeoverWithoutRestoreMedianSeconds": self.median_seconds,
+            "takeoverWithoutRestoreMaxSeconds": self.max_seconds,
+            "measuredLeaseAndSkewSeconds": self.lease_and_skew_seconds,
+        }
+        return _sourced(TAKEOVER_FILE, self.measured_on, self.method, figures)
+
+
+def load_takeover_figures(path: Path = TAKEOVER_FILE) -> TakeoverFigures:
+    """The committed measurement of a takeover behind the witness lease."""
+
+    def read(data: Any) -> TakeoverFigures:
+        slower = max(data["scenarios"].values(), key=lambda scenario: float(scenario["withoutRestoreMedianSeconds"]))
+        timing = data["timing"]
+        return TakeoverFigures(
+            measured_on=str(data["measuredOn"]),
+            method=str(data["method"]),
+            median_seconds=float(slower["withoutRestoreMedianSeconds"]),
+            max_seconds=float(slower["withoutRestoreMaxSeconds"]),
+            lease_and_skew_seconds=float(timing["LEASE_SECONDS"]) + float(timing["SKEW_SECONDS"]),
+        )
+
+    return _measured(path, "takeover", "bench.witness_replica", read)
 
 
 def _round(seconds: float) -> float:
@@ -169,10 +223,12 @@ class RecoveryInputs:
     nodes: int
     dns_ttl_seconds: int  # the public record's TTL
     stated: RecoverySettings  # the `recovery` section
+    #: With automatic failover: the Lease's leaseSeconds + skewSeconds (a takeover waits that out); None: off.
+    lease_and_skew_seconds: float | None = None
 
 
 def recovery_inputs(config: StackConfig) -> RecoveryInputs:
-    litestream = config.backup.litestream
+    litestream, failover = config.backup.litestream, config.tailnet.failover
     return RecoveryInputs(
         serving=config.role is Role.ACTIVE,
         storage=config.backup.local.storage.value,
@@ -181,6 +237,7 @@ def recovery_inputs(config: StackConfig) -> RecoveryInputs:
         nodes=config.cluster.nodes,
         dns_ttl_seconds=config.endpoint.ttl,
         stated=config.recovery,
+        lease_and_skew_seconds=float(failover.lease_seconds + failover.skew_seconds) if failover.automatic else None,
     )
 
 
@@ -281,24 +338,33 @@ def _nfs_loss(s: _Steps) -> list[dict[str, Any]]:
     return [lost, replaced]
 
 
-def _cluster_loss(s: _Steps, inputs: RecoveryInputs, promotion_figures: PromotionFigures) -> dict[str, Any]:
-    promotion = {
-        "decision": float(inputs.stated.promotion_seconds),
-        "promoteCommand": promotion_figures.lost_seconds,
-        "imagePull": s.pull,
-        "restore": s.restore,
-        "start": s.start,
-        "dnsTtl": float(inputs.dns_ttl_seconds),
-    }
-    return _row(
-        "clusterLoss",
-        promotion,
-        s.tail,
-        "An operator notices and decides (decision, stated in recovery.promotionSeconds), then runs "
-        "`make promote SITE=<standby> LOST=<active>` (its own run time measured by bench/promotion.py); the "
-        "standby restores the replica from the NFS export outside both clusters before serving; clients follow "
-        "the public name after its TTL.",
-    )
+#: How a whole cluster's loss is recovered, by hand or behind the witness lease.
+_BY_HAND = (
+    "An operator notices and decides (decision, stated in recovery.promotionSeconds), then runs "
+    "`make promote SITE=<standby> LOST=<active>` (its own run time measured by bench/promotion.py); the "
+    "standby restores the replica from the NFS export outside both clusters before serving; clients follow "
+    "the public name after its TTL."
+)
+_BEHIND_THE_LEASE = (
+    "No human: the other site's pod, waiting in its gate, takes the witness Lease once the lost holder's has "
+    "expired and the skew bound passed (leaseTakeover: measured by bench/witness_replica.py, moved by this "
+    "stack's leaseSeconds + skewSeconds), restores the replica and serves; clients follow the public name "
+    "after its TTL."
+)
+
+
+def _cluster_loss(
+    s: _Steps, inputs: RecoveryInputs, promotion_figures: PromotionFigures, takeover: TakeoverFigures | None
+) -> dict[str, Any]:
+    """The other site serves: after a human's decision and `make promote`, or (``takeover``) after its gate took
+    the Lease; then the rollout's pull, restore and start, and the DNS TTL."""
+    if takeover is None or inputs.lease_and_skew_seconds is None:
+        before = {"decision": float(inputs.stated.promotion_seconds), "promoteCommand": promotion_figures.lost_seconds}
+        how = _BY_HAND
+    else:
+        before, how = {"leaseTakeover": takeover.wait_seconds(inputs.lease_and_skew_seconds)}, _BEHIND_THE_LEASE
+    steps = {**before, "imagePull": s.pull, "restore": s.restore, "start": s.start}
+    return _row("clusterLoss", {**steps, "dnsTtl": float(inputs.dns_ttl_seconds)}, s.tail, how)
 
 
 def application_model(
@@ -307,15 +373,13 @@ def application_model(
     inputs: RecoveryInputs,
     figures: RestoreFigures,
     promotion_figures: PromotionFigures,
+    takeover: TakeoverFigures | None = None,
 ) -> list[dict[str, Any]]:
-    """RTO and RPO of one SQLite application per failure, from its pod facts."""
+    """RTO and RPO of one SQLite application per failure, from its pod facts; ``takeover`` with automatic
+    failover (Headscale's: Headplane is promoted by hand still)."""
     steps = _steps(facts, inputs, figures)
-    return [
-        *_restarts(steps),
-        _node_loss(steps, inputs.nodes),
-        *_nfs_loss(steps),
-        _cluster_loss(steps, inputs, promotion_figures),
-    ]
+    cluster = _cluster_loss(steps, inputs, promotion_figures, takeover)
+    return [*_restarts(steps), _node_loss(steps, inputs.nodes), *_nfs_loss(steps), cluster]
 
 
 def _read_inputs(facts: PodRecoveryFacts, inputs: RecoveryInputs) -> dict[str, Any]:
@@ -334,10 +398,13 @@ def recovery_model(
     pods: Mapping[str, PodRecoveryFacts],
     figures: RestoreFigures | None = None,
     promotion: PromotionFigures | None = None,
+    takeover: TakeoverFigures | None = None,
 ) -> dict[str, Any]:
     """The `recovery` output: per application, RTO and RPO per failure, with every input and its source."""
     figures = figures or load_restore_figures()
     promotion = promotion or load_promotion_figures()
+    automatic = inputs.lease_and_skew_seconds is not None
+    takeover = (takeover or load_takeover_figures()) if automatic else None
     applications: dict[str, Any] = {}
     read: dict[str, Any] = {}
     for app in APPS:
@@ -351,7 +418,13 @@ def recovery_model(
                 "not a restore.",
             }
             continue
-        failures = application_model(facts, inputs=inputs, figures=figures, promotion_figures=promotion)
+        failures = application_model(
+            facts,
+            inputs=inputs,
+            figures=figures,
+            promotion_figures=promotion,
+            takeover=takeover if app == "headscale" else None,
+        )
         applications[app] = {"modelled": True, "failures": failures}
         read[app] = _read_inputs(facts, inputs)
     stated = inputs.stated
@@ -367,7 +440,11 @@ def recovery_model(
                 "nodes": inputs.nodes,
                 "dnsTtlSeconds": inputs.dns_ttl_seconds,
             },
-            "measured": {**figures.as_output(), "promotion": promotion.as_output()},
+            "measured": {
+                **figures.as_output(),
+                "promotion": promotion.as_output(),
+                **({"takeover": takeover.as_output()} if takeover is not None else {}),
+            },
             "stated": {
                 "imagePullSeconds": stated.image_pull_seconds,
                 "startSeconds": stated.start_seconds,

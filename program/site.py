@@ -26,6 +26,7 @@ from headscale_ha.components.postgres import PostgresDatabase
 from headscale_ha.components.subnet_routers import SubnetRouters, router_key_secrets
 from headscale_ha.components.tailnet_objects import TailnetObjects
 from headscale_ha.components.tailnet_policy import TailnetPolicy, live_policy
+from headscale_ha.program.lease_gates import lease_gate
 from headscale_ha.program.outputs import stack_outputs
 from headscale_ha.program.site_args import (
     KubernetesArgs,
@@ -91,7 +92,10 @@ class TailnetSite(pulumi.ComponentResource):
         # any step, naming every difference (program/standby.py).
         parent = pulumi.ResourceOptions(parent=self)
         gate = standby_gate(name, args.standby_gate, parent) if args.standby_gate is not None else None
-        provider = kubernetes_provider(name, args.kubernetes, _after(parent, gate.opens) if gate else parent)
+        # Entering or leaving automatic failover, the other sites go first (program/lease_gates.py).
+        lease = lease_gate(name, args.lease_order, parent) if args.lease_order is not None else None
+        opens = [opened for opened in (gate.opens if gate else None, lease) if opened is not None]
+        provider = kubernetes_provider(name, args.kubernetes, _after(parent, *opens))
         child = pulumi.ResourceOptions(parent=self, provider=provider)
 
         in_namespace = self._control_plane_namespace(args, child)

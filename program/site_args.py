@@ -32,6 +32,7 @@ from headscale_ha.program import args
 from headscale_ha.program.config import StackConfig
 from headscale_ha.program.database_stage import DatabaseStagePlan, Migrating, OnPostgres, OnSqlite
 from headscale_ha.program.examples import warning as example_warning
+from headscale_ha.program.lease_gates import LeaseOrder, lease_order
 from headscale_ha.program.network import network_args
 from headscale_ha.program.outputs import SiteOutputArgs, site_output_args
 from headscale_ha.program.standby import StandbyGateArgs, standby_gate_args
@@ -94,6 +95,7 @@ class SiteArgs:
 
     example_warning: str | None  # the shipped example values still set, as one warning
     standby_gate: StandbyGateArgs | None  # a standby checks its active before anything else
+    lease_order: LeaseOrder | None  # entering or leaving automatic failover, the other sites are checked first
     kubernetes: KubernetesArgs
     namespace: NamespaceArgs  # the control plane's
     gateway_namespace: NamespaceArgs  # the gateway services' (and userspace routers')
@@ -158,6 +160,7 @@ def site_args(config: StackConfig) -> SiteArgs:
     return SiteArgs(
         example_warning=example_warning(config),
         standby_gate=standby_gate_args(config) if config.role is Role.STANDBY else None,
+        lease_order=lease_order(config),
         kubernetes=KubernetesArgs(
             kubeconfig=config.kubeconfig.get_secret_value() if config.kubeconfig is not None else None,
             context=config.site.context if config.kubeconfig is None else None,

@@ -25,8 +25,9 @@ class FailoverSettings(SettingsModel):
 
     automatic: bool = Field(
         default=False,
-        description="Promote without a human, behind the witness Lease. Not available yet: the serving pod's gate "
-        "and renewer are not deployed, so only `false` is accepted (docs/witness-lease.md says what is built).",
+        description="Promote without a human: every site runs Headscale behind a gate, and the site holding the "
+        "witness Lease serves (docs/witness-lease.md; needs `witnessKubeconfig`, with the failsafe "
+        "`peerKubeconfigs`, and SQLite). Off: a site is promoted by hand (docs/failover.md).",
     )
     witness_namespace: DnsLabel = Field(
         default="headscale-ha", description="Namespace of the Lease on the witness API server."
@@ -60,7 +61,7 @@ class FailoverSettings(SettingsModel):
 
     @model_validator(mode="after")
     def _fenced_before_taken(self) -> FailoverSettings:
-        raise_problems([*self._timing_problems(), *self._unavailable()])
+        raise_problems(self._timing_problems())
         return self
 
     def _timing_problems(self) -> list[FieldProblem]:
@@ -95,20 +96,6 @@ class FailoverSettings(SettingsModel):
                 )
             )
         return problems
-
-    def _unavailable(self) -> list[FieldProblem]:
-        """Automatic failover is refused until a stack deploys the gate and the renewer: a user who turns it on must
-        not believe a site is promoted without them."""
-        if not self.automatic:
-            return []
-        return [
-            FieldProblem(
-                ("automatic",),
-                "is not available yet: the serving pod's gate and renewer are not deployed by any stack "
-                "(docs/witness-lease.md); promote by hand (docs/failover.md) and set false",
-                True,
-            )
-        ]
 
     @property
     def margin_seconds(self) -> int:

@@ -14,7 +14,7 @@ import pytest
 
 from headscale_ha.components.headscale import HeadscaleServer, PostgresStorage
 from headscale_ha.components.headscale_config import PostgresConnection
-from headscale_ha.components.serving_lease import PeerSite, ServingLeaseArgs
+from headscale_ha.components.serving_lease import FailsafeAccountsArgs, PeerSite, ServingLeaseArgs
 from headscale_ha.components.settings import FailoverSettings
 from tests.support.headscale_real import binary
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
@@ -41,9 +41,10 @@ def lease(*, failsafe: bool = True) -> ServingLeaseArgs:
 
 
 def gated(*, failsafe: bool = True) -> ProgramRun:
-    return build_referencing(
-        lambda: HeadscaleServer("headscale", headscale_server_sample(lease=lease(failsafe=failsafe)))
-    )
+    accounts = FailsafeAccountsArgs(app="headscale", namespace="headscale", failsafe_lease="headscale-failsafe",
+                                    peers=("cosmos",))  # fmt: skip
+    sample = headscale_server_sample(lease=lease(failsafe=failsafe), failsafe_accounts=accounts if failsafe else None)
+    return build_referencing(lambda: HeadscaleServer("headscale", sample))
 
 
 def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:

@@ -134,11 +134,6 @@ def test_the_grid_holds_both_verdicts_for_every_rule() -> None:
             "in leaseSeconds - skewSeconds - fenceAfterSeconds (6 s): the writers stop before another site may take "
             "over, got 3",
         ),
-        (
-            {"automatic": True},
-            "tailnet.failover.automatic: is not available yet: the serving pod's gate and renewer are not deployed "
-            "by any stack (docs/witness-lease.md); promote by hand (docs/failover.md) and set false, got True",
-        ),
         ({"leaseSeconds": 4}, "tailnet.failover.leaseSeconds: input should be greater than or equal to 5, got 4"),
         (
             {"witnessNamespace": "Witness"},

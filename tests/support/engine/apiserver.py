@@ -37,6 +37,8 @@ CLUSTER_SCOPED = frozenset(
         "CiliumLoadBalancerIPPool",
         "CustomResourceDefinition",
         "ClusterIssuer",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
 )
 
