@@ -85,6 +85,36 @@ class ServedPod:
     served: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class _Objects:
+    """Makes a component's Kubernetes objects: named ``<prefix>-<role>``, its metadata, children of ``parent``."""
+
+    prefix: str
+    meta: dict[str, Any]
+    parent: pulumi.Resource
+
+    def make(
+        self, kind: Any, role: str, metadata: dict[str, Any], *, cluster_scoped: bool = False, **fields: Any
+    ) -> pulumi.Resource:
+        meta = {**self.meta, **metadata}
+        if cluster_scoped:
+            del meta["namespace"]
+        made: pulumi.Resource = kind(
+            f"{self.prefix}-{role}", metadata=meta, **fields, opts=pulumi.ResourceOptions(parent=self.parent)
+        )
+        return made
+
+    def from_body(self, kind: Any, role: str, body: dict[str, Any], *, cluster_scoped: bool = False) -> pulumi.Resource:
+        """An object of a pure builder's body (components/witness_lease.py), its fields passed as the SDK names
+        them."""
+        fields = {_SDK_FIELDS[key]: value for key, value in body.items() if key in _SDK_FIELDS}
+        return self.make(kind, role, body["metadata"], cluster_scoped=cluster_scoped, **fields)
+
+    def account(self, role: str, name: str) -> pulumi.Resource:
+        """A ServiceAccount whose token is never automounted (the pods project the one they need)."""
+        return self.make(k8s.core.v1.ServiceAccount, role, {"name": name}, automount_service_account_token=False)
+
+
 class ServingLease(pulumi.ComponentResource):
     """The objects of the module docstring; ``gate`` turns the pod spec into its gated form.
 
@@ -100,8 +130,8 @@ class ServingLease(pulumi.ComponentResource):
         self, name: str, args: ServingLeaseArgs, pod: ServedPod, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("headscale-ha:lease:ServingLease", name, None, opts)
-        self._name, self._pod = name, pod
-        self._meta = {"namespace": pod.namespace, "labels": labels(pod.app, "lease")}
+        self._pod = pod
+        self._objects = _Objects(name, {"namespace": pod.namespace, "labels": labels(pod.app, "lease")}, self)
         failsafe = args.failover.failsafe
         # Secret from the start: a plain string from the config is made a Pulumi secret before anything reads it.
         witness = pulumi.Output.secret(args.witness_kubeconfig).apply(
@@ -115,7 +145,7 @@ class ServingLease(pulumi.ComponentResource):
             self.dependencies.append(peers_secret)
         self.service_account = pod.service_account or f"{pod.app}-serving"
         if pod.service_account is None:
-            self.dependencies.append(self._account("serving", self.service_account))
+            self.dependencies.append(self._objects.account("serving", self.service_account))
         self.dependencies += self._renewer_rights(args)
         self.wiring = LeaseWiring(
             site=args.site,
@@ -143,34 +173,8 @@ class ServingLease(pulumi.ComponentResource):
         """The pod spec behind the gate and the renewer (components/witness_lease.py ``gated_pod_spec``)."""
         return gated_pod_spec(pod_spec, self.wiring, self._pod.served, self.service_account)
 
-    def _object(
-        self, kind: Any, role: str, metadata: dict[str, Any], *, cluster_scoped: bool = False, **fields: Any
-    ) -> pulumi.Resource:
-        meta = {**self._meta, **metadata}
-        if cluster_scoped:
-            del meta["namespace"]
-        resource: pulumi.Resource = kind(
-            f"{self._name}-{role}",
-            metadata=meta,
-            **fields,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        return resource
-
-    def _from_body(
-        self, kind: Any, role: str, body: dict[str, Any], *, cluster_scoped: bool = False
-    ) -> pulumi.Resource:
-        """An object of a pure builder's body (components/witness_lease.py), its fields passed as the SDK names
-        them."""
-        fields = {_SDK_FIELDS[key]: value for key, value in body.items() if key in _SDK_FIELDS}
-        return self._object(kind, role, body["metadata"], cluster_scoped=cluster_scoped, **fields)
-
-    def _account(self, role: str, name: str) -> pulumi.Resource:
-        """A ServiceAccount whose token is never automounted (the pods project the one they need)."""
-        return self._object(k8s.core.v1.ServiceAccount, role, {"name": name}, automount_service_account_token=False)
-
     def _secret(self, role: str, data: pulumi.Output[dict[str, str]]) -> pulumi.Resource:
-        return self._object(
+        return self._objects.make(
             k8s.core.v1.Secret,
             f"{role}-secret",
             {"name": f"{self._pod.app}-lease-{role}"},
@@ -179,7 +183,7 @@ class ServingLease(pulumi.ComponentResource):
         )
 
     def _script(self) -> pulumi.Resource:
-        return self._object(
+        return self._objects.make(
             k8s.core.v1.ConfigMap,
             "script",
             {"name": f"{self._pod.app}-lease-script"},
@@ -212,10 +216,10 @@ class ServingLease(pulumi.ComponentResource):
         )
         admission = k8s.admissionregistration.v1
         return [
-            self._from_body(k8s.rbac.v1.Role, "renewer-role", role),
-            self._from_body(k8s.rbac.v1.RoleBinding, "renewer-binding", binding),
-            self._from_body(admission.ValidatingAdmissionPolicy, "own-pod", policy, cluster_scoped=True),
-            self._from_body(
+            self._objects.from_body(k8s.rbac.v1.Role, "renewer-role", role),
+            self._objects.from_body(k8s.rbac.v1.RoleBinding, "renewer-binding", binding),
+            self._objects.from_body(admission.ValidatingAdmissionPolicy, "own-pod", policy, cluster_scoped=True),
+            self._objects.from_body(
                 admission.ValidatingAdmissionPolicyBinding, "own-pod-binding", policy_binding, cluster_scoped=True
             ),
         ]
@@ -242,28 +246,15 @@ class FailsafeAccounts(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: FailsafeAccountsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:lease:FailsafeAccounts", name, None, opts)
-        meta = {"namespace": args.namespace, "labels": labels(args.app, "lease")}
-        child = pulumi.ResourceOptions(parent=self)
+        objects = _Objects(name, {"namespace": args.namespace, "labels": labels(args.app, "lease")}, self)
         accounts = {}
         for peer in sorted(args.peers):
             account = accounts[peer] = f"{args.app}-failsafe-{peer}"
-            role = lease_role(account, args.namespace, args.failsafe_lease)
+            objects.account(f"{peer}-account", account)
+            objects.from_body(
+                k8s.rbac.v1.Role, f"{peer}-role", lease_role(account, args.namespace, args.failsafe_lease)
+            )
             binding = renewer_role_binding(account, args.namespace, account)
-            k8s.core.v1.ServiceAccount(
-                f"{name}-{peer}-account",
-                metadata={**meta, "name": account},
-                automount_service_account_token=False,
-                opts=child,
-            )
-            k8s.rbac.v1.Role(
-                f"{name}-{peer}-role", metadata={**meta, **role["metadata"]}, rules=role["rules"], opts=child
-            )
-            k8s.rbac.v1.RoleBinding(
-                f"{name}-{peer}-binding",
-                metadata={**meta, **binding["metadata"]},
-                role_ref=binding["roleRef"],
-                subjects=binding["subjects"],
-                opts=child,
-            )
+            objects.from_body(k8s.rbac.v1.RoleBinding, f"{peer}-binding", binding)
         self.accounts = accounts
         self.register_outputs({"accounts": accounts})
