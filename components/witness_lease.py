@@ -261,11 +261,37 @@ def gate_container(wiring: LeaseWiring) -> dict[str, Any]:
     return _lease_container(wiring, GATE_CONTAINER, "acquire", list(wiring.serve_from_mounts))
 
 
-def renewer_container(wiring: LeaseWiring) -> dict[str, Any]:
+def renewer_container(wiring: LeaseWiring, ready_url: str | None = None) -> dict[str, Any]:
     """The native sidecar right after the gate: it renews before the restore starts and stops after the writers,
-    so that on a pod's stop it releases the Lease only once they have exited."""
+    so that on a pod's stop it releases the Lease only once they have exited. With ``ready_url`` (the writer's
+    readiness, in the pod), it gives the Lease up to another site when that has not answered within
+    ``readyWithinSeconds`` of the take."""
     peers = [{"name": PEERS_VOLUME, "mountPath": PEERS_MOUNT, "readOnly": True}] if wiring.failover.failsafe else []
-    return {**_lease_container(wiring, RENEWER_CONTAINER, "hold", peers), "restartPolicy": "Always"}
+    container = _lease_container(wiring, RENEWER_CONTAINER, "hold", peers)
+    if ready_url is not None:
+        within = str(wiring.failover.ready_within_seconds)
+        container["env"] += [
+            {"name": "READY_URL", "value": ready_url},
+            {"name": "READY_WITHIN_SECONDS", "value": within},
+        ]
+    return {**container, "restartPolicy": "Always"}
+
+
+def ready_url(pod_spec: Mapping[str, Any]) -> str | None:
+    """The readiness URL of the pod's first container with an HTTP readiness probe, as the pod's own containers
+    reach it (its network is theirs): ``http://127.0.0.1:<port><path>``, a named port resolved."""
+    for container in pod_spec.get("containers", []):
+        probe = container.get("readinessProbe", {}).get("httpGet")
+        if probe is None:
+            continue
+        port = probe["port"]
+        if isinstance(port, str):
+            port = next((p["containerPort"] for p in container.get("ports", []) if p.get("name") == port), None)
+        if port is None:  # a probe on a port the container does not name: the API server refuses the pod anyway
+            continue
+        scheme = probe.get("scheme", "HTTP").lower()
+        return f"{scheme}://127.0.0.1:{port}{probe.get('path', '/')}"
+    return None
 
 
 #: Where the gate finds the config volumes it serves: one directory per volume, copied under the same name into
@@ -312,7 +338,7 @@ def gated_pod_spec(
         "shareProcessNamespace": True,
         "initContainers": [
             gate_container(wiring),
-            renewer_container(wiring),
+            renewer_container(wiring, ready_url(pod_spec)),
             *(read_through_serving(container) for container in pod_spec.get("initContainers", [])),
         ],
         "containers": [read_through_serving(container) for container in pod_spec["containers"]],

@@ -14,6 +14,7 @@ built or found cached, what it could not get and the fallback, and what the bina
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -393,12 +394,16 @@ def build_all(only: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     print(f"real-tools: {out}")
     failed = 0
-    for actor in load_actors():
-        if only and actor.name not in only:
-            continue
-        record = build_actor(actor, out, work)
-        failed += record["status"].startswith(("failed", "not served"))
-        print(report(record, out), flush=True)
+    # Two builds in one cache (a checkout's and CI's clone) would copy sources into the same work directory at once:
+    # the second waits for the first, then finds its binaries built.
+    with (cache_root() / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for actor in load_actors():
+            if only and actor.name not in only:
+                continue
+            record = build_actor(actor, out, work)
+            failed += record["status"].startswith(("failed", "not served"))
+            print(report(record, out), flush=True)
     return 1 if failed else 0
 
 

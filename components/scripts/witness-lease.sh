@@ -5,11 +5,12 @@
 #   sh witness-lease.sh acquire   the gate, before restore-before-serve: polls the Lease until this IDENTITY holds it,
 #                                 then writes the fencing counter (the Lease's leaseTransitions after the take) and
 #                                 what `hold` needs into STATE_DIR, fills SERVE_DIR, and exits 0. It takes the Lease
-#                                 when its holder released it (an empty holderIdentity), when this IDENTITY is its
-#                                 holder (a restart of this pod), or when the Lease has not changed (or has been
-#                                 missing: then it creates it) for LEASE_SECONDS + SKEW_SECONDS of this process's own
-#                                 monotonic clock. Every write is conditional on the resourceVersion read before it:
-#                                 of two takers, one wins (409).
+#                                 when its holder released it (an empty holderIdentity, or '!SITE' for another site
+#                                 that gave it up), when this IDENTITY is its holder (a restart of this pod), or when
+#                                 the Lease has not changed (or has been missing: then it creates it) for
+#                                 LEASE_SECONDS + SKEW_SECONDS of this process's own monotonic clock (so a Lease this
+#                                 site gave up goes to another site first). Every write is conditional on the
+#                                 resourceVersion read before it: of two takers, one wins (409).
 #   sh witness-lease.sh hold      the renewer, beside the serving containers: renews every RENEW_SECONDS, each renewal
 #                                 conditional on the resourceVersion of the last; it fences when the Lease is another's
 #                                 (a renewal refused with 409 and the holder changed) or when FENCE_AFTER_SECONDS have
@@ -17,7 +18,11 @@
 #                                 STATE_DIR/fenced (why), empties SERVE_DIR, stops the writers (STOP), deletes its
 #                                 own pod (POD_NAME) and exits 5. On SIGTERM or SIGINT it releases the Lease (empty
 #                                 holderIdentity, conditional as ever) and exits 0: the pod is stopping, its writers
-#                                 stopped first.
+#                                 stopped first. With READY_URL, it gives the Lease up when the pod's writer has not
+#                                 answered it (200) within READY_WITHIN_SECONDS of the take (a restore that keeps
+#                                 failing, a Headscale that cannot start): it stops the writers, writes '!SITE' as the
+#                                 holder (another site's gate takes it at once; this site's waits a lease), deletes its
+#                                 own pod and exits 5.
 #
 # The rule (why a fenced holder is stopped before anyone may take over): a taker counts LEASE_SECONDS + SKEW_SECONDS
 # from the moment it first saw the Lease's current resourceVersion, which is after the holder sent the renewal that
@@ -77,13 +82,16 @@
 #                        whose /proc/PID/comm is that name (at most 15 characters, as the kernel keeps it), or a shell
 #                        (sh, ash, dash, bash, busybox) whose first argument is a script of that name
 #   STOP_GRACE_SECONDS   optional (hold): how long each gets after SIGTERM (default 2)
+#   READY_URL            optional (hold): the writer's readiness, http:// or https:// (in the pod: 127.0.0.1)
+#   READY_WITHIN_SECONDS (hold, with READY_URL): how long after the take the writer may take to answer it
 #   POD_NAME, POD_UID    optional (hold): after a fence, delete this pod (name and uid, from the downward API)
 #                        through LOCAL_API_URL with LOCAL_DIR's token (a token bound to the pod), so that it is
 #                        replaced; both LOCAL_* are then required for hold too
 #
 # Log lines (stderr) start with the monotonic time they were written at (seconds since boot), so that two processes
 # on one machine can be compared: "acquired fencing=N", "fenced: why" (when the deadline passed: the monotonic time
-# the last accepted renewal was sent at), "released", "failsafe: serving on the word of every site",
+# the last accepted renewal was sent at), "released", "ready: URL answers", "gave up: why",
+# "failsafe: serving on the word of every site",
 # "failsafe: over". Renewals are not logged.
 #
 # Exit codes: 0 acquired (acquire) or released (hold); 2 bad invocation; 3 no private work directory; 5 fenced.
@@ -167,6 +175,8 @@ STOP=${STOP:-}
 STOP_GRACE_SECONDS=${STOP_GRACE_SECONDS:-2}
 POD_NAME=${POD_NAME:-}
 POD_UID=${POD_UID:-}
+READY_URL=${READY_URL:-}
+READY_WITHIN_SECONDS=${READY_WITHIN_SECONDS:-}
 
 # https_url NAME VALUE: prints VALUE without a trailing '/'.
 https_url() {
@@ -244,6 +254,15 @@ awk -v n="$stops" -v g="$STOP_GRACE_SECONDS" -v f="$FENCE_AFTER_SECONDS" -v s="$
 number of STOP names must fit in LEASE_SECONDS - SKEW_SECONDS - FENCE_AFTER_SECONDS: the writers stop before another \
 may take over (got $stops x $STOP_GRACE_SECONDS, LEASE_SECONDS $LEASE_SECONDS, SKEW_SECONDS $SKEW_SECONDS, \
 FENCE_AFTER_SECONDS $FENCE_AFTER_SECONDS)."
+if [ -n "$READY_URL" ]; then
+    case "$READY_URL" in
+        http://?* | https://?*) ;;
+        *) die "$EX_USAGE" "READY_URL must be an http:// or https:// URL (got '$READY_URL')." ;;
+    esac
+    seconds READY_WITHIN_SECONDS "$READY_WITHIN_SECONDS"
+elif [ -n "$READY_WITHIN_SECONDS" ]; then
+    die "$EX_USAGE" "READY_WITHIN_SECONDS needs READY_URL (what must answer within it)."
+fi
 if [ -n "$SERVE_DIR" ]; then require_absolute SERVE_DIR "$SERVE_DIR"; fi
 if [ -n "$SERVE_FROM" ]; then
     require_absolute SERVE_FROM "$SERVE_FROM"
@@ -423,6 +442,15 @@ unclaim_failsafe() {
     at_witness
 }
 
+# gave_up_elsewhere HOLDER: true when HOLDER is '!SITE' for another site than this one: that site's holder gave the
+# Lease up (its pod never became ready), its writers stopped first.
+gave_up_elsewhere() {
+    case "$1" in
+        '!'*) [ "${1#!}" != "$SITE" ] ;;
+        *) return 1 ;;
+    esac
+}
+
 acquire() {
     seen_version=
     seen_at=
@@ -444,7 +472,7 @@ acquire() {
                     transitions=$((${transitions:-0} + 1))
                 fi
                 uptime_now
-                if [ -z "$holder" ] || [ "$holder" = "$IDENTITY" ]; then
+                if [ -z "$holder" ] || [ "$holder" = "$IDENTITY" ] || gave_up_elsewhere "$holder"; then
                     take "$version" "$transitions" && return 0
                 else
                     if [ "$version" != "$seen_version" ]; then
@@ -545,6 +573,34 @@ stop_named() {
     say "stopped $1"
 }
 
+# check_ready: (READY_URL) ready=yes once READY_URL answers 200; gives the Lease up when it has not within
+# READY_WITHIN_SECONDS of the take.
+check_ready() {
+    if "$CURL_BIN" -fsS -o /dev/null --max-time 1 "$READY_URL" 2>/dev/null; then
+        ready=yes
+        say "ready: $READY_URL answers"
+        return 0
+    fi
+    uptime_now
+    below "$NOW" "$(awk -v t="$taken_at" -v w="$READY_WITHIN_SECONDS" 'BEGIN { printf "%.3f", t + w }')" \
+        || give_up "$READY_URL did not answer within $READY_WITHIN_SECONDS seconds of the take"
+}
+
+# give_up WHY: the writers stopped, then the Lease released as '!SITE' (conditional on the last renewal), this pod
+# deleted; exits 5 like a fence. A release the witness refuses leaves the Lease to expire: the fence holds either way.
+give_up() {
+    printf '%s\n' "$1" >"$STATE_DIR/fenced"
+    say "gave up: $1"
+    unserve
+    for name in $STOP; do stop_named "$name"; done
+    CONTENT_TYPE=application/merge-patch+json
+    call PATCH "$LEASE_PATH" "{\"metadata\":{\"resourceVersion\":\"$version\"},\"spec\":{\"holderIdentity\":\
+\"!$SITE\"}}" "$RENEW_SECONDS"
+    if [ "$STATUS" = 200 ]; then say "released to another site"; else say "not released (witness answered $STATUS)"; fi
+    leave_pod
+    exit "$EX_FENCED"
+}
+
 release() {
     unserve
     for name in $STOP; do stop_named "$name"; done
@@ -622,6 +678,9 @@ hold() {
         done
     fi
     failsafe=off
+    taken_at=$renewed_at
+    ready=yes
+    if [ -n "$READY_URL" ]; then ready=no; fi
     trap release TERM INT
     while :; do
         uptime_now
@@ -642,6 +701,7 @@ sent at $renewed_at)"
                     failsafe=off
                     say "failsafe: over"
                 fi
+                if [ "$ready" = no ]; then check_ready; fi
                 ;;
             409)
                 time_left "$deadline"

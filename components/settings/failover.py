@@ -53,6 +53,14 @@ class FailoverSettings(SettingsModel):
     stop_grace_seconds: int = Field(
         default=2, ge=1, le=60, description="Seconds each fenced writer gets after SIGTERM before SIGKILL."
     )
+    ready_within_seconds: int = Field(
+        default=900,
+        ge=30,
+        le=86400,
+        description="A holder whose Headscale has not answered its readiness probe this many seconds after taking "
+        "the Lease gives the Lease up to another site (a restore that keeps failing, a Headscale that cannot "
+        "start); longer than a restore of the expected database takes.",
+    )
     failsafe: bool = Field(
         default=True,
         description="A holder that loses the witness keeps serving while every other site's cluster vouches that "

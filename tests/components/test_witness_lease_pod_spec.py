@@ -16,6 +16,7 @@ from headscale_ha.components.witness_lease import (
     LeaseWiring,
     gate_container,
     lease_volumes,
+    ready_url,
     renewer_container,
 )
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
@@ -121,12 +122,42 @@ def test_each_other_site_is_a_directory_of_the_peers_secret() -> None:
     ]
 
 
+READY = "http://127.0.0.1:8080/health"
+
+
+def test_with_the_writers_readiness_the_renewer_gives_the_lease_up_when_it_never_answers() -> None:
+    renewer = renewer_container(wiring(), READY)
+    assert renewer["env"] == [
+        *renewer_container(wiring())["env"],
+        {"name": "READY_URL", "value": READY},
+        {"name": "READY_WITHIN_SECONDS", "value": "900"},
+    ]
+    assert {k: v for k, v in renewer.items() if k != "env"} == {
+        k: v for k, v in renewer_container(wiring()).items() if k != "env"
+    }
+
+
+def test_the_readiness_is_the_first_http_probe_of_the_pods_containers_its_port_named_or_not() -> None:
+    named = {"name": "headscale", "ports": [{"name": "metrics", "containerPort": 9090},
+                                            {"name": "http", "containerPort": 8080}],
+             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}}}  # fmt: skip
+    sidecar = {"name": "recorder", "readinessProbe": {"exec": {"command": ["true"]}}}
+    numbered = {"name": "ui", "readinessProbe": {"httpGet": {"path": "/ok", "port": 3000, "scheme": "HTTPS"}}}
+    assert ready_url({"containers": [sidecar, named, numbered]}) == READY
+    assert ready_url({"containers": [sidecar, numbered]}) == "https://127.0.0.1:3000/ok"
+    assert ready_url({"containers": [sidecar]}) is None
+
+
 # --- the script accepts what is rendered -----------------------------------------------------------------------
 
 
 @pytest.mark.real_tool("dash")
 @pytest.mark.parametrize("failsafe", [True, False], ids=["failsafe", "no-failsafe"])
-@pytest.mark.parametrize("build", [gate_container, renewer_container], ids=["gate", "renewer"])
+@pytest.mark.parametrize(
+    "build",
+    [gate_container, renewer_container, lambda wired: renewer_container(wired, READY)],
+    ids=["gate", "renewer", "renewer-ready"],
+)
 def test_the_script_accepts_the_rendered_environment(build: Any, failsafe: bool, tmp_path: Path) -> None:
     container = build(wiring(failsafe=failsafe))
     env = as_run_in(container, tmp_path)

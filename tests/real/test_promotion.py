@@ -27,8 +27,9 @@ from tests.support.lab_sites import (
     Site,
     backed_up_key_ids,
     backed_up_users,
-    deploy,
+    deploy_both,
     describe,
+    headscale_json,
     run_runbook,
     start_site,
     tailnet_cli,
@@ -56,12 +57,6 @@ def _witness(lab: KubeLab, site: str) -> dict[str, str]:
     return json.loads(done.stdout)["data"]
 
 
-def headscale_json(site: Site, *args: str) -> Any:
-    done = site.server().cli(*args, "-o", "json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 @pytest.fixture(scope="module")
 def tailnet(site_lab: KubeLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tailnet]:
     """Both sites deployed, hydra serving with API access and backed up; hydra lost; cosmos promoted."""
@@ -69,13 +64,7 @@ def tailnet(site_lab: KubeLab, tmp_path_factory: pytest.TempPathFactory) -> Iter
     cli, certificate = tailnet_cli(site_lab, root)
     sites = {name: start_site(site_lab, root, name, certificate) for name in ("hydra", "cosmos")}
     try:
-        cli.identity()
-        deploy(cli, site_lab, "hydra")
-        sites["hydra"].pods.wait_ready()
-        deploy(cli, site_lab, "cosmos")
-        key = sites["hydra"].server().create_api_key("2h")
-        cli.run("config", "set", "-s", "hydra", "--secret", "bootstrapApiKey", key).check()
-        cli.run("up", "--yes", "-s", "hydra").check()
+        key = deploy_both(cli, site_lab, sites)
         # The standby gets API access ahead of the day it is needed (docs/failover.md): its `up` mints its routers'
         # keys at the active's address.
         cli.run("config", "set", "-s", "cosmos", "--secret", "bootstrapApiKey", key).check()

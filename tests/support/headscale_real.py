@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +41,7 @@ from headscale_ha.components.headscale_config import headscale_config_yaml
 from headscale_ha.program import args as program_args
 from tests.support.free_ports import free_port
 from tests.support.headscale_config_samples import stack_config
-from tests.support.litestream_lab import stop_process
+from tests.support.litestream_lab import stop_group, stop_process
 from tools import real_tools
 
 HEADSCALE = "headscale"
@@ -292,7 +292,9 @@ class RealHeadscale:
     """``headscale serve`` from a rendered config, on loopback, with its data under ``root``.
 
     ``config_text`` is the rendered config.yaml, ``files`` what the pod mounts from ConfigMaps (pod path -> text);
-    ``pod_root``: a pod's files already laid out at their pod paths (the lab's kubelet), used instead.
+    ``pod_root``: a pod's files already laid out at their pod paths (the lab's kubelet), used instead; ``wrap``: a
+    command that runs Headscale (the lab's kubelet enters its pod's PID namespace with ``nsenter``, which forwards no
+    signal: so a wrapped server is started in a session of its own and stopped through its process group).
     Use as a context manager, or call :meth:`start` and :meth:`stop`."""
 
     def __init__(
@@ -303,8 +305,10 @@ class RealHeadscale:
         exe: Path | None = None,
         files: Mapping[str, str] | None = None,
         pod_root: Path | None = None,
+        wrap: Sequence[str] = (),
     ) -> None:
         self.exe = exe or binary()
+        self.wrap = tuple(wrap)
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.ports = Ports.free()
@@ -335,10 +339,11 @@ class RealHeadscale:
         began = time.monotonic()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [str(self.exe), "serve", "-c", str(self.config_path)],
+                [*self.wrap, str(self.exe), "serve", "-c", str(self.config_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=clean_env(),
+                start_new_session=bool(self.wrap),
             )
         try:
             self._wait_healthy(began + timeout)
@@ -361,7 +366,10 @@ class RealHeadscale:
     def stop(self) -> None:
         """SIGTERM, then SIGKILL: the data stays, so :meth:`start` serves it again."""
         if self.process is not None:
-            stop_process(self.process, timeout=10)
+            if self.wrap:
+                stop_group(self.process, timeout=10)
+            else:
+                stop_process(self.process, timeout=10)
             self.process = None
 
     def restart(self) -> RealHeadscale:

@@ -19,8 +19,19 @@ Pending; a :class:`PodRunner` then does what the kubelet would, from the pod as 
 - a pod that is deleted (a scale to 0, a rollout) has its processes stopped; :meth:`PodRunner.lose` kills them
   without grace, as a lost site's pods die.
 
-A projected service-account token is a real one (TokenRequest), so a sidecar that talks to the API server (the
-position recorder) does so as the pod's service account, under the Role the stack gave it.
+A projected service-account token is a real one (TokenRequest, bound to the pod as the kubelet binds it), so a
+sidecar that talks to the API server (the position recorder, the lease renewer) does so as the pod's service account,
+under the Role the stack gave it; ``https://kubernetes.default.svc`` reaches the site's API server (a ``curl`` on the
+containers' PATH adds ``--connect-to``). The environment takes the downward API's ``fieldRef`` values and expands
+``$(VAR)`` as the kubelet does, in the environment, the command and the arguments.
+
+A pod with ``shareProcessNamespace`` (Headscale's pod behind the witness lease) runs as one: its containers, Headscale
+included, share a PID namespace of their own (each mounts its own ``/proc``), so that its renewer's fence finds and
+stops its writers, and no other pod's; and every container but Headscale has the same root (each binding its own
+mounts there), so that a file one container copies between volumes (the gate filling ``serving``) names the same
+paths in all of them.
+Such a pod's Headscale is not started again once its config is gone (a fence emptied ``serving``): the real one
+exits on the directory the kubelet mounts in its place (tests/components/test_serving_lease.py).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -44,12 +56,16 @@ import requests
 
 from tests.support.headscale_real import RealHeadscale, release_binary
 from tests.support.kube_lab import KubeClient, KubeError
-from tests.support.litestream_lab import litestream_bin, stop_process
+from tests.support.litestream_lab import litestream_bin, stop_group
 
 #: Seconds between two looks at the held pods.
 POLL_SECONDS = 0.3
-#: Seconds an init container may run (a restore of the lab's small databases takes about a second).
-INIT_TIMEOUT = 300.0
+#: Seconds a stopped container gets after SIGTERM before SIGKILL (the pod's grace period, shortened).
+STOP_GRACE = 10.0
+#: The name every pod resolves to its cluster's API server (the lab's curl connects it to the site's).
+SERVICE_HOST = "kubernetes.default.svc"
+#: ``$(VAR)`` (expanded when VAR is defined) and ``$$`` (one ``$``), as the kubelet reads them.
+REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 APP_LABEL = "app.kubernetes.io/name"
 #: Where the Headscale container reads its config (components/headscale.py mounts it there).
 CONFIG_PATH = "/etc/headscale/config.yaml"
@@ -57,7 +73,8 @@ CONFIG_PATH = "/etc/headscale/config.yaml"
 
 @dataclass
 class Container:
-    """One container as run here: its root (its mounts at their pod paths) and the pod paths it mounts."""
+    """One container as run here: its root (its mounts at their pod paths) and the pod paths it mounts (of a pod
+    that shares one root, every container's: each rewrites the others' paths too)."""
 
     name: str
     root: Path
@@ -85,6 +102,16 @@ class Volumes:
 
 
 @dataclass
+class Shared:
+    """What the containers of a pod with ``shareProcessNamespace`` share: one root, every mounted pod path, and the
+    process that holds their PID namespace (its first process, as a pod's pause container is)."""
+
+    root: Path
+    mounts: tuple[str, ...]
+    holder: subprocess.Popen[bytes] | None = None
+
+
+@dataclass
 class RunningPod:
     """A held pod this runner started: its processes, its Headscale, and what went wrong."""
 
@@ -104,6 +131,16 @@ class RunningPod:
     #: Each container that exited while the pod served (a kubelet restarts it; Headscale is restarted here too):
     #: nothing in a test's story stops a container, so a test asserts this stays empty.
     exits: list[str] = field(default_factory=list)
+    #: When each init container exited (time.monotonic()): a gate's, when its site took the Lease.
+    init_ended: dict[str, float] = field(default_factory=dict)
+    #: The init container running now (a gate may wait for as long as another site holds the Lease).
+    init_process: subprocess.Popen[bytes] | None = None
+    #: Of a pod that shares its process namespace: its root and PID namespace.
+    shared: Shared | None = None
+    #: The file Headscale reads its config from (behind its mount): gone after a fence, and then not restarted.
+    config: Path | None = None
+    #: When Headscale stopped for good (time.monotonic()): its config gone, or its pod stopped.
+    headscale_stopped_at: float | None = None
 
 
 class PodRunner(threading.Thread):
@@ -140,6 +177,12 @@ class PodRunner(threading.Thread):
             if pod.headscale is not None and not pod.headscale.running:
                 code = pod.headscale.process.returncode if pod.headscale.process is not None else None
                 pod.exits.append(f"headscale exited ({code}):\n{pod.headscale.log_tail(20)}")
+                if pod.config is not None and not pod.config.is_file():
+                    # The real Headscale exits on the directory mounted in its place: the pod no longer serves.
+                    pod.exits.append("headscale not started again: its config is gone")
+                    pod.headscale_stopped_at = time.monotonic()
+                    pod.ready.clear()
+                    continue
                 try:
                     pod.headscale.start()
                 except Exception as exc:  # noqa: BLE001 - a test reads it from the pod
@@ -198,17 +241,22 @@ class PodRunner(threading.Thread):
         try:
             volumes = self._volumes(pod, running.root / "volumes")
             spec = pod["spec"]
+            self._curl(running.root, spec)
+            if spec.get("shareProcessNamespace"):
+                running.shared = _shared(running.root, spec)
             for init in spec.get("initContainers", []):
+                if running.stopped.is_set():
+                    return
                 if init.get("restartPolicy") == "Always":  # a native sidecar: started, and the next one runs
-                    self._start_container(running, init, volumes)
+                    self._start_container(running, init, volumes, pod)
                     continue
-                code, output = self._run_init(running, init, volumes)
-                running.init_exits[init["name"]] = code
+                code, output = self._run_init(running, init, volumes, pod)
+                running.init_exits[init["name"]], running.init_ended[init["name"]] = code, time.monotonic()
                 if code != 0:
                     running.failure = f"init container {init['name']} exited {code}:\n{output[-3000:]}"
                     return
             for container in spec["containers"]:
-                self._start_container(running, container, volumes)
+                self._start_container(running, container, volumes, pod)
             if running.stopped.is_set():  # deleted while it started
                 self._stop_pod(running, grace=False)
                 return
@@ -224,20 +272,19 @@ class PodRunner(threading.Thread):
     def _volumes(self, pod: dict[str, Any], root: Path) -> Volumes:
         volumes = Volumes()
         for volume in pod["spec"].get("volumes", []):
-            account = pod["spec"].get("serviceAccountName", "default")
-            volumes.paths[volume["name"]] = self._volume(volume, root / volume["name"], account)
+            volumes.paths[volume["name"]] = self._volume(volume, root / volume["name"], pod)
             if "configMap" in volume:
                 volumes.config_maps.add(volume["name"])
         return volumes
 
-    def _volume(self, volume: Mapping[str, Any], where: Path, service_account: str) -> Path:
+    def _volume(self, volume: Mapping[str, Any], where: Path, pod: Mapping[str, Any]) -> Path:
         if "persistentVolumeClaim" in volume:
             return self._claimed(volume["persistentVolumeClaim"]["claimName"])
         where.mkdir(parents=True, exist_ok=True)
         if "configMap" in volume:
             self._keys(where, volume["configMap"], "configmaps", decode=False)
         elif "projected" in volume:
-            self._projected(where, volume["projected"]["sources"], service_account)
+            self._projected(where, volume["projected"]["sources"], pod)
         elif "secret" in volume:
             self._keys(where, {**volume["secret"], "name": volume["secret"]["secretName"]}, "secrets", decode=True)
         return where
@@ -262,17 +309,23 @@ class PodRunner(threading.Thread):
             else:
                 target.write_text(data[key])
 
-    def _projected(self, where: Path, sources: list[dict[str, Any]], service_account: str) -> None:
-        """A token of the pod's service account (a real TokenRequest: the API server signs it, RBAC judges it) and
-        the listed ConfigMap keys."""
+    def _projected(self, where: Path, sources: list[dict[str, Any]], pod: Mapping[str, Any]) -> None:
+        """A token of the pod's service account bound to the pod (a real TokenRequest: the API server signs it, RBAC
+        and admission judge it), the listed ConfigMap keys and the downward API's fields."""
         for source in sources:
             if "configMap" in source:
                 self._keys(where, source["configMap"], "configmaps", decode=False)
+            elif "downwardAPI" in source:
+                for item in source["downwardAPI"]["items"]:
+                    (where / item["path"]).write_text(field_value(pod, item["fieldRef"]["fieldPath"]))
             elif "serviceAccountToken" in source:
-                wanted = source["serviceAccountToken"]
+                wanted, meta = source["serviceAccountToken"], pod["metadata"]
+                bound = {"kind": "Pod", "apiVersion": "v1", "name": meta["name"], "uid": meta["uid"]}
                 request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                           "spec": {"expirationSeconds": wanted.get("expirationSeconds", 3600)}}  # fmt: skip
-                path = f"/api/v1/namespaces/{self.namespace}/serviceaccounts/{service_account}/token"
+                           "spec": {"expirationSeconds": wanted.get("expirationSeconds", 3600),
+                                    "boundObjectRef": bound}}  # fmt: skip
+                account = pod["spec"].get("serviceAccountName", "default")
+                path = f"/api/v1/namespaces/{self.namespace}/serviceaccounts/{account}/token"
                 (where / wanted["path"]).write_text(self.client.create(path, request)["status"]["token"])
             else:
                 raise NotImplementedError(f"projected source {sorted(source)}: not run here")
@@ -295,10 +348,12 @@ class PodRunner(threading.Thread):
     ) -> Container:
         """The container's root: a mounted ConfigMap copied with its pod paths made local (so the files it reads
         name this root); every other mount bound at its pod path when the container starts (``link``: a symbolic
-        link instead, for Headscale, which this runner starts itself)."""
-        root = running.root / "containers" / spec["name"]
+        link instead, for Headscale, which this runner starts itself, in a root of its own). In a pod that shares
+        one root, every container but Headscale has it, and rewrites every container's pod paths."""
+        shared = running.shared if not link else None
+        root = shared.root if shared else running.root / "containers" / spec["name"]
         mounts = spec.get("volumeMounts", [])
-        container = Container(spec["name"], root, tuple(m["mountPath"] for m in mounts))
+        container = Container(spec["name"], root, shared.mounts if shared else tuple(m["mountPath"] for m in mounts))
         for mount in mounts:
             source = volumes.paths[mount["name"]] / mount.get("subPath", "")
             target = root / mount["mountPath"].lstrip("/")
@@ -314,75 +369,116 @@ class PodRunner(threading.Thread):
                 container.binds.append((source, target, bool(mount.get("readOnly"))))
         return container
 
-    def _environment(self, spec: Mapping[str, Any], container: Container) -> dict[str, str]:
+    def _environment(self, spec: Mapping[str, Any], container: Container, pod: Mapping[str, Any]) -> dict[str, str]:
+        """What the kubelet gives the container: its ``env`` (the downward API's fields, ``$(VAR)`` expanded), the
+        API server's address, and a PATH with the image's tools (Litestream, and the lab's curl)."""
         binary = litestream_bin()
-        path = os.pathsep.join([*([str(binary.parent)] if binary else []), os.environ.get("PATH", "/usr/bin:/bin")])
+        tools = [str(self.root / pod["metadata"]["name"] / "bin"), *([str(binary.parent)] if binary else [])]
+        path = os.pathsep.join([*tools, os.environ.get("PATH", "/usr/bin:/bin")])
         api = urlsplit(self.client.server)
         # What the kubelet gives every pod: the API server's address (here the lab's, on loopback).
         env = {"PATH": path, "HOME": str(container.root), "KUBERNETES_SERVICE_HOST": str(api.hostname),
                "KUBERNETES_SERVICE_PORT": str(api.port)}  # fmt: skip
         if "/tmp" in container.mounts:
             env["TMPDIR"] = str(container.root / "tmp")
+        defined: dict[str, str] = {}
         for item in spec.get("env", []):
-            if "value" not in item:
+            if "value" in item:
+                defined[item["name"]] = expand(item["value"], defined)
+            elif "fieldRef" in item.get("valueFrom", {}):
+                defined[item["name"]] = field_value(pod, item["valueFrom"]["fieldRef"]["fieldPath"])
+            else:
                 raise NotImplementedError(f"{spec['name']}: env {item['name']} from {sorted(item)}: not run here")
-            env[item["name"]] = container.local(item["value"])
+        env.update({name: container.local(value) for name, value in defined.items()})
         return env
 
-    def _argv(self, spec: Mapping[str, Any], container: Container) -> list[str]:
+    def _curl(self, pod_root: Path, spec: Mapping[str, Any]) -> None:
+        """The pod's ``curl`` (first on its containers' PATH): the real one, with ``kubernetes.default.svc:443``
+        connected to this cluster's API server (whose certificate names it), as a pod's DNS and Service would, and
+        Headscale's ``http`` port on 127.0.0.1 connected to where this runner serves it (the pod's network is its
+        containers'), once it has a port (``<pod>/headscale-port``)."""
+        where, real = pod_root / "bin", shutil.which("curl")
+        if real is None:
+            raise FileNotFoundError("curl: not on PATH")
+        api = urlsplit(self.client.server)
+        ports = [p["containerPort"] for c in spec["containers"] if _is_headscale(c) for p in c.get("ports", [])
+                 if p.get("name") == "http"]  # fmt: skip
+        served = f"${{port:+--connect-to 127.0.0.1:{ports[0]}:127.0.0.1:$port}}" if ports else ""
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "curl").write_text(
+            f"#!/bin/sh\nport=$(cat {pod_root / 'headscale-port'} 2>/dev/null) || port=\n"
+            f'exec {real} --connect-to {SERVICE_HOST}:443:{api.hostname}:{api.port} {served} "$@"\n'
+        )
+        (where / "curl").chmod(0o755)
+
+    def _argv(
+        self, spec: Mapping[str, Any], container: Container, env: Mapping[str, str], shared: Shared | None
+    ) -> list[str]:
         """The container's command in a mount namespace of its own (``unshare``: root only) where its volumes are
-        bound at their places; nothing of it is seen outside, and it goes with the process."""
+        bound at their places; nothing of it is seen outside, and it goes with the process. In a pod that shares its
+        process namespace, it runs in the pod's PID namespace, with a ``/proc`` of that namespace."""
         command = spec.get("command") or (["litestream"] if "litestream" in spec.get("image", "") else [])
         if not command:
             raise NotImplementedError(f"{spec['name']}: image {spec.get('image')} has no entrypoint known here")
-        binds = []
+        binds = ["mount -t proc proc /proc"] if shared else []
         for source, target, read_only in container.binds:
             binds.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(target))}")
             if read_only:
                 binds.append(f"mount -o remount,bind,ro {shlex.quote(str(target))}")
         script = "set -e; " + "; ".join([*binds, 'exec "$@"'])
-        local = [container.local(part) for part in [*command, *spec.get("args", [])]]
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *local]
+        local = [container.local(expand(part, env)) for part in [*command, *spec.get("args", [])]]
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *local]
+        return [*_in_pid_namespace(shared), *argv]
 
-    def _run_init(self, running: RunningPod, spec: Mapping[str, Any], volumes: Volumes) -> tuple[int, str]:
-        container = self._container(running, spec, volumes)
-        done = subprocess.run(
-            self._argv(spec, container),
-            env=self._environment(spec, container),
-            cwd=container.root,
-            capture_output=True,
-            text=True,
-            timeout=INIT_TIMEOUT,
-            check=False,
-        )
-        (running.root / f"{spec['name']}.log").write_text(done.stdout + done.stderr)
-        return done.returncode, done.stdout + done.stderr
+    def _run_init(
+        self, running: RunningPod, spec: Mapping[str, Any], volumes: Volumes, pod: Mapping[str, Any]
+    ) -> tuple[int, str]:
+        """Run an init container to its exit (as long as it takes: a gate waits while another site holds the
+        Lease), or until the pod is stopped."""
+        log_path = running.root / f"{spec['name']}.log"
+        log_path.write_bytes(b"")
+        process = self._launch(running, spec, self._container(running, spec, volumes), pod)
+        running.init_process = process
+        while process.poll() is None:
+            if running.stopped.wait(POLL_SECONDS):
+                _stop_group(process, grace=False)
+        running.init_process = None
+        return process.returncode, log_path.read_text(errors="replace")
 
-    def _start_container(self, running: RunningPod, spec: Mapping[str, Any], volumes: Volumes) -> None:
-        headscale = "headscale" in spec.get("image", "").rsplit("/", 1)[-1]
+    def _start_container(
+        self, running: RunningPod, spec: Mapping[str, Any], volumes: Volumes, pod: Mapping[str, Any]
+    ) -> None:
+        headscale = _is_headscale(spec)
         container = self._container(running, spec, volumes, link=headscale)
         if headscale:
-            config = _mounted_file(spec, volumes, CONFIG_PATH)
-            running.headscale = self._headscale(container, config, release_binary(spec["image"]))
+            running.config = _mounted_file(spec, volumes, CONFIG_PATH)
+            text = running.config.read_text()
+            if running.shared is not None:  # copied by the gate with the shared root's paths: the pod's, again
+                text = text.replace(str(running.shared.root), "")
+            root = container.root.parent / f"{container.name}-serve"
+            exe = release_binary(spec["image"])
+            wrap = _in_pid_namespace(running.shared)
+            running.headscale = RealHeadscale(text, root, exe=exe, pod_root=container.root, wrap=wrap)
+            (running.root / "headscale-port").write_text(str(running.headscale.ports.http))
+            running.headscale.start()
             return
-        log = (running.root / f"{spec['name']}.log").open("ab")
-        with log:
-            running.processes[spec["name"]] = subprocess.Popen(
-                self._argv(spec, container),
-                env=self._environment(spec, container),
+        running.processes[spec["name"]] = self._launch(running, spec, container, pod)
+
+    def _launch(
+        self, running: RunningPod, spec: Mapping[str, Any], container: Container, pod: Mapping[str, Any]
+    ) -> subprocess.Popen[bytes]:
+        """Start a container's process in a session of its own, its output appended to ``<pod>/<name>.log``."""
+        env = self._environment(spec, container, pod)
+        with (running.root / f"{spec['name']}.log").open("ab") as log:
+            return subprocess.Popen(
+                self._argv(spec, container, env, running.shared),
+                env=env,
                 cwd=container.root,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-
-    def _headscale(self, container: Container, config: Path, exe: Path) -> RealHeadscale:
-        """Headscale on the container's own files: the rendered config.yaml as the ConfigMap holds it (its pod paths
-        mapped by RealHeadscale onto the container's root), its identity keys from the Secret, its policy from the
-        ConfigMap, its database on the pod's data volume; ``exe`` is the release the image names."""
-        root = container.root.parent / f"{container.name}-serve"
-        return RealHeadscale(config.read_text(), root, exe=exe, pod_root=container.root).start()
 
     def _mark_ready(self, pod: Mapping[str, Any]) -> None:
         """What the kubelet reports once every container is started and the readiness probe passes."""
@@ -413,19 +509,24 @@ class PodRunner(threading.Thread):
         self.client.merge_patch(f"/api/v1/namespaces/{self.namespace}/pods/{name}/status", {"status": status})
 
     def _stop_pod(self, running: RunningPod, *, grace: bool) -> None:
+        """Stop what the pod runs: Headscale, then the containers in the reverse of their start (the sidecars
+        after the main containers, the renewer last), each with SIGTERM and its grace (``grace`` False: SIGKILL)."""
         running.stopped.set()
+        if running.init_process is not None:
+            _stop_group(running.init_process, grace=False)
         if running.headscale is not None:
+            if running.headscale_stopped_at is None:  # now, or later than it stopped by itself: never too early
+                running.headscale_stopped_at = time.monotonic()
             if grace:
                 running.headscale.close()
             else:
                 _kill(running.headscale.process)
                 running.headscale.process = None
                 running.headscale.close()
-        for process in running.processes.values():
-            if grace:
-                stop_process(process, timeout=10)
-            else:
-                _kill(process)
+        for process in reversed(list(running.processes.values())):
+            _stop_group(process, grace=grace)
+        if running.shared is not None and running.shared.holder is not None:
+            _stop_group(running.shared.holder, grace=False)
 
 
 def _mounted_file(spec: Mapping[str, Any], volumes: Volumes, pod_path: str) -> Path:
@@ -461,3 +562,77 @@ def _copy_rewritten(source: Path, target: Path, container: Container) -> None:
         return
     target.write_text(container.local(source.read_text()))
     shutil.copymode(source, target)
+
+
+def _is_headscale(container: Mapping[str, Any]) -> bool:
+    return "headscale" in container.get("image", "").rsplit("/", 1)[-1]
+
+
+def field_value(pod: Mapping[str, Any], field_path: str) -> str:
+    """A downward API field of the pod as the API server has it (those the program's pods read)."""
+    values = {
+        "metadata.name": pod["metadata"]["name"],
+        "metadata.namespace": pod["metadata"]["namespace"],
+        "metadata.uid": pod["metadata"]["uid"],
+        "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
+        "spec.nodeName": pod["spec"].get("nodeName", ""),
+    }
+    if field_path not in values:
+        raise NotImplementedError(f"fieldRef {field_path}: not run here")
+    return str(values[field_path])
+
+
+def expand(text: str, defined: Mapping[str, str]) -> str:
+    """``text`` with ``$(VAR)`` replaced by VAR's value when it is defined (left as it is otherwise) and ``$$`` by
+    ``$``: the kubelet's expansion of a container's environment, command and arguments."""
+
+    def replace(found: re.Match[str]) -> str:
+        if found.group(0) == "$$":
+            return "$"
+        return defined.get(found.group(1), found.group(0))
+
+    return REFERENCE.sub(replace, text)
+
+
+def _shared(root: Path, spec: Mapping[str, Any]) -> Shared:
+    """The root and PID namespace of a pod whose containers share their process namespace."""
+    every = [*spec.get("initContainers", []), *spec["containers"]]
+    mounted = {m["mountPath"] for c in every for m in c.get("volumeMounts", [])}
+    # A directory that holds mounts only (the gate's /serve-from) is the pod's too: named, it is rewritten as well.
+    holders = {str(parent) for path in mounted for parent in Path(path).parents if not parent.exists()}
+    shared = Shared(root / "shared", tuple(sorted(mounted | holders)))
+    shared.root.mkdir(parents=True, exist_ok=True)
+    shared.holder = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "sleep", "infinity"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return shared
+
+
+def _in_pid_namespace(shared: Shared | None) -> list[str]:
+    """The prefix that runs a command in the pod's PID namespace (none for a pod that does not share one)."""
+    if shared is None or shared.holder is None:
+        return []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the namespace's first process: the child unshare forked
+        children = Path(f"/proc/{shared.holder.pid}/task/{shared.holder.pid}/children")
+        found = children.read_text().split() if children.exists() else []
+        if found:
+            return ["nsenter", "--target", found[0], "--pid", "--"]
+        time.sleep(0.05)
+    raise RuntimeError("the pod's PID namespace did not start")
+
+
+def _stop_group(process: subprocess.Popen[Any], *, grace: bool) -> None:
+    """A container stopped: SIGTERM to its process group (nsenter forwards no signal to what it started) and SIGKILL
+    to what is left after STOP_GRACE seconds; ``grace`` False: SIGKILL at once."""
+    if grace:
+        stop_group(process, timeout=STOP_GRACE)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)

@@ -8,6 +8,7 @@ nothing here resolves.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -128,6 +129,26 @@ def deploy_serving(cli: PulumiCli, lab: KubeLab, site: Site) -> tuple[Run, Run]:
     site.pods.wait_ready()
     cli.run("config", "set", "--secret", "bootstrapApiKey", site.server().create_api_key("2h")).check()
     return first, cli.run("up", "--yes").check()
+
+
+def deploy_both(cli: PulumiCli, lab: KubeLab, sites: dict[str, Site]) -> str:
+    """The identity stack, hydra's first deployment until it serves, cosmos's, then API access for hydra (a key from
+    its Headscale as `bootstrapApiKey`) and its `pulumi up`: the key."""
+    cli.identity()
+    deploy(cli, lab, "hydra")
+    sites["hydra"].pods.wait_ready()
+    deploy(cli, lab, "cosmos")
+    key = sites["hydra"].server().create_api_key("2h")
+    cli.run("config", "set", "-s", "hydra", "--secret", "bootstrapApiKey", key).check()
+    cli.run("up", "--yes", "-s", "hydra").check()
+    return key
+
+
+def headscale_json(site: Site, *args: str) -> Any:
+    """What the site's serving Headscale's CLI prints for ``args`` with ``-o json``."""
+    done = site.server().cli(*args, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 class RunbookRunner:

@@ -241,6 +241,26 @@ def stop_process(proc: subprocess.Popen[Any], *, timeout: float = 5) -> None:
             proc.wait(timeout=timeout)
 
 
+def stop_group(proc: subprocess.Popen[Any], *, timeout: float = 5) -> None:
+    """SIGTERM to the process group ``proc`` leads (it was started in a session of its own), SIGKILL to what is left
+    of it after ``timeout`` seconds: for a child that runs its work in processes of its own (``nsenter``)."""
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the leader: a zombie still counts as a member
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            break
+        time.sleep(0.05)
+    else:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+
+
 @contextmanager
 def replicating(binary: Path, app: App, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``litestream replicate -config`` for the app; always stopped (TERM, then KILL) on exit."""
