@@ -13,7 +13,7 @@ import requests
 
 from headscale_ha.components.witness_lease import own_pod_policy, renewer_role, renewer_role_binding
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
-from tests.support.kube_lab import KubeError
+from tests.support.kube_lab import KubeError, wait_for
 from tests.support.litestream_lab import wait_until
 from tests.support.witness_lab import TEST_TIMING, Witness, new_site
 
@@ -40,7 +40,11 @@ class Site:
         bound = {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
                                     "uid": pod["metadata"]["uid"]}} if pod else {}  # fmt: skip
         path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{ACCOUNT}/token"
-        return self.witness.client.create(path, {"spec": {"expirationSeconds": 3600, **bound}})["status"]["token"]
+        request = {"spec": {"expirationSeconds": 3600, **bound}}
+        # The API server looks the pod up in its cache, which may not hold a pod created a moment ago yet (404).
+        name = pod["metadata"]["name"] if pod else "nothing"
+        return wait_for(lambda: self.witness.client.create(path, request)["status"]["token"], timeout=10,
+                        what=f"a token bound to {name}")  # fmt: skip
 
     def as_token(self, token: str, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:
         url = f"https://127.0.0.1:{self.witness.api_port}{path}"

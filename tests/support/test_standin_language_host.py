@@ -17,7 +17,9 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -231,7 +233,11 @@ def test_the_virtualenv_option_picks_and_activates_the_python(tmp_path: Path) ->
 
 def test_cancel_interrupts_the_running_program_and_refuses_the_next() -> None:
     children = host.Children()
-    child = children.start(["sleep", "30"])
+    # A child that takes SIGINT's default action even when this run ignores SIGINT (a background job of a shell
+    # passes SIG_IGN on to everything it starts, and `sleep` would then outlive the interrupt).
+    default_int = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(30)"
+    child = children.start([sys.executable, "-c", default_int])
+    time.sleep(0.5)  # its handler set
     children.cancel()
     assert child.wait(timeout=10) == -signal.SIGINT
     with pytest.raises(OSError, match="context canceled"):
