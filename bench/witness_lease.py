@@ -15,6 +15,11 @@ the timing proposed as automatic failover's default (printed first). Four scenar
   LEASE + SKEW + FENCE_AFTER seconds (longer than the Lease alone would let the holder serve or the other wait),
   then mended. Printed: how often the writer changed (0 is right).
 
+In ``lost`` and ``partitioned`` each site also runs Headplane's pod (``follow``/``watch``, with a link of its own to
+the witness, lost or cut with the site), writing to a log of its own. Printed: the time from the loss to the other
+site's Headplane's first write, which waits a whole lease after its site's take, and whether two Headplanes ever
+wrote at once.
+
 Every trial's write log is judged for two writers (tests/support/witness_pod.py `two_writers`). Figures are the
 monotonic clock (/proc/uptime) of the writers and the bench, on one machine. This is the lease's share of a
 takeover, with a writer that starts at once: the restore, Headscale's start and the DNS TTL come on top of it.
@@ -59,17 +64,29 @@ def _trial(witness: Witness, root: Path, scenario: str) -> dict[str, float]:
     witness.release()
     sites = {name: new_site(witness, root / name, name, TIMING) for name in ("hydra", "cosmos")}
     with_failsafe(witness, sites)
-    log = root / "writes.log"
+    log, ui_log = root / "writes.log", root / "headplane.log"
     pods = {name: LeasePod(site, log) for name, site in sites.items()}
+    followed = scenario in ("lost", "partitioned")
+    followers = (
+        {name: new_site(witness, root / f"{name}-headplane", name, TIMING) for name in sites} if followed else {}
+    )
+    ui = {name: LeasePod(site, ui_log, follows=True) for name, site in followers.items()}
     try:
         pods["hydra"].start()
         first_write(log, "hydra", timeout=30)
         pods["cosmos"].start()
+        for pod in ui.values():
+            pod.start()
+        if followed:
+            first_write(ui_log, "hydra", timeout=60)
         time.sleep(float(TIMING["RENEW_SECONDS"]) * 2)  # the gate has seen a renewal or two
         lost_at = uptime()
         if scenario == "lost":
             pods["hydra"].lose()
+            ui["hydra"].lose()
         cut(sites["hydra"], sites["cosmos"], scenario)
+        if followed:
+            followers["hydra"].proxy.cut("refuse" if scenario == "lost" else "blackhole")
         if scenario in ("witness-only", "witness-down"):
             time.sleep(OUTAGE_SECONDS)
             figures = {"changes": float(len({write.fencing for write in writes(log)}) - 1)}
@@ -77,12 +94,14 @@ def _trial(witness: Witness, root: Path, scenario: str) -> dict[str, float]:
             first = first_write(log, "cosmos", timeout=120)
             last_old = max(write.at for write in writes(log) if write.site == "hydra")
             figures = {"takeover": first - lost_at, "gap": first - last_old}
+            figures["headplane"] = first_write(ui_log, "cosmos", timeout=120) - lost_at
     finally:
-        for pod in pods.values():
+        for pod in [*pods.values(), *ui.values()]:
             pod.stop()
-        for site in sites.values():
+        for site in [*sites.values(), *followers.values()]:
             site.close()
     figures["two_writers"] = float(bool(two_writers(log)))
+    figures["two_headplanes"] = float(bool(two_writers(ui_log))) if followed else 0.0
     return figures
 
 
@@ -98,6 +117,8 @@ def _report(scenario: str, runs: list[dict[str, float]]) -> None:
     else:
         print("  " + _summary("loss to the other site's first write", [run["takeover"] for run in runs]))
         print("  " + _summary("the old writer's last write before it", [run["gap"] for run in runs]))
+        print("  " + _summary("loss to the other site's Headplane", [run["headplane"] for run in runs]))
+        print(f"  two Headplanes at once: {sum(run['two_headplanes'] > 0 for run in runs):.0f} of {len(runs)}")
     print(f"  two writers at once: {sum(run['two_writers'] > 0 for run in runs):.0f} of {len(runs)}")
 
 

@@ -4,6 +4,11 @@ It runs in its own Deployment (not in Headscale's pod), so it scales and restart
 access to Headscale's process; the price is Headplane's "limited mode" (no editing of Headscale's config file).
 With the policy in file mode (the default) Headplane's ACL editor shows the live policy but cannot save it:
 Headscale refuses API writes outside database mode; policy changes go through Git.
+
+With automatic failover (``HeadplaneArgs.lease``) every site runs Headplane, but it serves only where its site holds
+the witness Lease: a follower gate waits until the site has held it for a whole lease (so any other site's Headplane
+has stopped), and a watcher stops Headplane and its backup when the Lease is another's or when it cannot see its
+site renew (components/witness_lease.py; docs/witness-lease.md "Headplane").
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from headscale_ha.components.headplane_config import (
     headplane_config_yaml,
 )
 from headscale_ha.components.identity import application_backup_key
+from headscale_ha.components.litestream import CONFIG_VOLUME as LITESTREAM_CONFIG_VOLUME
 from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from headscale_ha.components.serving_lease import ServedPod, ServingLease, ServingLeaseArgs
 from headscale_ha.components.settings import BackupSettings, ClusterSettings, ComputeResources, OidcSettings
 from headscale_ha.components.workload import PodRecoveryFacts, cluster_service, recovery_facts, singleton_deployment
 
@@ -39,6 +46,9 @@ SECRET_FILES = {
     "headscale-api-key": PATHS.api_key,
     "oidc-client-secret": PATHS.oidc_client_secret,
 }
+#: What the watcher's fence stops, in order: Headplane (Node.js: its process is ``node``), then its replication and
+#: the backup signer.
+FENCED_WRITERS = ("node", "litestream", "sign.sh")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +79,9 @@ class HeadplaneArgs:
     #: authenticated with Headplane's own key, derived from it (components/identity.application_backup_key), so no
     #: holder of Headplane's key can sign Headscale's replica; None: no authentication.
     backup_key: pulumi.Input[str] | None = None
+    #: With automatic failover: this site's place behind the witness Lease, which Headplane follows (it serves only
+    #: where its site holds the Lease; ``replicas`` 1 at every site); None: it runs where ``replicas`` says.
+    lease: ServingLeaseArgs | None = None
 
 
 def _own_backup_key(tailnet_key: pulumi.Input[str] | None) -> pulumi.Output[str] | None:
@@ -102,6 +115,7 @@ class Headplane(pulumi.ComponentResource):
     """
 
     secrets: k8s.core.v1.Secret
+    lease: ServingLease | None
     config_map: k8s.core.v1.ConfigMap
     volume: k8s.core.v1.PersistentVolumeClaim | None
     data_volume: dict[str, Any]
@@ -147,6 +161,9 @@ class Headplane(pulumi.ComponentResource):
         )
         self.volume, self.backup, self.data_volume = backed_up.claim, backed_up.backup, backed_up.volume
         self.pod_spec = self._pod_spec(args, {key: path for key, path in SECRET_FILES.items() if key in secret_keys})
+        self.lease = self._lease(name, args) if args.lease is not None else None
+        if self.lease is not None:
+            self.pod_spec = self.lease.gate(self.pod_spec)
         self.recovery_facts = recovery_facts(APP, self.pod_spec)
         self.deployment = singleton_deployment(
             f"{name}-deployment",
@@ -157,13 +174,38 @@ class Headplane(pulumi.ComponentResource):
             pod_spec=self.pod_spec,
             annotations={"checksum/config": checksum(config_text, self.backup.config_checksum)},
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[self.config_map, self.secrets, *self.backup.pod_dependencies]
+                parent=self,
+                depends_on=[
+                    self.config_map,
+                    self.secrets,
+                    *self.backup.pod_dependencies,
+                    *(self.lease.dependencies if self.lease is not None else []),
+                ],
             ),
+            await_ready=self.lease is None,
         )
-        # The served witness, once this rollout is ready (Headplane's own: its restore is separate from Headscale's).
-        record_served(self.backup, self.deployment, replicas=args.replicas, parent=self)
+        if args.lease is None or args.require_backup:
+            # The served witness, once this rollout is ready (Headplane's own: its restore is separate from
+            # Headscale's). Behind the lease only a standby's (as `standby`) is written, as for Headscale.
+            replicas = args.replicas if args.lease is None else 0
+            record_served(self.backup, self.deployment, replicas=replicas, parent=self)
         self.service = cluster_service(f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT}, parent=self)
         self._register_names(args)
+
+    def _lease(self, name: str, args: HeadplaneArgs) -> ServingLease:
+        """The follower's objects: its gate copies Headplane's and Litestream's config into ``serving``."""
+        assert args.lease is not None
+        pod = ServedPod(
+            app=APP,
+            namespace=args.namespace,
+            image=args.backup.auth.recorder_image,
+            resources=resources(args.backup.litestream.resources),
+            service_account=self.backup.service_account_name,
+            served={"config": "headplane", LITESTREAM_CONFIG_VOLUME: "litestream"},
+            writers=FENCED_WRITERS,
+            follows=True,
+        )
+        return ServingLease(f"{name}-lease", args.lease, pod, pulumi.ResourceOptions(parent=self))
 
     def _secrets(self, name: str, args: HeadplaneArgs, meta: dict[str, Any]) -> tuple[k8s.core.v1.Secret, list[str]]:
         """The Secret HEADPLANE_SECRET and the keys it holds: the cookie secret, and with OIDC the API key and the

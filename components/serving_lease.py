@@ -5,6 +5,9 @@ It deploys the lease script, the witness's credentials and (with the failsafe) e
 ServiceAccount, Role and the admission policy that narrows its pod deletes to its own pod, and, per other site, the
 account that site vouches through: ``get`` and ``patch`` on this site's failsafe Lease, nothing else. The Lease on
 the witness and the accounts there are the witness owner's (docs/witness-lease.md "Its credentials").
+
+A pod that only follows its site's holder (``ServedPod.follows``: Headplane) gets the same, but no failsafe: no
+other site's credentials and no failsafe Lease in its Role.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import pulumi_kubernetes as k8s
 
 from headscale_ha.components.litestream_config import packaged_script
 from headscale_ha.components.pod import labels
-from headscale_ha.components.settings import FailoverSettings
+from headscale_ha.components.settings import FENCED_WRITERS, FailoverSettings
 from headscale_ha.components.witness_credentials import (
     ApiCredentials,
     lease_credentials,
@@ -83,6 +86,15 @@ class ServedPod:
     #: Volume name -> directory in ``serving``: the config the gate copies, that every container then reads from
     #: ``serving`` only.
     served: Mapping[str, str]
+    #: What a fence stops, in order, by process or script name (no more names than FENCED_WRITERS: the timing's
+    #: margin is checked for that many).
+    writers: tuple[str, ...] = FENCED_WRITERS
+    #: Serves where its site holds the Lease without holding it (``follow``/``watch``): Headplane beside Headscale.
+    follows: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.writers) > len(FENCED_WRITERS):
+            raise ValueError(f"writers {self.writers}: at most {len(FENCED_WRITERS)}, the stops the timing allows")
 
 
 @dataclass(frozen=True)
@@ -132,7 +144,7 @@ class ServingLease(pulumi.ComponentResource):
         super().__init__("headscale-ha:lease:ServingLease", name, None, opts)
         self._pod = pod
         self._objects = _Objects(name, {"namespace": pod.namespace, "labels": labels(pod.app, "lease")}, self)
-        failsafe = args.failover.failsafe
+        failsafe = args.failover.failsafe and not pod.follows
         # Secret from the start: a plain string from the config is made a Pulumi secret before anything reads it.
         witness = pulumi.Output.secret(args.witness_kubeconfig).apply(
             lambda text: lease_credentials(text, key=WITNESS_KUBECONFIG_KEY)
@@ -160,6 +172,8 @@ class ServingLease(pulumi.ComponentResource):
             serve_from=SERVE_FROM_MOUNT,
             serve_from_mounts=serve_from_mounts(pod.served),
             resources=pod.resources,
+            writers=pod.writers,
+            follows=pod.follows,
         )
         self.register_outputs(
             {
@@ -209,7 +223,8 @@ class ServingLease(pulumi.ComponentResource):
     def _renewer_rights(self, args: ServingLeaseArgs) -> list[pulumi.Resource]:
         """The renewer's Role (its failsafe Lease, its own pod's delete) and the policy that narrows the delete."""
         app, namespace = self._pod.app, self._pod.namespace
-        role = renewer_role(f"{app}-lease-renewer", namespace, f"{args.failover.lease}-failsafe")
+        failsafe_lease = None if self._pod.follows else f"{args.failover.lease}-failsafe"
+        role = renewer_role(f"{app}-lease-renewer", namespace, failsafe_lease)
         binding = renewer_role_binding(f"{app}-lease-renewer", namespace, self.service_account)
         policy, policy_binding = own_pod_policy(
             f"headscale-ha-{namespace}-{app}-own-pod", namespace, self.service_account

@@ -6,6 +6,10 @@ writers read, so a writer starts only where its site holds the Lease. The renewe
 after it: it renews while the restore and the writers run, and its fence empties ``serving``, stops the writers
 (``FENCED_WRITERS``; the pod shares its process namespace) and deletes the pod.
 
+A pod that serves only where its site holds the Lease, but never holds it (Headplane: ``LeaseWiring.follows``), has
+a follower (``follow``) in the gate's place and a watcher (``watch``) in the renewer's: they only read the Lease, and
+the watcher fences as the renewer does, with no failsafe and no readiness to give up on.
+
 A fenced renewer (components/scripts/witness-lease.sh ``hold`` with ``POD_NAME``) deletes its own pod, so that the
 Deployment replaces it: a new gate waits for the Lease, a new restore reads the new holder's backup. A container the
 kubelet restarts in place would skip both. The renewer also claims the site's failsafe Lease.
@@ -28,7 +32,7 @@ from typing import Any
 import pulumi
 
 from headscale_ha.components.pod import container_security
-from headscale_ha.components.settings import FailoverSettings
+from headscale_ha.components.settings import FENCED_WRITERS, FailoverSettings
 
 #: The claim the API server adds to a token bound to a pod (Kubernetes 1.32+: ServiceAccountTokenPodNodeInfo).
 POD_NAME_CLAIM = "authentication.kubernetes.io/pod-name"
@@ -60,6 +64,9 @@ SCRIPT_MOUNT = "/scripts/lease"
 SCRIPT_FILE = "witness-lease.sh"
 GATE_CONTAINER = "lease-gate"
 RENEWER_CONTAINER = "lease-renewer"
+#: A follower's: its gate (``follow``) and its watcher (``watch``).
+FOLLOWER_CONTAINER = "lease-follower"
+WATCHER_CONTAINER = "lease-watcher"
 #: How often a waiting gate looks at the Lease (the bench's figures are at this value).
 GATE_RETRY_SECONDS = 1
 
@@ -83,12 +90,17 @@ def lease_role(name: str, namespace: str, lease: str) -> dict[str, Any]:
     }
 
 
-def renewer_role(name: str, namespace: str, failsafe_lease: str) -> dict[str, Any]:
-    """The Role of the serving pod's ServiceAccount: its site's failsafe Lease, and pod deletes, in its namespace
-    (the admission policy of :func:`own_pod_policy` narrows the deletes to the pod itself)."""
-    role = lease_role(name, namespace, failsafe_lease)
-    role["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})
-    return role
+def renewer_role(name: str, namespace: str, failsafe_lease: str | None) -> dict[str, Any]:
+    """The Role of the serving pod's ServiceAccount: its site's failsafe Lease (None: a follower's, which has none),
+    and pod deletes, in its namespace (the admission policy of :func:`own_pod_policy` narrows the deletes to the pod
+    itself)."""
+    rules = lease_rules(failsafe_lease) if failsafe_lease is not None else []
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace},
+        "rules": [*rules, {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}],
+    }
 
 
 def renewer_role_binding(name: str, namespace: str, service_account: str) -> dict[str, Any]:
@@ -180,6 +192,15 @@ class LeaseWiring:
     serve_from: str  # the directory of config files the gate copies into SERVING_MOUNT
     serve_from_mounts: tuple[dict[str, Any], ...]  # the gate's mounts of that directory's files
     resources: dict[str, Any]  # each lease container's requests and limits
+    #: The processes a fence stops, in order, by name (the script's STOP): the pod's writers.
+    writers: tuple[str, ...] = FENCED_WRITERS
+    #: The pod follows its site's holder (``follow``/``watch``) instead of holding the Lease (``acquire``/``hold``).
+    follows: bool = False
+
+    @property
+    def commands(self) -> tuple[str, str]:
+        """The gate's and the sidecar's script commands."""
+        return ("follow", "watch") if self.follows else ("acquire", "hold")
 
     @property
     def failsafe_lease(self) -> str:
@@ -199,7 +220,7 @@ def lease_volumes(wiring: LeaseWiring) -> list[dict[str, Any]]:
         local_volume(),
         {"name": SCRIPT_VOLUME, "configMap": {"name": wiring.script_config_map, "items": [script]}},
     ]
-    if wiring.failover.failsafe:
+    if wiring.failover.failsafe and not wiring.follows:
         files = [(peer, part) for peer in wiring.peers for part in ("api-url", "token", "ca.crt", "namespace")]
         items = [{"key": f"{peer}.{part}", "path": f"{peer}/{part}"} for peer, part in files]
         volumes.append(
@@ -209,15 +230,17 @@ def lease_volumes(wiring: LeaseWiring) -> list[dict[str, Any]]:
 
 
 def lease_environment(wiring: LeaseWiring, command: str) -> list[dict[str, Any]]:
-    """The script's environment for ``acquire`` (the gate) or ``hold`` (the renewer); IDENTITY names the pod."""
+    """The script's environment for a gate (``acquire``, ``follow``) or its sidecar (``hold``, ``watch``); IDENTITY
+    names the pod."""
     failover = wiring.failover
+    script_environment = {**failover.script_environment(), "STOP": " ".join(wiring.writers)}
     env = [
         *own_pod_env(),
         {"name": "API_URL", "value": wiring.witness_api_url},
         {"name": "NAMESPACE", "value": failover.witness_namespace},
         {"name": "LEASE", "value": failover.lease},
         {"name": "IDENTITY", "value": f"{wiring.site}/$(POD_NAME)"},
-        *({"name": key, "value": value} for key, value in failover.script_environment().items()),
+        *({"name": key, "value": value} for key, value in script_environment.items()),
         {"name": "RETRY_SECONDS", "value": str(GATE_RETRY_SECONDS)},
         {"name": "STATE_DIR", "value": STATE_MOUNT},
         {"name": "TOKEN_FILE", "value": f"{WITNESS_MOUNT}/token"},
@@ -226,12 +249,12 @@ def lease_environment(wiring: LeaseWiring, command: str) -> list[dict[str, Any]]
         {"name": "LOCAL_API_URL", "value": LOCAL_API_URL},
         {"name": "LOCAL_DIR", "value": LOCAL_MOUNT},
     ]
-    if failover.failsafe:
+    if failover.failsafe and not wiring.follows:
         env.append({"name": "FAILSAFE_LEASE", "value": wiring.failsafe_lease})
-    if command == "acquire":  # the gate stops nothing and reads no other site
+    if command in ("acquire", "follow"):  # a gate stops nothing and reads no other site
         env = [e for e in env if e["name"] not in ("STOP", "STOP_GRACE_SECONDS")]
         env.append({"name": "SERVE_FROM", "value": wiring.serve_from})
-    elif failover.failsafe:
+    elif failover.failsafe and not wiring.follows:
         env.append({"name": "PEERS_DIR", "value": PEERS_MOUNT})
     return env
 
@@ -257,15 +280,19 @@ def _lease_container(wiring: LeaseWiring, name: str, command: str, mounts: list[
 
 
 def gate_container(wiring: LeaseWiring) -> dict[str, Any]:
-    """The first init container: done once this site holds the Lease and ``serving`` holds the config."""
-    return _lease_container(wiring, GATE_CONTAINER, "acquire", list(wiring.serve_from_mounts))
+    """The first init container: done once this site holds the Lease (a follower's: once it has held it for a lease)
+    and ``serving`` holds the config."""
+    name = FOLLOWER_CONTAINER if wiring.follows else GATE_CONTAINER
+    return _lease_container(wiring, name, wiring.commands[0], list(wiring.serve_from_mounts))
 
 
 def renewer_container(wiring: LeaseWiring, ready_url: str | None = None) -> dict[str, Any]:
     """The native sidecar right after the gate: it renews before the restore starts and stops after the writers,
     so that on a pod's stop it releases the Lease only once they have exited. With ``ready_url`` (the writer's
     readiness, in the pod), it gives the Lease up to another site when that has not answered within
-    ``readyWithinSeconds`` of the take."""
+    ``readyWithinSeconds`` of the take. A follower's watcher has neither the failsafe nor a readiness to wait for."""
+    if wiring.follows:
+        return {**_lease_container(wiring, WATCHER_CONTAINER, "watch", []), "restartPolicy": "Always"}
     peers = [{"name": PEERS_VOLUME, "mountPath": PEERS_MOUNT, "readOnly": True}] if wiring.failover.failsafe else []
     container = _lease_container(wiring, RENEWER_CONTAINER, "hold", peers)
     if ready_url is not None:

@@ -104,16 +104,16 @@ def headscale_replicas(config: StackConfig) -> int:
     return config.headscale.replicas
 
 
-def lease_api_urls(config: StackConfig) -> dict[str, str]:
+def lease_api_urls(config: StackConfig, *, peers: bool = True) -> dict[str, str]:
     """With automatic failover, the API servers the lease containers reach besides their own, by why: the witness,
-    and with the failsafe each other site."""
+    and with the failsafe and ``peers`` each other site."""
     lease = serving_lease_args(config)
     if lease is None:
         return {}
     kubeconfigs = {"the witness API server (the failover Lease)": (WITNESS_KUBECONFIG_KEY, lease.witness_kubeconfig)}
     kubeconfigs |= {
         f"{site}'s API server (its failsafe Lease)": (f"{PEER_KUBECONFIGS_KEY}.{site}", peer.kubeconfig)
-        for site, peer in lease.peers.items()
+        for site, peer in (lease.peers.items() if peers else ())
     }
     urls = {}
     for why, (key, kubeconfig) in kubeconfigs.items():
@@ -160,8 +160,9 @@ def serving_lease_args(config: StackConfig) -> ServingLeaseArgs | None:
 
 
 def headplane_replicas(config: StackConfig) -> int:
-    """A standby keeps Headplane's objects and data but runs no pod."""
-    return 0 if config.role is Role.STANDBY else 1
+    """A standby keeps Headplane's objects and data but runs no pod. With automatic failover every site runs it, and
+    it serves only where its site holds the witness Lease (its follower gate)."""
+    return 0 if config.role is Role.STANDBY and not config.tailnet.failover.automatic else 1
 
 
 def identity_source(config: StackConfig) -> IdentitySource:
@@ -489,6 +490,7 @@ def headplane_args(config: StackConfig) -> HeadplaneArgs | None:
         metrics=config.monitoring.enabled,
         require_backup=config.role is Role.STANDBY,
         allow_empty_start=config.headscale.allow_empty_start,  # one override for both applications' restores
+        lease=serving_lease_args(config),
     )
 
 

@@ -141,7 +141,8 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
     postgres = Reach(ports=(Port(CNPG_POSTGRES_PORT),), destinations=(from_pods(INSTANCES),), why="PostgreSQL")
     derp_maps = [reach for url in config.headscale.derp.urls for reach in to.url(url, f"the DERP map {url}")]
     # Headscale's position recorder (a sidecar) patches its served witness through the API, and with automatic
-    # failover the lease renewer its failsafe Lease and its own pod; Headplane has none.
+    # failover the lease renewer its failsafe Lease and its own pod; Headplane's watcher then deletes its own pod
+    # and reads the witness (no other site's API server: a follower has no failsafe).
     automatic = config.tailnet.failover.automatic
     local_api = [api_server_reach(config.network_policy)] if config.backup.auth.record_position or automatic else []
     sqlite = [*local_api, *lease_reaches(config, to)]
@@ -158,7 +159,13 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
                 name=headplane_module.APP,
                 pods=selector(headplane_module.APP),
                 # The issuer only with Headplane's own OIDC login (headplane.oidcLogin).
-                reaches=(dns, api, *(to.oidc() if config.headplane.oidc_login else ())),
+                reaches=(
+                    dns,
+                    api,
+                    *(to.oidc() if config.headplane.oidc_login else ()),
+                    *([api_server_reach(config.network_policy)] if automatic else []),
+                    *lease_reaches(config, to, peers=False),
+                ),
             )
         )
     if stage is DatabaseStage.MIGRATING:
@@ -171,10 +178,10 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
     return workloads
 
 
-def lease_reaches(config: StackConfig, to: _Destinations) -> list[Reach]:
+def lease_reaches(config: StackConfig, to: _Destinations, *, peers: bool = True) -> list[Reach]:
     """With automatic failover, the lease containers' other API servers: the witness, and each other site's with
-    the failsafe (their servers, from the kubeconfigs)."""
-    return [reach for why, url in lease_api_urls(config).items() for reach in to.url(url, why)]
+    the failsafe (their servers, from the kubeconfigs); without ``peers``, the witness alone (a follower's)."""
+    return [reach for why, url in lease_api_urls(config, peers=peers).items() for reach in to.url(url, why)]
 
 
 def database(config: StackConfig, to: _Destinations) -> list[Reach]:

@@ -351,18 +351,32 @@ _BEHIND_THE_LEASE = (
     "stack's leaseSeconds + skewSeconds), restores the replica and serves; clients follow the public name "
     "after its TTL."
 )
+_FOLLOWING_THE_LEASE = (
+    "No human: once the other site's Headscale took the witness Lease (leaseTakeover, as Headscale's row), its "
+    "Headplane's follower waits a whole lease more (followLease: leaseSeconds + skewSeconds, so that the lost "
+    "site's Headplane has stopped), then restores Headplane's replica and serves; counted after the DNS TTL too, "
+    "an upper bound (the two overlap)."
+)
 
 
 def _cluster_loss(
-    s: _Steps, inputs: RecoveryInputs, promotion_figures: PromotionFigures, takeover: TakeoverFigures | None
+    s: _Steps,
+    inputs: RecoveryInputs,
+    promotion_figures: PromotionFigures,
+    takeover: TakeoverFigures | None,
+    *,
+    follows: bool = False,
 ) -> dict[str, Any]:
     """The other site serves: after a human's decision and `make promote`, or (``takeover``) after its gate took
-    the Lease; then the rollout's pull, restore and start, and the DNS TTL."""
+    the Lease (``follows``: and its follower waited a whole lease after that, as Headplane's does); then the
+    rollout's pull, restore and start, and the DNS TTL."""
     if takeover is None or inputs.lease_and_skew_seconds is None:
         before = {"decision": float(inputs.stated.promotion_seconds), "promoteCommand": promotion_figures.lost_seconds}
         how = _BY_HAND
     else:
         before, how = {"leaseTakeover": takeover.wait_seconds(inputs.lease_and_skew_seconds)}, _BEHIND_THE_LEASE
+        if follows:
+            before["followLease"], how = inputs.lease_and_skew_seconds, _FOLLOWING_THE_LEASE
     steps = {**before, "imagePull": s.pull, "restore": s.restore, "start": s.start}
     return _row("clusterLoss", {**steps, "dnsTtl": float(inputs.dns_ttl_seconds)}, s.tail, how)
 
@@ -376,9 +390,9 @@ def application_model(
     takeover: TakeoverFigures | None = None,
 ) -> list[dict[str, Any]]:
     """RTO and RPO of one SQLite application per failure, from its pod facts; ``takeover`` with automatic
-    failover (Headscale's: Headplane is promoted by hand still)."""
+    failover (Headplane follows Headscale's holder, a lease later)."""
     steps = _steps(facts, inputs, figures)
-    cluster = _cluster_loss(steps, inputs, promotion_figures, takeover)
+    cluster = _cluster_loss(steps, inputs, promotion_figures, takeover, follows=facts.app != "headscale")
     return [*_restarts(steps), _node_loss(steps, inputs.nodes), *_nfs_loss(steps), cluster]
 
 
@@ -423,7 +437,7 @@ def recovery_model(
             inputs=inputs,
             figures=figures,
             promotion_figures=promotion,
-            takeover=takeover if app == "headscale" else None,
+            takeover=takeover,
         )
         applications[app] = {"modelled": True, "failures": failures}
         read[app] = _read_inputs(facts, inputs)

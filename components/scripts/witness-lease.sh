@@ -24,6 +24,26 @@
 #                                 holder (another site's gate takes it at once; this site's waits a lease), deletes its
 #                                 own pod and exits 5.
 #
+# Two more, for a pod that serves only where its site holds the Lease but never holds it (Headplane):
+#
+#   sh witness-lease.sh follow    the follower's gate: reads the Lease (never writes it) until this site (IDENTITY's
+#                                 part before the '/') has held it, in one holding (the same leaseTransitions), for
+#                                 LEASE_SECONDS + SKEW_SECONDS since this gate first saw it, with a renewal seen since
+#                                 (below); then writes that fencing counter and its proof into STATE_DIR, fills
+#                                 SERVE_DIR and exits 0.
+#   sh witness-lease.sh watch     the follower's watcher, beside its writers: reads the Lease every RENEW_SECONDS and
+#                                 fences as `hold` does (STATE_DIR/fenced, SERVE_DIR emptied, STOP, its pod deleted,
+#                                 exit 5) when another site holds it (any holder but SITE/... or none), when it is
+#                                 gone, or FENCE_AFTER_SECONDS after the start of the last read that returned the
+#                                 version before the newest it saw held by this site or by nobody. On SIGTERM or
+#                                 SIGINT it empties SERVE_DIR, stops the writers and exits 0.
+# The follower's rule: a read that returned version V before a read that returned a newer one started before that
+# newer version was written, and every taker counts its LEASE_SECONDS + SKEW_SECONDS from after that write; so a
+# watcher that stops FENCE_AFTER_SECONDS after that read's start stops as early as a holder that renewed then. A new
+# follower waits LEASE_SECONDS + SKEW_SECONDS after it first saw its site take the Lease, longer than any other
+# site's watcher may serve after that take (FENCE_AFTER_SECONDS plus its stops), so two sites' followers never write
+# at once.
+#
 # The rule (why a fenced holder is stopped before anyone may take over): a taker counts LEASE_SECONDS + SKEW_SECONDS
 # from the moment it first saw the Lease's current resourceVersion, which is after the holder sent the renewal that
 # made it; the holder fences FENCE_AFTER_SECONDS after it sent that renewal. No wall clock is read for a decision
@@ -149,8 +169,8 @@ below() {
 # --- inputs -------------------------------------------------------------------------------------------------------
 COMMAND=${1:-}
 case "$COMMAND" in
-    acquire | hold) ;;
-    *) die "$EX_USAGE" "usage: witness-lease.sh acquire|hold (got '$COMMAND')." ;;
+    acquire | hold | follow | watch) ;;
+    *) die "$EX_USAGE" "usage: witness-lease.sh acquire|hold|follow|watch (got '$COMMAND')." ;;
 esac
 API_URL=${API_URL:-}
 NAMESPACE=${NAMESPACE:-}
@@ -201,6 +221,15 @@ case "$IDENTITY" in
 esac
 [ "${#IDENTITY}" -le 128 ] || die "$EX_USAGE" "IDENTITY must be at most 128 characters (got '$IDENTITY')."
 SITE=${IDENTITY%%/*}
+case "$COMMAND:$FAILSAFE_LEASE:$READY_URL" in
+    follow:?*:* | follow:*:?* | watch:?*:* | watch:*:?*)
+        die "$EX_USAGE" "FAILSAFE_LEASE and READY_URL are a holder's, not a follower's ($COMMAND)."
+        ;;
+esac
+case "$COMMAND:$IDENTITY" in
+    follow:*/?* | watch:*/?*) kube_name "IDENTITY's site (before the '/')" "$SITE" ;;
+    follow:* | watch:*) die "$EX_USAGE" "IDENTITY must be SITE/POD for $COMMAND (got '$IDENTITY')." ;;
+esac
 if [ -n "$FAILSAFE_LEASE" ]; then
     kube_name FAILSAFE_LEASE "$FAILSAFE_LEASE"
     case "$IDENTITY" in
@@ -611,6 +640,15 @@ release() {
     exit 0
 }
 
+# pause_after SENT: sleeps until RENEW_SECONDS after SENT (a monotonic time), in the background, so that a trap
+# (SIGTERM: release, stand down) runs at once.
+pause_after() {
+    uptime_now
+    pause=$(awk -v s="$1" -v r="$RENEW_SECONDS" -v n="$NOW" 'BEGIN { p = s + r - n; printf "%.3f", (p > 0 ? p : 0) }')
+    sleep "$pause" &
+    wait $! || :
+}
+
 # time_left DEADLINE: sets left to what remains of DEADLINE, at most RENEW_SECONDS and at least a millisecond (a
 # curl --max-time of 0 would wait for ever).
 time_left() {
@@ -719,11 +757,112 @@ sent at $renewed_at)"
                 if failsafe_round; then renewed_at=$round_at; fi
                 ;;
         esac
+        pause_after "$sent"
+    done
+}
+
+# --- follow and watch -------------------------------------------------------------------------------------------------
+# ours HOLDER: true when HOLDER is this site's (SITE/...).
+ours() {
+    case "$1" in
+        "$SITE"/?*) return 0 ;;
+        *) return 1 ;;
+    esac
+}
+
+# observe MAX_SECONDS: one read of the Lease; sets holder, version, transitions and read_at (when the read started);
+# 404 leaves version 'absent'. False, after a log line, when the witness did not answer 200 or 404.
+observe() {
+    uptime_now
+    read_at=$NOW
+    call GET "$LEASE_PATH" "" "$1"
+    case "$STATUS" in
+        200)
+            holder=$(field holderIdentity)
+            version=$(field resourceVersion)
+            transitions=$(field leaseTransitions)
+            transitions=${transitions:-0}
+            ;;
+        404)
+            holder=
+            version=absent
+            transitions=
+            ;;
+        *)
+            say "witness answered $STATUS: $(answer)"
+            return 1
+            ;;
+    esac
+}
+
+# proven: after observe, the follower's deadline moved to FENCE_AFTER_SECONDS after the last read's start when the
+# version is newer than that read's and held by this site or by nobody (every taker counts from after that write);
+# then this read becomes the last read.
+proven() {
+    if [ "$version" != absent ] && [ -n "$last_version" ] && [ "$version" != "$last_version" ] \
+        && { [ -z "$holder" ] || ours "$holder"; }; then
+        deadline=$(awk -v t="$last_read_at" -v f="$FENCE_AFTER_SECONDS" 'BEGIN { printf "%.3f", t + f }')
+    fi
+    last_version=$version
+    last_read_at=$read_at
+}
+
+follow() {
+    last_version=
+    last_read_at=
+    deadline=0
+    epoch=
+    since=
+    seen=
+    while :; do
+        if observe "$RETRY_SECONDS"; then
+            proven
+            uptime_now
+            if ! ours "$holder" || [ "$version" = absent ]; then
+                epoch=
+                [ "$holder" = "$seen" ] || say "waiting: held by ${holder:-nobody}"
+                seen=$holder
+            elif [ "$transitions" != "$epoch" ]; then
+                epoch=$transitions
+                since=$NOW
+                seen=$holder
+                say "waiting: $holder holds it (fencing=$epoch); following a lease after"
+            elif expired_since "$since" && below "$NOW" "$deadline"; then
+                printf '%s\n' "$epoch" >"$STATE_DIR/fencing"
+                printf '%s %s %s\n' "$last_version" "$last_read_at" "$deadline" >"$STATE_DIR/followed"
+                rm -f "$STATE_DIR/fenced"
+                say "following fencing=$epoch"
+                serve
+                return 0
+            fi
+        fi
+        sleep "$RETRY_SECONDS"
+    done
+}
+
+stand_down() {
+    unserve
+    for name in $STOP; do stop_named "$name"; done
+    say "stood down"
+    exit 0
+}
+
+watch() {
+    read -r last_version last_read_at deadline <"$STATE_DIR/followed" 2>/dev/null || deadline=
+    [ -n "$deadline" ] || fence "no holding followed in $STATE_DIR"
+    trap stand_down TERM INT
+    while :; do
         uptime_now
-        pause=$(awk -v s="$sent" -v r="$RENEW_SECONDS" -v n="$NOW" \
-            'BEGIN { p = s + r - n; printf "%.3f", (p > 0 ? p : 0) }')
-        sleep "$pause" &
-        wait $! || :
+        below "$NOW" "$deadline" || fence "no renewal by $SITE seen for $FENCE_AFTER_SECONDS seconds (the last \
+proof from a read started at $last_read_at)"
+        sent=$NOW
+        time_left "$deadline"
+        if observe "$left"; then
+            [ "$version" != absent ] || fence "the lease is gone from the witness"
+            if [ -n "$holder" ] && ! ours "$holder"; then fence "the lease is $holder's"; fi
+            proven
+        fi
+        pause_after "$sent"
     done
 }
 

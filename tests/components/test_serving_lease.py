@@ -19,9 +19,15 @@ from headscale_ha.components.settings import FailoverSettings
 from tests.support.headscale_real import binary
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
 from tests.support.seam_samples import build_referencing, headscale_server_sample
-from tests.support.site_objects import headscale_pod, object_named, objects_of
+from tests.support.site_objects import headscale_pod, object_named
 from tests.support.witness_lab import SCRIPT, TEST_TIMING, Witness, new_site
-from tests.support.witness_samples import as_run_in, kubeconfig
+from tests.support.witness_samples import (
+    admit_lease_objects,
+    as_config_map_volume,
+    as_run_in,
+    kubeconfig,
+    mounts_moved_to_serving,
+)
 from tools.harness import SECRET, ProgramRun
 
 WITNESS_URL = "https://witness.example.com:6443"
@@ -80,16 +86,7 @@ def test_nothing_but_the_gate_reads_the_config_except_through_serving() -> None:
         {"name": "config", "mountPath": "/serve-from/headscale", "readOnly": True},
         {"name": "litestream-config", "mountPath": "/serve-from/litestream", "readOnly": True},
     ]
-    moved = 0
-    for container in others:
-        before = plain[container["name"]]["volumeMounts"]
-        for old, new in zip(before, container["volumeMounts"], strict=True):
-            if old["name"] in SERVED:
-                sub = f"{SERVED[old['name']]}/{old['subPath']}" if "subPath" in old else SERVED[old["name"]]
-                assert new == {**old, "name": "serving", "subPath": sub, "readOnly": True}
-                moved += 1
-            else:
-                assert new == old
+    moved = mounts_moved_to_serving(plain, others, SERVED)
     assert moved == 6, "restore, pre-upgrade, recorder, signer and Litestream read litestream/, Headscale its file"
     assert [m["name"] for m in renewer["volumeMounts"] if m["name"] in SERVED] == []
 
@@ -146,18 +143,6 @@ def test_a_witness_kubeconfig_the_script_cannot_use_is_refused_by_key_without_it
 
 
 # --- the rendered gate, run --------------------------------------------------------------------------------------
-
-
-def as_config_map_volume(directory: Path, data: dict[str, str]) -> None:
-    """``data`` laid out as the kubelet lays out a ConfigMap volume: a timestamped directory of read-only files,
-    ``..data`` pointing at it, and a symlink per key."""
-    stamped = directory / "..2026_12_05_06_00_00.000000001"
-    stamped.mkdir(parents=True)
-    for key, text in data.items():
-        (stamped / key).write_text(text)
-        (stamped / key).chmod(0o444)
-        (directory / key).symlink_to(f"..data/{key}")
-    (directory / "..data").symlink_to(stamped.name)
 
 
 @pytest.mark.real_tool("curl", *LAB_TOOLS)
@@ -223,23 +208,8 @@ NAMESPACE = "headscale"
 @pytest.mark.real_tool(*LAB_TOOLS)
 def test_a_real_api_server_admits_every_lease_object_and_the_gated_pod(witness: Witness) -> None:
     run = gated()
-    client = witness.client
-    client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE,
-                  "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})  # fmt: skip
-    paths = {
-        "ServiceAccount": f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
-        "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/roles",
-        "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings",
-        "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
-        "ValidatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
-    }
-    for kind, path in paths.items():
-        for made in objects_of(run, kind):
-            client.create(f"{path}?dryRun=All" if kind.startswith("Validating") else path, made)
-    template = object_named(run, "Deployment", "headscale")["spec"]["template"]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "headscale-0", "namespace": NAMESPACE,
-           "labels": template["metadata"]["labels"]}, "spec": template["spec"]}  # fmt: skip
-    admitted = client.create(f"/api/v1/namespaces/{NAMESPACE}/pods?dryRun=All", pod)
+    deployment = object_named(run, "Deployment", "headscale")
+    admitted = admit_lease_objects(witness.client, run.kubernetes_objects(), NAMESPACE, deployment)
     assert admitted["spec"]["shareProcessNamespace"] is True
     assert [c["name"] for c in admitted["spec"]["initContainers"]][:2] == ["lease-gate", "lease-renewer"]
 

@@ -5,6 +5,7 @@ lease script accepts as it is (every path, name and timing), and a pod a real ku
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,26 @@ def test_the_gate_copies_the_config_and_neither_stops_nor_reads_another_site() -
     assert CONFIG_MOUNT in gate["volumeMounts"]
     assert CONFIG_MOUNT not in renewer["volumeMounts"]
     assert "lease-peers" not in [mount["name"] for mount in gate["volumeMounts"]]
+
+
+def test_a_followers_watcher_is_the_renewer_without_failsafe_or_readiness_and_with_its_own_writers() -> None:
+    """A follower (Headplane's pod) reads the same Lease as its site's holder, even with the failsafe on, and stops
+    its own writers; its containers differ from the holder's in their names, commands and those lines only."""
+    follower = replace(wiring(), writers=("node", "litestream", "sign.sh"), follows=True)
+    holder_renewer = renewer_container(wiring(), "http://127.0.0.1:8080/health")
+    watcher = renewer_container(follower, "http://127.0.0.1:8080/health")
+    dropped = {"FAILSAFE_LEASE", "PEERS_DIR", "READY_URL", "READY_WITHIN_SECONDS"}
+    env = [item for item in holder_renewer["env"] if item["name"] not in dropped]
+    env[env.index({"name": "STOP", "value": "headscale litestream sign.sh"})] = {
+        "name": "STOP", "value": "node litestream sign.sh"
+    }  # fmt: skip
+    mounts = [mount for mount in holder_renewer["volumeMounts"] if mount["name"] != "lease-peers"]
+    assert watcher == {**holder_renewer, "name": "lease-watcher", "env": env, "volumeMounts": mounts,
+                       "command": ["/bin/sh", "/scripts/lease/witness-lease.sh", "watch"]}  # fmt: skip
+    gate = gate_container(follower)
+    assert (gate["name"], gate["command"][-1]) == ("lease-follower", "follow")
+    assert [item for item in gate["env"] if item["name"] in dropped] == []
+    assert "lease-peers" not in [volume["name"] for volume in lease_volumes(follower)]
 
 
 def test_without_the_failsafe_no_site_reads_another() -> None:

@@ -142,17 +142,50 @@ def test_every_site_runs_its_gated_headscale_whatever_its_role(stack: str, stack
 
 
 def test_role_keeps_its_meaning_for_what_the_lease_does_not_decide(stack_outputs: dict[str, dict]) -> None:
-    """cosmos stays the standby of the config: its restore still requires a backup (it must never start empty) and
-    its Headplane stays stopped; only Headscale's replica count follows the Lease instead."""
+    """cosmos stays the standby of the config: its restores (Headscale's and Headplane's) still require a backup
+    (they must never start empty); only the replica counts of Headscale and Headplane follow the Lease instead."""
     manual = planned_manual("cosmos", stack_outputs)
     run = planned("cosmos", stack_outputs, failsafe=False)
-    restore = next(c for c in headscale_pod(run)["initContainers"] if c["name"] == "restore")
-    assert {"name": "REQUIRE_BACKUP", "value": "true"} in restore["env"]
+    headplane = object_named(run, "Deployment", "headplane")["spec"]["template"]["spec"]
+    for pod in (headscale_pod(run), headplane):
+        restore = next(c for c in pod["initContainers"] if c["name"] == "restore")
+        assert {"name": "REQUIRE_BACKUP", "value": "true"} in restore["env"]
     for kind in ("Deployment", "StatefulSet"):
         replicas = {o["metadata"]["name"]: o["spec"]["replicas"] for o in objects_of(run, kind)}
         before = {o["metadata"]["name"]: o["spec"]["replicas"] for o in objects_of(manual, kind)}
-        assert replicas == ({**before, "headscale": 1} if kind == "Deployment" else before), kind
+        assert replicas == ({**before, "headscale": 1, "headplane": 1} if kind == "Deployment" else before), kind
     assert object_named(manual, "Deployment", "headscale")["spec"]["replicas"] == 0
+    assert object_named(manual, "Deployment", "headplane")["spec"]["replicas"] == 0
+
+
+@pytest.mark.parametrize("stack", ["hydra", "cosmos"])
+def test_headplane_follows_its_sites_holder_and_stops_its_own_writers(
+    stack: str, stack_outputs: dict[str, dict]
+) -> None:
+    """Headplane's pod reads the Lease (a follower and a watcher, no failsafe), reads its config and Litestream's
+    through ``serving`` only, is not awaited, and its watcher may delete its own pod and nothing else."""
+    run = planned(stack, stack_outputs)
+    deployment = object_named(run, "Deployment", "headplane")
+    assert deployment["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["shareProcessNamespace"] is True
+    follower, watcher = pod["initContainers"][:2]
+    assert (follower["name"], follower["command"][-1]) == ("lease-follower", "follow")
+    assert (watcher["name"], watcher["command"][-1], watcher["restartPolicy"]) == ("lease-watcher", "watch", "Always")
+    env = {e["name"]: e.get("value") for e in watcher["env"]}
+    assert env["IDENTITY"] == f"{stack}/$(POD_NAME)"
+    assert env["STOP"] == "node litestream sign.sh"
+    assert env["LEASE"] == "headscale", "Headscale's Lease: Headplane follows it"
+    assert [name for name in ("FAILSAFE_LEASE", "PEERS_DIR") if name in env] == [], "a follower has no failsafe"
+    assert "READY_URL" not in env, "a follower never gives the Lease up: it holds none"
+    for container in pod["initContainers"][2:] + pod["containers"]:
+        for mount in container.get("volumeMounts", []):
+            assert mount["name"] not in ("config", "litestream-config"), (container["name"], mount)
+    role = object_named(run, "Role", "headplane-lease-renewer")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]
+    assert set(object_named(run, "Secret", "headplane-lease-witness")["stringData"].values()) == {SECRET}
+    assert not [o for o in objects_of(run, "Secret") if o["metadata"]["name"] == "headplane-lease-peers"]
+    assert TOKEN not in json.dumps([run.kubernetes_objects(), run.outputs], default=str)
 
 
 def planned_manual(stack: str, stack_outputs: dict[str, dict]) -> ProgramRun:
@@ -161,9 +194,9 @@ def planned_manual(stack: str, stack_outputs: dict[str, dict]) -> ProgramRun:
                        secret_keys=set(settings.secret_keys), stack_outputs=stack_outputs)  # fmt: skip
 
 
-def egress_to(run: ProgramRun, port: int) -> list[list[dict[str, Any]]]:
-    """The destinations Headscale's pods may reach on ``port`` (its egress NetworkPolicy), rule by rule."""
-    policy = object_named(run, "NetworkPolicy", "headscale-egress")
+def egress_to(run: ProgramRun, port: int, app: str = "headscale") -> list[list[dict[str, Any]]]:
+    """The destinations ``app``'s pods may reach on ``port`` (its egress NetworkPolicy), rule by rule."""
+    policy = object_named(run, "NetworkPolicy", f"{app}-egress")
     return [rule["to"] for rule in policy["spec"]["egress"] if {"protocol": "TCP", "port": port} in rule["ports"]]
 
 
@@ -177,6 +210,10 @@ def test_under_default_deny_egress_the_lease_reaches_the_witness_and_the_other_s
     assert egress_to(run, 7443) == [[{"ipBlock": {"cidr": "203.0.113.10/32"}}]]
     assert egress_to(run, 8443) == [[{"ipBlock": {"cidr": "198.51.100.20/32"}}]]
     assert egress_to(run, 6443) == [[{"ipBlock": {"cidr": "10.10.0.0/24"}}]], "the API server (apiServerCidrs)"
+    # Headplane's watcher: the witness and its own pod's delete, never another site (a follower has no failsafe).
+    assert egress_to(run, 7443, "headplane") == [[{"ipBlock": {"cidr": "203.0.113.10/32"}}]]
+    assert egress_to(run, 6443, "headplane") == [[{"ipBlock": {"cidr": "10.10.0.0/24"}}]]
+    assert egress_to(run, 8443, "headplane") == []
     manual = planned_manual("hydra", stack_outputs)
     assert egress_to(manual, 7443) == egress_to(manual, 8443) == []
     before, after = (object_named(r, "NetworkPolicy", "headscale-egress")["spec"]["egress"] for r in (manual, run))
@@ -242,11 +279,29 @@ def test_behind_the_lease_nothing_awaits_readiness_and_no_site_is_marked_as_serv
 # --- the recovery output -----------------------------------------------------------------------------------------
 
 
-def cluster_loss(run: ProgramRun) -> dict[str, Any]:
-    (row,) = [
-        r for r in run.outputs["recovery"]["applications"]["headscale"]["failures"] if r["failure"] == "clusterLoss"
-    ]
+#: tailnet.failover's default leaseSeconds + skewSeconds.
+LEASE_AND_SKEW = 22.0
+
+
+def cluster_loss(run: ProgramRun, app: str = "headscale") -> dict[str, Any]:
+    (row,) = [r for r in run.outputs["recovery"]["applications"][app]["failures"] if r["failure"] == "clusterLoss"]
     return row
+
+
+def test_headplanes_whole_cluster_row_waits_a_lease_after_headscales_takeover(stack_outputs: dict[str, dict]) -> None:
+    """Headplane's follower serves a whole lease after its site took the Lease: the same measured takeover as
+    Headscale's, then leaseSeconds + skewSeconds, then Headplane's own restore and start."""
+    run = planned("hydra", stack_outputs)
+    row, headscale = cluster_loss(run, "headplane"), cluster_loss(run)
+    manual = cluster_loss(planned_manual("hydra", stack_outputs), "headplane")
+    assert row["steps"]["leaseTakeover"] == headscale["steps"]["leaseTakeover"]
+    assert row["steps"]["followLease"] == LEASE_AND_SKEW
+    assert {key: row["steps"][key] for key in ("imagePull", "restore", "start", "dnsTtl")} == {
+        key: manual["steps"][key] for key in ("imagePull", "restore", "start", "dnsTtl")
+    }
+    assert row["rtoSeconds"] == pytest.approx(sum(row["steps"].values()), abs=0.1 * len(row["steps"]))
+    assert "followLease" not in headscale["steps"]
+    assert "followLease" not in manual["steps"]
 
 
 def test_the_whole_cluster_row_is_the_measured_takeover_with_no_human(stack_outputs: dict[str, dict]) -> None:

@@ -16,6 +16,9 @@ Pending; a :class:`PodRunner` then does what the kubelet would, from the pod as 
   sidecars, and Headscale itself as :class:`~tests.support.headscale_real.RealHeadscale` on the container's files
   (its identity from the pod's Secret, its database on the pod's volume). Once ``/health`` answers, the pod's
   status becomes Running and Ready, and the Deployment, and the engine's await, see it;
+- Headplane's container (no Headplane build exists here) runs ``tests/support/headplane_standin.js`` under ``node``,
+  the real one's process name: it starts only on its config file, answers ``/admin/healthz`` and commits a row to
+  its SQLite database every 200 ms, logging each to ``<runner root>/writes.log`` (:func:`headplane_writes`);
 - a pod that is deleted (a scale to 0, a rollout) has its processes stopped; :meth:`PodRunner.lose` kills them
   without grace, as a lost site's pods die.
 
@@ -54,6 +57,9 @@ from urllib.parse import urlsplit
 
 import requests
 
+from headscale_ha.components.headplane import CONFIG_FILE as HEADPLANE_CONFIG
+from headscale_ha.components.headplane import PATHS as HEADPLANE_PATHS
+from tests.support.free_ports import free_port
 from tests.support.headscale_real import RealHeadscale, release_binary
 from tests.support.kube_lab import KubeClient, KubeError
 from tests.support.litestream_lab import litestream_bin, stop_group
@@ -69,6 +75,8 @@ REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 APP_LABEL = "app.kubernetes.io/name"
 #: Where the Headscale container reads its config (components/headscale.py mounts it there).
 CONFIG_PATH = "/etc/headscale/config.yaml"
+#: What Headplane's container runs here (see the module docstring).
+HEADPLANE_STANDIN = Path(__file__).with_name("headplane_standin.js")
 
 
 @dataclass
@@ -137,6 +145,8 @@ class RunningPod:
     init_process: subprocess.Popen[bytes] | None = None
     #: Of a pod that shares its process namespace: its root and PID namespace.
     shared: Shared | None = None
+    #: Headplane's stand-in's port (``/admin/healthz``), in a pod that runs one.
+    headplane_port: int | None = None
     #: The file Headscale reads its config from (behind its mount): gone after a fence, and then not restarted.
     config: Path | None = None
     #: When Headscale stopped for good (time.monotonic()): its config gone, or its pod stopped.
@@ -245,7 +255,8 @@ class PodRunner(threading.Thread):
             if spec.get("shareProcessNamespace"):
                 running.shared = _shared(running.root, spec)
             for init in spec.get("initContainers", []):
-                if running.stopped.is_set():
+                if running.stopped.is_set():  # deleted while it started: what it started goes with it
+                    self._stop_pod(running, grace=False)
                     return
                 if init.get("restartPolicy") == "Always":  # a native sidecar: started, and the next one runs
                     self._start_container(running, init, volumes, pod)
@@ -260,9 +271,11 @@ class PodRunner(threading.Thread):
             if running.stopped.is_set():  # deleted while it started
                 self._stop_pod(running, grace=False)
                 return
-            if running.headscale is None:
-                running.failure = "no headscale container"
+            if running.headscale is None and running.headplane_port is None:
+                running.failure = "no headscale or headplane container"
                 return
+            if running.headplane_port is not None:
+                _wait_answers(f"http://127.0.0.1:{running.headplane_port}/admin/healthz", running)
             self._mark_ready(pod)
             running.ready_at = time.monotonic()
             running.ready.set()
@@ -418,6 +431,8 @@ class PodRunner(threading.Thread):
         bound at their places; nothing of it is seen outside, and it goes with the process. In a pod that shares its
         process namespace, it runs in the pod's PID namespace, with a ``/proc`` of that namespace."""
         command = spec.get("command") or (["litestream"] if "litestream" in spec.get("image", "") else [])
+        if not command and _is_headplane(spec):  # no path in it: the pod's paths in a command are rewritten
+            command = ["node", "-e", "require(process.env.LAB_STANDIN)"]
         if not command:
             raise NotImplementedError(f"{spec['name']}: image {spec.get('image')} has no entrypoint known here")
         binds = ["mount -t proc proc /proc"] if shared else []
@@ -462,13 +477,24 @@ class PodRunner(threading.Thread):
             (running.root / "headscale-port").write_text(str(running.headscale.ports.http))
             running.headscale.start()
             return
-        running.processes[spec["name"]] = self._launch(running, spec, container, pod)
+        extra = {}
+        if _is_headplane(spec):
+            running.headplane_port = free_port()
+            extra = {"LAB_STANDIN": str(HEADPLANE_STANDIN), "PORT": str(running.headplane_port), "POD": running.name,
+                     "HEADPLANE_CONFIG": container.local(HEADPLANE_CONFIG), "WRITE_LOG": str(self.root / "writes.log"),
+                     "HEADPLANE_DB": container.local(f"{HEADPLANE_PATHS.data_dir}/hp_persist.db")}  # fmt: skip
+        running.processes[spec["name"]] = self._launch(running, spec, container, pod, extra)
 
     def _launch(
-        self, running: RunningPod, spec: Mapping[str, Any], container: Container, pod: Mapping[str, Any]
+        self,
+        running: RunningPod,
+        spec: Mapping[str, Any],
+        container: Container,
+        pod: Mapping[str, Any],
+        extra: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start a container's process in a session of its own, its output appended to ``<pod>/<name>.log``."""
-        env = self._environment(spec, container, pod)
+        env = {**self._environment(spec, container, pod), **(extra or {})}
         with (running.root / f"{spec['name']}.log").open("ab") as log:
             return subprocess.Popen(
                 self._argv(spec, container, env, running.shared),
@@ -566,6 +592,29 @@ def _copy_rewritten(source: Path, target: Path, container: Container) -> None:
 
 def _is_headscale(container: Mapping[str, Any]) -> bool:
     return "headscale" in container.get("image", "").rsplit("/", 1)[-1]
+
+
+def _is_headplane(container: Mapping[str, Any]) -> bool:
+    return "headplane" in container.get("image", "").rsplit("/", 1)[-1]
+
+
+def _wait_answers(url: str, running: RunningPod, timeout: float = 20.0) -> None:
+    """Until ``url`` answers 200 (a readiness probe), the pod stopped, or ``timeout``: then a RuntimeError."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not running.stopped.is_set():
+        with contextlib.suppress(requests.RequestException):
+            if requests.get(url, timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
+    if not running.stopped.is_set():
+        raise RuntimeError(f"{url} did not answer within {timeout:.0f}s")
+
+
+def headplane_writes(runner_root: Path) -> list[tuple[str, float]]:
+    """(pod, uptime) of every write the Headplane stand-ins of one runner acknowledged, in order."""
+    log = runner_root / "writes.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [(pod, float(at)) for pod, at in (line.split() for line in lines if line.count(" ") == 1)]
 
 
 def field_value(pod: Mapping[str, Any], field_path: str) -> str:

@@ -22,7 +22,7 @@ import yaml
 from headscale_ha.components.witness_lease import lease_role
 from tests.support.cut_proxy import CutProxy
 from tests.support.kube_lab import KubeClient, KubeError, KubeLab
-from tests.support.kube_lab_pods import RunningPod
+from tests.support.kube_lab_pods import PodRunner, RunningPod
 from tests.support.lab_sites import Site, deploy_both, describe
 from tests.support.real_pulumi import PulumiCli, Run
 
@@ -144,15 +144,21 @@ def lease_holder(lab: KubeLab) -> tuple[str, int]:
 
 
 def serving_pod(site: Site, *, besides: set[str], timeout: float = TAKEOVER_TIMEOUT) -> RunningPod:
-    """The first pod of ``site`` that serves, none of ``besides``; raises with the pods' story if none does."""
+    """The first Headscale pod of ``site`` that serves, none of ``besides``; raises with the pods' story if none
+    does."""
+    return ready_pod(site.pods, site.name, besides=besides, timeout=timeout)
+
+
+def ready_pod(pods: PodRunner, site: str, *, besides: set[str], timeout: float = TAKEOVER_TIMEOUT) -> RunningPod:
+    """The first pod ``pods`` runs that is ready, none of ``besides``; raises with the pods' story if none is."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pod in site.pods.serving():
+        for pod in pods.serving():
             if pod.name not in besides:
                 return pod
         time.sleep(0.2)
-    pods = "\n".join(describe(pod) for pod in site.pods.history)
-    raise AssertionError(f"{site.name}: no new pod served within {timeout:.0f}s:\n{pods}")
+    story = "\n".join(describe(pod) for pod in pods.history)
+    raise AssertionError(f"{site}: no new {pods.app} pod ready within {timeout:.0f}s:\n{story}")
 
 
 def set_automatic(cli: PulumiCli) -> None:

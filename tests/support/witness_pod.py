@@ -5,7 +5,8 @@ The pod's life: the gate (`acquire`, an init container) runs to completion; then
 run side by side. A writer that exits is restarted in place, without the gate, as the kubelet restarts a container;
 it starts only when its config is in the serving directory the gate filled and the fence empties. A pod whose
 renewer exited (fenced) is replaced a moment later (``replace_after``): its writer is killed and a new gate starts,
-under the new pod's name (the IDENTITY ``SITE/headscale-N``).
+under the new pod's name (the IDENTITY ``SITE/headscale-N``). A follower's pod (``follows``: Headplane's) runs
+``follow`` and ``watch`` in the gate's and the renewer's places, as ``SITE/headplane-N``.
 
 The writer has a name of its own, so that the fence's STOP finds it and nothing else on this machine: by default a
 copy of a POSIX shell under that name (/proc/PID/comm, as Headscale or Litestream); with ``script_writer``, a script of
@@ -99,6 +100,7 @@ class LeasePod:
     replace_after: float = 0.5
     restart_delay: float = 0.1
     script_writer: bool = False
+    follows: bool = False
     writer_name: str = field(init=False)
     writer_exits: list[int] = field(default_factory=list)
     renewer_exits: list[int] = field(default_factory=list)
@@ -152,13 +154,15 @@ class LeasePod:
         generation = 0
         while not self._stopping.is_set():
             # A new pod, a new name: its gate does not take the Lease its fenced predecessor held as its own.
-            self.site.env["IDENTITY"] = f"{self.site.name}/headscale-{generation}"
+            app, (gate_command, sidecar_command) = ("headplane", ("follow", "watch")) if self.follows else (
+                "headscale", ("acquire", "hold"))  # fmt: skip
+            self.site.env["IDENTITY"] = f"{self.site.name}/{app}-{generation}"
             generation += 1
-            gate = self.site.start("acquire")
+            gate = self.site.start(gate_command)
             if self._wait(gate) != 0:
                 return
             self._pod_gone = threading.Event()
-            renewer = self.site.start("hold")  # a native sidecar: it renews before anything else serves
+            renewer = self.site.start(sidecar_command)  # a native sidecar: it renews before anything else serves
             serving = threading.Thread(target=self._serve, args=(self._pod_gone,), daemon=True)
             serving.start()
             self.renewer_exits.append(self._wait(renewer))
