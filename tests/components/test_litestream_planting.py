@@ -263,7 +263,9 @@ def test_a_stray_level_0_file_planted_under_the_running_pod_is_moved_aside_by_th
             planted = plant(foreign_snapshot(LITESTREAM, tmp_path / "attacker", 3), pod, 0, ltx_name(FAR, FAR))
             assert wait_until(lambda: not planted.exists(), timeout=10), (tmp_path / "sign.log").read_text()
             assert _quarantined(pod, 0, planted.name)
-            assert "moved the stray level-0 file" in (tmp_path / "sign.log").read_text()
+            # The signer logs the move after it: the file may be gone a moment before the line is written.
+            moved = wait_until(lambda: "moved the stray level-0 file" in (tmp_path / "sign.log").read_text(), timeout=5)
+            assert moved, (tmp_path / "sign.log").read_text()
         # The Litestream sidecar restarts; the signer keeps running.
         with replicating(LITESTREAM, pod, tmp_path / "replicate-again.log"):
             insert_rows(pod.db_path, MORE_ROWS)

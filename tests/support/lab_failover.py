@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import yaml
 
@@ -141,6 +142,15 @@ def lease_holder(lab: KubeLab) -> tuple[str, int]:
     """The Lease's holder and its fencing counter (leaseTransitions)."""
     spec = lease(lab)["spec"]
     return spec.get("holderIdentity", ""), int(spec.get("leaseTransitions", 0))
+
+
+def taken_at(lab: KubeLab) -> float:
+    """When the Lease's holder sent its take, on time.monotonic()'s scale: its ``acquireTime``, a wall-clock time
+    the gate reads before it sends the write (the lab's processes share one clock). A follower counts its lease from
+    a read that saw the take, so after this; a gate's exit is noticed later than the take, and cannot bound it."""
+    stamp = lease(lab)["spec"]["acquireTime"]
+    sent = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return sent - time.time() + time.monotonic()
 
 
 def serving_pod(site: Site, *, besides: set[str], timeout: float = TAKEOVER_TIMEOUT) -> RunningPod:
