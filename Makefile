@@ -44,11 +44,20 @@ deps:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(RUNTIME_STAMP): requirements.txt pyproject.toml | $(PY)
+# The editable install links the package's files as they are when it is made (pyproject.toml: strict mode, which
+# type checkers follow). PACKAGE_LIST holds their names, rewritten only when a file is added or removed, so that
+# the next target reinstalls then and only then.
+PACKAGE_DIRS := headscale_ha headscale_provider components package policy program provider
+PACKAGE_LIST := $(VENV)/.package-files
+PACKAGE_FILES := $(shell git ls-files --cached --others --exclude-standard -- $(PACKAGE_DIRS) 2>/dev/null | sort)
+$(shell mkdir -p $(VENV) && printf '%s\n' $(PACKAGE_FILES) >$(PACKAGE_LIST).new \
+  && { cmp -s $(PACKAGE_LIST).new $(PACKAGE_LIST) || mv $(PACKAGE_LIST).new $(PACKAGE_LIST); }; rm -f $(PACKAGE_LIST).new)
+
+$(RUNTIME_STAMP): requirements.txt pyproject.toml $(PACKAGE_LIST) | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-$(DEV_STAMP): requirements.txt requirements-dev.txt pyproject.toml | $(PY)
+$(DEV_STAMP): requirements.txt requirements-dev.txt pyproject.toml $(PACKAGE_LIST) | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(RUNTIME_STAMP) $@
 
@@ -78,6 +87,7 @@ lint: $(DEV_STAMP)
 	$(PY) -m ruff check --no-cache .
 	$(PY) -m ruff format --check --no-cache .
 	git ls-files -z $(SHELL_SCRIPTS) | xargs -0 shellcheck --severity=style
+	$(PY) -m pyright --warnings
 
 test: lint $(CHECKOV_STAMP) real-tools
 	$(PY) -m pytest

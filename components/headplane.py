@@ -20,7 +20,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.headplane_config import (
     HTTP_PORT,
     HeadplaneConfigInput,
@@ -31,6 +30,7 @@ from headscale_ha.components.identity import application_backup_key
 from headscale_ha.components.litestream import CONFIG_VOLUME as LITESTREAM_CONFIG_VOLUME
 from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from headscale_ha.components.replicated_sqlite import replicated_sqlite
 from headscale_ha.components.serving_lease import ServedPod, ServingLease, ServingLeaseArgs
 from headscale_ha.components.settings import BackupSettings, ClusterSettings, ComputeResources, OidcSettings
 from headscale_ha.components.workload import PodRecoveryFacts, cluster_service, recovery_facts, singleton_deployment
@@ -143,7 +143,7 @@ class Headplane(pulumi.ComponentResource):
             data={"config.yaml": config_text},
             opts=child,
         )
-        backed_up = backed_up_volume(
+        backed_up = replicated_sqlite(
             name,
             parent=self,
             meta=meta,

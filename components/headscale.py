@@ -15,7 +15,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.headscale_config import (
     HTTP_PORT,
     METRICS_PORT,
@@ -41,6 +40,7 @@ from headscale_ha.components.pod import (
     scheduling,
     selector,
 )
+from headscale_ha.components.replicated_sqlite import replicated_sqlite
 from headscale_ha.components.serving_lease import (
     FailsafeAccounts,
     FailsafeAccountsArgs,
@@ -381,7 +381,7 @@ class HeadscaleServer(pulumi.ComponentResource):
     volume: k8s.core.v1.PersistentVolumeClaim | None
     backup: LitestreamBackup | None
     lease: ServingLease | None  # with automatic failover: the witness lease's objects in this cluster
-    data_volume: dict[str, Any]  # the pod volume `data`: SQLite's (see backed_up_volume) or a scratch emptyDir
+    data_volume: dict[str, Any]  # the pod volume `data`: SQLite's (see replicated_sqlite) or a scratch emptyDir
     version_gate: HeadscaleVersionGate
     deployment: k8s.apps.v1.Deployment
     pod_spec: dict[str, Any]
@@ -475,12 +475,12 @@ class HeadscaleServer(pulumi.ComponentResource):
         self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]
     ) -> tuple[k8s.core.v1.PersistentVolumeClaim | None, LitestreamBackup | None, dict[str, Any]]:
         """The claim, the backup and the pod volume `data`: on SQLite the disposable or persistent volume the backup
-        restores into (see backed_up_volume: signed, with the position recorder and the pre-upgrade snapshot, and
+        restores into (see replicated_sqlite: signed, with the position recorder and the pre-upgrade snapshot, and
         its restore rehearsal); on PostgreSQL a scratch directory alone."""
         sqlite = args.database
         if not isinstance(sqlite, SqliteStorage):
             return None, None, {"name": DATA_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}}
-        backed_up = backed_up_volume(
+        backed_up = replicated_sqlite(
             name,
             parent=self,
             meta=meta,

@@ -3,12 +3,13 @@
 - ``headscale_ha.components``: the ComponentResources (the repository's ``components/``);
 - ``headscale_ha.policy``: the tailnet policy renderer and the CrossGuard rules (``policy/``);
 - ``headscale_ha.program``: the site program the stacks run (``program/``);
-- ``headscale_ha.provider``: the dynamic provider for the Headscale API (``headscale_ha/provider/``);
+- ``headscale_ha.provider``: the dynamic provider for the Headscale API (``provider/``);
 - ``headscale_ha.package``: the component package, the components for programs in any Pulumi language
-  (``headscale_ha/package/``, run by ``plugin/``).
+  (``package/``, run by ``plugin/``).
 
-The repository keeps the layout its users know; ``pyproject.toml`` maps those directories to these names, so an
-editable install (``make plan`` makes one in ``.venv``) and ``pip install <repo>`` import the same code.
+Each ``headscale_ha.<name>`` is the repository's top-level folder ``<name>/``, linked here as ``headscale_ha/<name>``
+(docs/contributing.md, "Where code lives"): the checkout, its editable install (``make plan`` makes one in
+``.venv``) and ``pip install <repo>`` import the same code, and a type checker reads it as it is.
 """
 
 from headscale_ha.components.release import VERSION

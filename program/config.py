@@ -260,7 +260,10 @@ def _without_bad_leaves(key: str, value: Any, exc: ValidationError) -> Any | Non
 def _adapter(key: str) -> TypeAdapter[Any]:
     """Validator of one top-level key, with the constraints declared on its field."""
     info = next(f for n, f in StackConfig.model_fields.items() if key in (n, f.alias))
-    return TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
+    if not info.metadata:
+        return TypeAdapter(info.annotation)
+    # A type made at run time from the field's own annotation, which a static checker cannot read as a type.
+    return TypeAdapter(Annotated[info.annotation, *info.metadata])  # pyright: ignore[reportInvalidTypeForm]
 
 
 # --------------------------------------------------------------------------------------------- parsing

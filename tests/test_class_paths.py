@@ -23,7 +23,6 @@ from pulumi.dynamic import ResourceProvider
 from headscale_ha.class_paths import CURRENT, LEGACY
 from tools.harness import PROJECT_DIR
 from tools.pulumi_internals import serialize_provider
-from tools.source_tree import package_dirs
 
 LEGACY_PICKLES = json.loads((PROJECT_DIR / "tests" / "support" / "legacy_providers.json").read_text())["providers"]
 
@@ -60,7 +59,7 @@ def _provider_classes() -> set[str]:
     """Every public ResourceProvider subclass defined in the package, by module and qualified name."""
     found = set()
     names = set()
-    for package in package_dirs(PROJECT_DIR):  # the mapped packages: headscale_ha's own path holds only some
+    for package in ("headscale_ha", "headscale_provider"):  # the distribution's two top-level packages
         names.add(package)
         prefix = f"{package}."
         names |= {info.name for info in pkgutil.walk_packages(importlib.import_module(package).__path__, prefix)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_nothing_a_user_reads_points_outside_the_repository() -> None:
 
 
 @pytest.fixture(scope="module")
-def lab() -> Lab:
+def lab() -> Iterator[Lab]:
     lab = Lab(api=True)
     lab.first_deployment()
     yield lab

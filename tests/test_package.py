@@ -19,7 +19,6 @@ from headscale_ha.class_paths import CURRENT, LEGACY
 from headscale_ha.components.release import VERSION
 from tests.support.wheel import build_wheel, installed_venv
 from tools.harness import PROJECT_DIR
-from tools.source_tree import package_dirs
 
 #: Imports every module of the installed package and reads its data files; prints where they came from.
 SMOKE = """
@@ -58,9 +57,12 @@ def test_the_wheel_holds_the_package_and_nothing_of_the_checkout_beside_it(wheel
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"headscale_ha", "headscale_provider"}
-    for package, directory in package_dirs(PROJECT_DIR).items():
+    packages = tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert "headscale_ha.components.settings" in packages
+    for package in packages:
         prefix = package.replace(".", "/")
-        sources = {p.name for p in directory.glob("*.py")}
+        sources = {p.name for p in PROJECT_DIR.joinpath(prefix).glob("*.py")}  # through headscale_ha/'s links
+        assert sources, package
         assert sources <= {Path(n).name for n in names if Path(n).parent.as_posix() == prefix}, package
     scripts = {p.name for p in (PROJECT_DIR / "components" / "scripts").iterdir()}
     assert scripts <= {Path(n).name for n in names if n.startswith("headscale_ha/components/scripts/")}

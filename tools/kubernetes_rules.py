@@ -225,7 +225,7 @@ IMMUTABLE_FIELDS: tuple[ImmutableField, ...] = (
 )
 
 #: Inputs whose change makes this project's dynamic providers replace the resource: facts of their ``diff()``
-#: (headscale_ha/provider/resources.py: UserProvider, PreAuthKeyProvider, ApiKeyProvider, NodeSettingsProvider;
+#: (provider/resources.py: UserProvider, PreAuthKeyProvider, ApiKeyProvider, NodeSettingsProvider;
 #: PolicyProvider replaces on nothing). tests/tools/test_kubernetes_rules.py calls each real ``diff()`` against it.
 DYNAMIC_REPLACES: dict[str, tuple[str, ...]] = {
     "pulumi-python:dynamic/headscale:User": ("displayName", "email"),

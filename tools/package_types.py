@@ -1,4 +1,4 @@
-"""headscale_ha/package/types.py: the settings models, as the plain TypedDicts a component package schema carries.
+"""package/types.py: the settings models, as the plain TypedDicts a component package schema carries.
 
 Why generated: the components validate their settings with pydantic models (components/settings/); the SDK's
 schema analyzer reads only plain annotations (no pydantic, no ``Annotated`` constraints, no unions) and takes each
@@ -26,7 +26,7 @@ from pydantic_core import PydanticUndefined
 
 from headscale_ha.components import settings
 
-TARGET = Path(__file__).resolve().parents[1] / "headscale_ha" / "package" / "types.py"
+TARGET = Path(__file__).resolve().parents[1] / "package" / "types.py"
 
 #: The settings the exposed components take; the models they contain follow.
 ROOTS: tuple[type[settings.SettingsModel], ...] = (

@@ -29,7 +29,7 @@ from tests.support.real_pulumi import RUNBOOK_TOOLS, PulumiCli, Run, kubectl, la
 
 pytestmark = pytest.mark.real_tool(*RUNBOOK_TOOLS, *SITE_TOOLS)
 
-#: The engine's type of the dynamic providers' resources (headscale_ha/provider).
+#: The engine's type of the dynamic providers' resources (headscale_ha.provider).
 DYNAMIC = "pulumi-python:dynamic/headscale:"
 UPSERT = "PULUMI_K8S_UPSERT_EXISTING_OBJECTS"
 #: The routers' replicas, scaled up from hydra's 2 and back before the destroy.

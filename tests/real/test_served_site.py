@@ -6,7 +6,7 @@ position recorder (a real service-account token, the stack's Role), the backup s
 the NFS export, and Headscale on the pod's identity Secret. The site's ingress (tests/support/lab_ingress.py)
 serves the public hostname at the site's `publicAddress` with a certificate of the lab's CA. The stack keeps the
 default API URL, the public one, which nothing here resolves: the provider must reach Headscale at the active
-site's address (headscale_ha/provider/base.py), as a promotion needs before DNS has moved.
+site's address (provider/base.py), as a promotion needs before DNS has moved.
 """
 
 from __future__ import annotations

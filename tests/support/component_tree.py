@@ -26,6 +26,16 @@ def subtree(resources: list[RegisteredResource], root_type: str, root_name: str)
     )
 
 
+def one_level_down(
+    resources: list[RegisteredResource], package_type: str, python_type: str, name: str
+) -> list[tuple[str, str, str]]:
+    """A package component's tree with its one child, the Python component of the same name, taken off the chains:
+    comparable with the Python component's own subtree."""
+    ours = subtree(resources, package_type, name)
+    assert ours[0][:2] == (python_type, name)
+    return [(chain.split("/", 1)[1], child, inputs) for chain, child, inputs in ours[1:]]
+
+
 def inputs_of(resources: list[RegisteredResource], type_: str, name: str) -> dict[str, Any]:
     """The inputs of the one resource of ``type_`` named ``name``."""
     found = [r for r in resources if r.type == type_ and r.name == name]

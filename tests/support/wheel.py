@@ -16,15 +16,17 @@ import sysconfig
 from pathlib import Path
 
 from tools.harness import PROJECT_DIR
-from tools.source_tree import package_dirs
 
 
 def build_wheel(out: Path, source: Path) -> Path:
     """The wheel of the checkout, built in ``source`` (an empty directory: a clean copy, no stale build/)."""
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(PROJECT_DIR / name, source / name)
-    for directory in {path.relative_to(PROJECT_DIR).parts[0] for path in package_dirs(PROJECT_DIR).values()}:
-        shutil.copytree(PROJECT_DIR / directory, source / directory, ignore=shutil.ignore_patterns("__pycache__"))
+    # The layout rule (docs/contributing.md): headscale_ha/, the folders it links, and the release 0.1.0 alias.
+    linked = sorted(path.name for path in (PROJECT_DIR / "headscale_ha").iterdir() if path.is_symlink())
+    for directory in ("headscale_ha", "headscale_provider", *linked):
+        ignore = shutil.ignore_patterns("__pycache__", "venv")
+        shutil.copytree(PROJECT_DIR / directory, source / directory, symlinks=True, ignore=ignore)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), "."],
         cwd=source,

@@ -19,15 +19,27 @@ PROBE = (
 )
 
 
-def _tree(tmp_path: Path) -> Path:
+#: The library's folders (the layout rule: ``headscale_ha.<name>`` is ``<name>/``).
+LIBRARY = ("components", "package", "policy", "program", "provider")
+#: How trees from before the rule named them: pyproject.toml mapped each folder to its import name.
+MAPPING = "\n".join(
+    ["[tool.setuptools.package-dir]", '"headscale_ha" = "headscale_ha"']
+    + [f'"headscale_ha.{name}" = "{name}"' for name in LIBRARY]
+)
+
+
+def _tree(tmp_path: Path, *, mapped: bool = False) -> Path:
+    """A copy of the checkout's package, its version changed; ``mapped``: laid out as before the rule (no links in
+    ``headscale_ha/``, a package-dir mapping instead)."""
     tree = tmp_path / "tree"
-    for name in ("pyproject.toml", "headscale_ha", "components", "policy", "program", "headscale_provider", "tools"):
-        source = PROJECT_DIR / name
-        if source.is_dir():
-            shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            tree.mkdir(exist_ok=True)
-            shutil.copy(source, tree / name)
+    for name in ("headscale_ha", "headscale_provider", "tools", *LIBRARY):
+        shutil.copytree(PROJECT_DIR / name, tree / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    pyproject = (PROJECT_DIR / "pyproject.toml").read_text()
+    if mapped:
+        for name in LIBRARY:
+            (tree / "headscale_ha" / name).unlink()
+        pyproject += "\n" + MAPPING + "\n"
+    (tree / "pyproject.toml").write_text(pyproject)
     release = tree / "components" / "release.py"
     release.write_text(release.read_text().replace('VERSION = "', 'VERSION = "9.9.9-tree-', 1))
     return tree
@@ -41,27 +53,22 @@ def _probe(roots: list[Path], cwd: Path) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_a_mapped_tree_imports_its_own_code_not_the_installed_package(tmp_path: Path) -> None:
-    tree = _tree(tmp_path)
+@pytest.mark.parametrize("mapped", [False, True], ids=["linked", "mapped"])
+def test_a_tree_imports_its_own_code_not_the_installed_package(tmp_path: Path, mapped: bool) -> None:
+    tree = _tree(tmp_path, mapped=mapped)
     links = tmp_path / "links"
     links.mkdir()
-    version, release, provider, tools = _probe(import_roots(tree, links), tree)
+    roots = import_roots(tree, links)
+    assert roots == ([links, tree] if mapped else [tree])
+    version, release, provider, tools = _probe(roots, tree)
     assert version.startswith("9.9.9-tree-")
     for path in (release, provider, tools):
         assert Path(path).resolve().is_relative_to(tree.resolve()), path
 
 
-def test_the_checkout_mapping_is_what_the_build_backend_packages() -> None:
-    assert {name: path.relative_to(PROJECT_DIR).as_posix() for name, path in package_dirs(PROJECT_DIR).items()} == {
-        "headscale_ha": "headscale_ha",
-        "headscale_ha.provider": "headscale_ha/provider",
-        "headscale_ha.package": "headscale_ha/package",
-        "headscale_ha.components": "components",
-        "headscale_ha.policy": "policy",
-        "headscale_ha.policy.pack": "policy/pack",
-        "headscale_ha.program": "program",
-        "headscale_provider": "headscale_provider",
-    }
+def test_the_checkout_maps_nothing_its_links_do() -> None:
+    """The layout rule needs no mapping: the checkout is its own import root, as a tree from before the package."""
+    assert package_dirs(PROJECT_DIR) == {}
 
 
 def test_a_tree_from_before_the_package_is_its_own_import_root(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ interpreter can compute it (see ``BCRYPT``); ``random_bytes`` is the OS's CSPRNG
 
 from __future__ import annotations
 
+import importlib
 import secrets
 import warnings
 from collections.abc import Callable
@@ -75,7 +76,7 @@ Bcrypt = Callable[[bytes, str], str]
 def _with_bcrypt_module() -> Bcrypt | None:
     """The ``bcrypt`` package, when installed (it is not a project requirement)."""
     try:
-        import bcrypt
+        bcrypt = importlib.import_module("bcrypt")  # by name: an optional module, not one every checkout resolves
     except ImportError:
         return None
     return lambda data, setting: bcrypt.hashpw(data, setting.encode()).decode()

@@ -104,7 +104,7 @@ def headplane_args(args: HeadplaneArgs) -> headplane.HeadplaneArgs:
             f"headscaleUrl: must be an http:// or https:// URL of Headscale's HTTP port, got {headscale_url!r}",
         )
     oidc = optional_settings(models.OidcSettings, args, "oidc")
-    required(args["backup"], "nfs", "backup")  # the replica's home: backed_up_volume refuses a backup without it
+    required(args["backup"], "nfs", "backup")  # the replica's home: replicated_sqlite refuses a backup without it
     backup = settings_of(models.BackupSettings, args["backup"], "backup")
     allow_empty_start = args.get("allow_empty_start")
     if allow_empty_start is not None:

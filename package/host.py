@@ -20,10 +20,11 @@ from headscale_ha.components.release import VERSION
 from headscale_ha.package import types
 from headscale_ha.package.backup_volume import BackupVolume
 from headscale_ha.package.endpoint import PublicEndpoint
-from headscale_ha.package.gateway import GatewayServices, SubnetRouters
+from headscale_ha.package.gateway_services import GatewayServices
 from headscale_ha.package.headplane import Headplane
 from headscale_ha.package.headscale import HeadscaleServer
 from headscale_ha.package.litestream import LitestreamBackup
+from headscale_ha.package.subnet_routers import SubnetRouters
 
 #: The package's name: the schema's tokens are `headscale-ha:index:<Component>`; consumers' SDKs are named by it.
 PACKAGE = "headscale-ha"

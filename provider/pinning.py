@@ -1,6 +1,6 @@
 """A client pinned to an address: the TCP connection goes to the address, TLS and `Host` name the URL's host.
 
-The providers pin the active site's `publicAddress` (headscale_ha/provider/base.py), so a promotion reaches the
+The providers pin the active site's `publicAddress` (provider/base.py), so a promotion reaches the
 new active's Headscale before the public DNS record moves to it, with the certificate checked as usual.
 """
 

@@ -1,9 +1,9 @@
-"""SubnetRouters and GatewayServices as the component package exposes them: the split gateway, from plain inputs.
+"""GatewayServices as the component package exposes it: the split gateway's CoreDNS and TCP proxies behind one
+LoadBalancer IP, from plain inputs.
 
-Both are facades over the Python components of components/subnet_routers.py and components/gateway_services.py:
-they validate every input first (the same value types and replica rule as the stack config, plus the few checks that
-stand between a typo and a pod that fails without saying why), then build that component as their only child, under
-the same name.
+A facade over the Python component of components/gateway_services.py: it validates every input first (the same
+value types and replica rule as the stack config, plus the few checks that stand between a typo and a pod that
+fails without saying why), then builds that component as its only child, under the same name.
 """
 
 # No `from __future__ import annotations`: the schema analyzer reads these annotations as objects.
@@ -16,19 +16,12 @@ import pulumi
 from pulumi.errors import InputPropertyError
 from pydantic import Field, model_validator
 
-from headscale_ha.components import gateway_services, subnet_routers
-from headscale_ha.components.config_types import Cidr, DnsLabel, Fqdn, HttpsUrl, Image, IPAddress, IPv4
-from headscale_ha.components.settings import (
-    ClusterSettings,
-    FieldProblem,
-    FieldProblemsError,
-    Proxy,
-    RouterMode,
-    SettingsModel,
-)
+from headscale_ha.components import gateway_services
+from headscale_ha.components.config_types import Cidr, DnsLabel, Fqdn, Image, IPAddress, IPv4
+from headscale_ha.components.settings import ClusterSettings, FieldProblem, FieldProblemsError, Proxy, SettingsModel
 from headscale_ha.package import types
-from headscale_ha.package.facade import child_options, dependencies, expose
-from headscale_ha.package.inputs import required, schema_path, settings_of
+from headscale_ha.package.facade import child_options, expose
+from headscale_ha.package.inputs import problem, required, schema_path, settings_of, within_nodes
 
 #: A name relative to the site's zone (`nas`, `printer.lab`): dot-separated DNS labels.
 _RELATIVE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
@@ -42,136 +35,6 @@ _RESERVED_PORTS = {
     8181: "CoreDNS's readiness port in the pod",
     gateway_services.DNS_METRICS_PORT: "CoreDNS's metrics port in the pod",
 }
-
-
-def _problem(message: str, value: object, *path: str | int) -> InputPropertyError:
-    """An InputPropertyError at ``path`` worded as settings_of words its own: where, what is wrong and expected,
-    the value."""
-    at = schema_path(*path)
-    return InputPropertyError(at, f"{at}: {message}, got {value!r}")
-
-
-def _within_nodes(replicas: int, cluster: ClusterSettings, location: str) -> None:
-    """The stack config's rule: several replicas are spread one per node, so more than the nodes never schedule."""
-    if replicas > cluster.nodes:
-        raise _problem(f"exceeds cluster.nodes ({cluster.nodes}); replicas are spread one per node", replicas, location)
-
-
-# --------------------------------------------------------------------------------------------- SubnetRouters
-
-
-class SubnetRoutersArgs(TypedDict):
-    """The subnet routers of one site: what they advertise, how they join the tailnet, where they run."""
-
-    namespace: str
-    """Namespace of the StatefulSets, their state Secrets and RBAC; kernel mode needs it `privileged` (PSA)."""
-    replicas: int
-    (
-        "Router replicas, 1 to 10 and at most `cluster.nodes`; more than one spreads them one per node and adds a "
-        "PodDisruptionBudget."
-    )
-    image: str
-    """The tailscale image (containerboot), pinned to an exact version."""
-    mode: RouterMode
-    """`kernel` (root with NET_ADMIN and tun) or `userspace` (restricted, no tun)."""
-    routes: list[str]
-    """CIDRs the routers advertise (TS_ROUTES), in this order: the cluster CIDRs and the tailnet LB pool."""
-    tag: str
-    """The ACL tag the routers join with (`tag:<name>`); the policy's autoApprovers approve their routes by it."""
-    login_server: str
-    """The control server URL (`https://<public hostname>`)."""
-    hostname_prefix: str
-    """Tailnet node names are `<prefix>-subnet-router-<ordinal>`: the site's name, a DNS label."""
-    cluster: types.Cluster
-    """The cluster's placement rules: worker nodes, excluded nodes, toleration of node loss."""
-    key_source: NotRequired[str]
-    (
-        "Where the enrolment keys come from (e.g. `minted`); a pod annotation carries it, so the pods roll when a "
-        "source appears. Absent: no key yet, and Pulumi does not wait for the routers to become ready."
-    )
-
-
-class _RouterInputs(SettingsModel):
-    """The plain inputs of SubnetRouters, checked with the stack config's value types."""
-
-    namespace: DnsLabel
-    replicas: int = Field(ge=1, le=10)
-    image: Image
-    mode: RouterMode
-    # TS_ROUTES is comma-joined: a malformed CIDR (or one holding a comma) crash-loops tailscaled at start.
-    routes: list[Cidr]
-    # TS_EXTRA_ARGS is split on spaces and --advertise-tags on commas: anything else would add arguments or tags.
-    tag: str = Field(pattern=r"^tag:[A-Za-z][A-Za-z0-9-]*$")
-    login_server: HttpsUrl
-    hostname_prefix: DnsLabel
-    key_source: str | None = None
-
-
-class SubnetRouters(pulumi.ComponentResource):
-    """Tailscale subnet routers of one site: one StatefulSet of one pod per replica, each with its own state Secret,
-    ServiceAccount and Role, spread one per node. Each replica reads its enrolment key from the Secret
-    `subnet-router-authkey-<N>` (data key `authkey`), which this component does not create: the Python component
-    takes the resources that write the keys so that its StatefulSets start after them, and resources cannot cross
-    the schema, so put them in this component's `dependsOn` resource option instead. Every resource listed there is
-    handed down as such a key writer: each StatefulSet depends on it exactly as in the Python program (anything else
-    listed, the namespace say, becomes a dependency of the StatefulSets too, which only orders them after it). In a
-    Python program, a `dependsOn` given as an output is not known at construction: the component still waits for
-    it, and its children are registered after it, but the StatefulSets' recorded dependencies omit it."""
-
-    namespace: pulumi.Output[str]
-    """Namespace of the routers."""
-    stateful_sets: pulumi.Output[list[str]]
-    """The StatefulSets, one per replica in ordinal order (`subnet-router-<N>`, pod `subnet-router-<N>-0`)."""
-    state_secrets: pulumi.Output[list[str]]
-    """The Secrets holding each replica's node state, retained on delete so a replica keeps its node identity."""
-    auth_key_secrets: pulumi.Output[list[str]]
-    """The Secret each replica reads its pre-auth key from (data key `authkey`), in ordinal order: write them."""
-    replicas: pulumi.Output[int]
-    """How many router replicas run."""
-    routes: pulumi.Output[list[str]]
-    """What the routers advertise: to approve in the policy (autoApprovers) for the router tag."""
-
-    @staticmethod
-    def component_args(
-        args: SubnetRoutersArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> subnet_routers.SubnetRoutersArgs:
-        """The Python component's args from these inputs, every one checked first (the provider calls it before
-        constructing, so a bad input is reported as the invalid property it is)."""
-        plain = settings_of(_RouterInputs, {k: v for k, v in args.items() if k != "cluster"})
-        cluster = settings_of(ClusterSettings, required(args, "cluster"), "cluster")
-        _within_nodes(plain.replicas, cluster, "replicas")
-        return subnet_routers.SubnetRoutersArgs(
-            namespace=plain.namespace,
-            replicas=plain.replicas,
-            image=plain.image,
-            mode=plain.mode,
-            routes=tuple(plain.routes),
-            tag=plain.tag,
-            login_server=plain.login_server,
-            hostname_prefix=plain.hostname_prefix,
-            cluster=cluster,
-            key_source=plain.key_source,
-            key_secrets=dependencies(opts),
-        )
-
-    def __init__(self, name: str, args: SubnetRoutersArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        component_args = self.component_args(args, opts)
-        super().__init__("headscale-ha:index:SubnetRouters", name, None, opts)
-        routers = subnet_routers.SubnetRouters(name, component_args, child_options(self, opts))
-        expose(
-            self,
-            {
-                "namespace": routers.namespace,
-                "stateful_sets": routers.statefulset_names,
-                "state_secrets": routers.state_secret_names,
-                "auth_key_secrets": routers.auth_key_secrets,
-                "replicas": component_args.replicas,
-                "routes": routers.routes,
-            },
-        )
-
-
-# --------------------------------------------------------------------------------------------- GatewayServices
 
 
 class GatewayServicesArgs(TypedDict):
@@ -253,7 +116,7 @@ def _ip_in(address: str, network: str) -> bool:
 def _proxies(values: Any) -> tuple[Proxy, ...]:
     """Each proxy validated as the stack validates it; then what the Service and the shared pod need of them all."""
     if not isinstance(values, list):
-        raise _problem("must be a list of proxies", values, "proxies")
+        raise problem("must be a list of proxies", values, "proxies")
     proxies = tuple(settings_of(Proxy, value, "proxies", index) for index, value in enumerate(values))
     names: dict[str, int] = {}
     ports: dict[int, int] = {}
@@ -261,18 +124,18 @@ def _proxies(values: Any) -> tuple[Proxy, ...]:
         # The Service's port names and the containers' port names (cut to 15 characters) must be unique.
         short = proxy.name[:15]
         if short in names:
-            raise _problem(
+            raise problem(
                 f"repeats proxies[{names[short]}].name in its first 15 characters (the container port name): "
                 "give each proxy its own name",
                 proxy.name,
                 *("proxies", index, "name"),
             )
         if proxy.port in _RESERVED_PORTS:
-            raise _problem(
+            raise problem(
                 f"is {_RESERVED_PORTS[proxy.port]}: pick another port", proxy.port, *("proxies", index, "port")
             )
         if proxy.port in ports:
-            raise _problem(
+            raise problem(
                 f"is already the port of proxies[{ports[proxy.port]}]: each proxy needs its own port",
                 proxy.port,
                 *("proxies", index, "port"),
@@ -327,7 +190,7 @@ class GatewayServices(pulumi.ComponentResource):
         dns_hosts = _dns_hosts(plain.dns_hosts)
         proxies = _proxies(required(args, "proxies"))
         cluster = settings_of(ClusterSettings, required(args, "cluster"), "cluster")
-        _within_nodes(plain.replicas, cluster, "replicas")
+        within_nodes(plain.replicas, cluster, "replicas")
         return gateway_services.GatewayServicesArgs(
             namespace=plain.namespace,
             replicas=plain.replicas,

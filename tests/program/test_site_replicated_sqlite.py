@@ -1,6 +1,6 @@
-"""The stack-level checks of backed_up_volume: what each stack's applications rehearse, and the stack file's
+"""The stack-level checks of replicated_sqlite: what each stack's applications rehearse, and the stack file's
 `backup.rehearsal` reaching the CronJobs. The component's own behaviour is tested at its seam, in
-tests/components/test_backed_up_volume.py."""
+tests/components/test_replicated_sqlite.py."""
 
 from __future__ import annotations
 

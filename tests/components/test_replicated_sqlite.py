@@ -1,16 +1,16 @@
-"""backed_up_volume: the SQLite volume, its Litestream backup and its rehearsal, as one piece per application.
+"""replicated_sqlite: the SQLite volume, its Litestream backup and its rehearsal, as one piece per application.
 
-At the component seam: each test builds one backed_up_volume (under a bare parent) from hand-written settings. The
+At the component seam: each test builds one replicated_sqlite (under a bare parent) from hand-written settings. The
 stack-level checks (what each stack's applications rehearse, the stack file's `backup.rehearsal`) are in
-tests/program/test_site_backed_up_volume.py.
+tests/program/test_site_replicated_sqlite.py.
 """
 
 from __future__ import annotations
 
 import pulumi
 
-from headscale_ha.components.backed_up_volume import backed_up_volume
 from headscale_ha.components.rehearsal import cron_job_name
+from headscale_ha.components.replicated_sqlite import replicated_sqlite
 from headscale_ha.components.settings import BackupSettings, ClusterSettings, Nfs, RehearsalSettings
 from tests.support.component_run import build_component
 from tools.harness import ProgramRun
@@ -26,12 +26,12 @@ def _env(cron_job: dict) -> dict[str, str]:
 
 
 def _lone_volume(rehearsal: RehearsalSettings, *, app: str = "vaultwarden") -> ProgramRun:
-    """backed_up_volume alone, for one application in its own namespace, under a bare parent (no stack file)."""
+    """replicated_sqlite alone, for one application in its own namespace, under a bare parent (no stack file)."""
     backup = BackupSettings(nfs=Nfs(server="nfs.example.org", path="/export/b"), rehearsal=rehearsal)
 
     def build() -> None:
         parent = pulumi.ComponentResource("test:index:App", "vault")
-        backed_up_volume(
+        replicated_sqlite(
             "vault",
             parent=parent,
             meta={"namespace": "apps", "labels": {"app.kubernetes.io/name": app}},

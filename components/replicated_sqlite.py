@@ -25,7 +25,7 @@ from headscale_ha.components.workload import DATA_VOLUME, sqlite_volume
 
 
 @dataclass(frozen=True)
-class BackedUpVolume:
+class ReplicatedSqlite:
     """An application's SQLite volume and its Litestream backup, as the application's pod takes them."""
 
     volume: dict[str, Any]  # the pod volume `data` (emptyDir, generic ephemeral volume or the claim)
@@ -34,7 +34,7 @@ class BackedUpVolume:
     rehearsal: RestoreRehearsal | None  # the scheduled restore rehearsal; None when backup.rehearsal is off
 
 
-def backed_up_volume(
+def replicated_sqlite(
     name: str,
     *,
     parent: pulumi.Resource,
@@ -53,7 +53,7 @@ def backed_up_volume(
     metrics: bool = False,
     record_position: bool = False,
     cluster: ClusterSettings,
-) -> BackedUpVolume:
+) -> ReplicatedSqlite:
     """An application's SQLite volume and its Litestream backup: the pod mounts `volume` as the volume `data`.
 
     `backup.local` chooses disposable or persistent storage; `storage_class` is the persistent claim's class (None:
@@ -107,7 +107,7 @@ def backed_up_volume(
             rehearsal_args(litestream.args, cluster=cluster, scratch_size=size),
             opts=pulumi.ResourceOptions(parent=parent),
         )
-    return BackedUpVolume(volume=volume, claim=claim, backup=litestream, rehearsal=rehearsal)
+    return ReplicatedSqlite(volume=volume, claim=claim, backup=litestream, rehearsal=rehearsal)
 
 
 def rehearsal_args(

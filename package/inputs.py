@@ -15,7 +15,7 @@ from pulumi.errors import InputPropertyError
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
-from headscale_ha.components.settings import BackupAuthSettings, FieldProblemsError, location_text
+from headscale_ha.components.settings import BackupAuthSettings, ClusterSettings, FieldProblemsError, location_text
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -116,3 +116,16 @@ def dated_override(value: Any, *path: str | int) -> str:
         message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
         raise InputPropertyError(at, f"{at}: {message}") from None
     return value
+
+
+def problem(message: str, value: object, *path: str | int) -> InputPropertyError:
+    """An InputPropertyError at ``path`` worded as settings_of words its own: where, what is wrong and expected,
+    the value."""
+    at = schema_path(*path)
+    return InputPropertyError(at, f"{at}: {message}, got {value!r}")
+
+
+def within_nodes(replicas: int, cluster: ClusterSettings, location: str) -> None:
+    """The stack config's rule: several replicas are spread one per node, so more than the nodes never schedule."""
+    if replicas > cluster.nodes:
+        raise problem(f"exceeds cluster.nodes ({cluster.nodes}); replicas are spread one per node", replicas, location)
