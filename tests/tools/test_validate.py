@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.support.option_sets import ALL_SETS, option_set_run
+from tests.support.source_files import copy_checkout
 from tools import pod_security, validate
 from tools.harness import PROJECT_DIR
 from tools.plan import plan_stack, write_rendered
@@ -366,19 +367,7 @@ def test_the_validate_target_runs_the_projects_validator_only() -> None:
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed (Debian package make)")
 def test_make_validate_passes_with_nothing_beside_the_checkout(tmp_path: Path) -> None:
     """The done-when of issue 25: a copy of the checkout alone in a directory (no ../shared) validates."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    clone = tmp_path / "alone" / "headscale-ha"
-    for relative in filter(None, listed):
-        source = PROJECT_DIR / relative
-        if source.is_file():
-            (clone / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, clone / relative)
+    clone = copy_checkout(tmp_path / "alone" / "headscale-ha")
     (clone / ".venv").symlink_to(PROJECT_DIR / ".venv")
     assert not (clone.parent / "shared").exists()
     stamps = ["-o", ".venv/.runtime-installed", "-o", ".venv/.dev-installed"]  # this venv is installed: no pip

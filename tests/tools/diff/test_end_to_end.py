@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.source_files import copy_checkout
 from tools.diff.planning import DiffError, dump_ref, dump_tree
 from tools.diff.render import render
 from tools.diff.report import EXIT_CHANGES, EXIT_DATA_LOSS, Report, exit_code
@@ -53,12 +54,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if subprocess.run(["git", "rev-parse"], cwd=PROJECT_DIR, capture_output=True, check=False).returncode != 0:
         pytest.skip(f"{PROJECT_DIR} is not a git checkout: there is no base to compare with")
     root = tmp_path_factory.mktemp("diff") / "main"
-    files = _git(PROJECT_DIR, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
-    for name in filter(None, files):
-        source = PROJECT_DIR / name
-        if source.is_file() and not source.is_symlink():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, root / name)
+    copy_checkout(root)
     hydra = root / "Pulumi.hydra.yaml"
     hydra.write_text(hydra.read_text() + HYDRA_BASE_EXTRA)
     _git(root, "init", "--quiet")
