@@ -1,3 +1,4 @@
+# pyright: standard
 """The layout rule (docs/contributing.md, "Where code lives"): ``headscale_ha.<name>`` is the top-level folder
 ``<name>/``, linked into the package's folder as ``headscale_ha/<name>``; every other Python folder at the top imports
 by its own name from the checkout. So the checkout imports as the wheel does with no mapping, a type checker reads

@@ -1,3 +1,4 @@
+# pyright: standard
 """The project's files as git sees them: tracked, and new ones it does not ignore (for the checks that read every
 source file, the layers and the house measures, and for the tests that run a copy of the checkout)."""
 
