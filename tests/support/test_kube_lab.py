@@ -12,6 +12,7 @@ import ipaddress
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +21,13 @@ import yaml
 
 from tests.support.kube_lab import (
     K8S_VERSION,
+    KWOK_RELAUNCHES,
     LB_ANNOTATION,
+    Cluster,
     KubeClient,
     KubeError,
     KubeLab,
+    Process,
     crd_list_path,
     lab_crds,
     running_lab,
@@ -327,3 +331,50 @@ def test_teardown_kills_every_process_and_removes_the_files_even_when_the_body_f
     assert root is not None
     assert not root.exists()
     assert [pid for pid in pids if _group_exists(pid)] == []
+
+
+def crashing(tmp_path: Path, name: str, script: str) -> Cluster:
+    """A cluster of no real component: one child, ``name``, that runs ``script`` and exits."""
+    cluster = Cluster("hydra", 0, tmp_path, {"api": 1})
+    cluster.processes[name] = Process(name, ["sh", "-c", script], tmp_path / f"{name}.log")
+    cluster.pids.append(cluster.processes[name].start())
+    cluster.processes[name].popen.wait()  # type: ignore[union-attr]
+    return cluster
+
+
+GO_PANIC = "echo 'panic: runtime error: invalid memory address'; echo; echo 'goroutine 7 [running]:'; exit 2"
+
+
+def test_a_kwok_that_dies_of_a_go_panic_is_launched_again_until_the_budget_is_spent(tmp_path: Path) -> None:
+    cluster = crashing(tmp_path, "kwok", GO_PANIC)
+    for relaunch in range(1, KWOK_RELAUNCHES + 1):
+        cluster.check_alive()
+        assert cluster.kwok_relaunches == relaunch
+        cluster.processes["kwok"].popen.wait()  # type: ignore[union-attr]
+    assert len(cluster.pids) == KWOK_RELAUNCHES + 1
+    with pytest.raises(RuntimeError, match=r"kwok exited \(2\)") as refused:
+        cluster.check_alive()
+    assert "panic: runtime error: invalid memory address" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "script"),
+    [("kwok", "echo 'E0101 cannot reach the API server'; exit 1"), ("kube-scheduler", GO_PANIC)],
+    ids=["kwok without a crash", "another component's crash"],
+)
+def test_any_other_exit_fails_the_wait_at_once(tmp_path: Path, name: str, script: str) -> None:
+    cluster = crashing(tmp_path, name, script)
+    with pytest.raises(RuntimeError, match=rf"{name} exited"):
+        cluster.check_alive()
+    assert cluster.kwok_relaunches == 0
+
+
+def test_a_crash_of_an_earlier_run_does_not_count_for_the_current_one(tmp_path: Path) -> None:
+    cluster = crashing(tmp_path, "kwok", GO_PANIC)
+    process = cluster.processes["kwok"]
+    process.argv = ["sh", "-c", "echo 'clean exit'; exit 1"]
+    process.start()
+    process.popen.wait()  # type: ignore[union-attr]
+    assert process.crashed() is None
+    with pytest.raises(RuntimeError, match=r"kwok exited \(1\)"):
+        cluster.check_alive()
