@@ -51,9 +51,7 @@ from headscale_ha.components.serving_lease import (
 from headscale_ha.components.settings import (
     BackupSettings,
     ClusterSettings,
-    ComputeResources,
-    DerpSettings,
-    OidcSettings,
+    HeadscaleSettings,
     Prefixes,
 )
 from headscale_ha.components.version_gate import HeadscaleVersionGate
@@ -274,14 +272,13 @@ class HeadscaleServerArgs:
     """What one Headscale server is made of; every field is rendered into its objects or its config.yaml."""
 
     namespace: str  # where every object goes
-    image: str  # the Headscale image, pinned; its tag must be ``version``
-    version: str  # Headscale release (0.28.x or 0.29.x): selects the config keys
-    #: The one downgrade the version gate lets through: from this recorded release to ``version`` (after the
-    #: restore-from-snapshot procedure of docs/upgrades.md); None: every downgrade is refused.
-    allow_downgrade_from: str | None = None
+    #: The stack's `headscale` section, whole: release and image, resources, log level, DERP, OIDC, the ephemeral
+    #: timeout and the downgrade override. It reaches config.yaml through HeadscaleConfigInput.from_settings, the
+    #: one place its keys are mapped. (Its ``replicas``, ``storage_size`` and ``allow_empty_start`` are read where
+    #: the site decides them: ``replicas`` below and ``database``.)
+    settings: HeadscaleSettings
     metrics: bool = False  # serve the Litestream sidecar's metrics (scraped with monitoring on)
     replicas: int = 1  # 1 serves, 0 stops (a standby, a migration); never more: Headscale is a strict singleton
-    resources: ComputeResources  # requests and limits of the server container
     cluster: ClusterSettings  # placement: worker nodes or not, excluded nodes, eviction delay from a failed node
     identity: IdentitySource = field(default_factory=GeneratedIdentity)  # where the Noise and DERP keys come from
     #: The epoch of the backup key derived from the Noise key (components/identity.py); every site of a tailnet
@@ -290,14 +287,8 @@ class HeadscaleServerArgs:
     database: SqliteStorage | PostgresStorage  # where Headscale keeps its state
     server_hostname: str  # public name clients reach: server_url https://<server_hostname>
     prefixes: Prefixes = field(default_factory=Prefixes)  # tailnet address ranges and their allocation
-    ephemeral_inactivity_timeout: str = "30m"  # offline ephemeral nodes are removed after this Go duration
-    log_level: str = "info"  # trace, debug, info, warn or error
-    derp: DerpSettings = field(
-        default_factory=DerpSettings
-    )  # DERP maps, and the embedded relay (with its STUN Service) if set
     stun_address: str | None = None  # public IP the STUN Service asks Cilium LB-IPAM for; None: any address
-    oidc: OidcSettings | None = None  # OIDC login; None: none
-    #: With ``oidc``: the client secret, made a Pulumi secret and written to the Secret `headscale-oidc`;
+    #: With ``settings.oidc``: the client secret, made a Pulumi secret and written to the Secret `headscale-oidc`;
     #: None: that Secret is someone else's to create.
     oidc_client_secret: pulumi.Input[str] | None = None
     base_domain: str  # MagicDNS suffix of node names; neither server_hostname nor a parent of it
@@ -344,14 +335,10 @@ def headscale_config_input(args: HeadscaleServerArgs) -> HeadscaleConfigInput:
         database = SqliteDatabase(path=f"{PATHS.data_dir}/{DB_FILE}")
     else:
         database = args.database.connection
-    return HeadscaleConfigInput(
+    return HeadscaleConfigInput.from_settings(
+        args.settings,
         server_hostname=args.server_hostname,
-        version=args.version,
         prefixes=args.prefixes,
-        ephemeral_inactivity_timeout=args.ephemeral_inactivity_timeout,
-        log_level=args.log_level,
-        derp=args.derp,
-        oidc=args.oidc,
         dns=HeadscaleDns(base_domain=args.base_domain, nameservers=args.nameservers, split=args.split_dns),
         database=database,
         paths=PATHS,
@@ -423,8 +410,9 @@ class HeadscaleServer(pulumi.ComponentResource):
         self.volume, self.backup, self.data_volume = self._data_volume(name, args, meta)
         # Headscale's migrations are one-way: `pulumi preview` refuses a lower version than the one deployed (the
         # engine hands the gate its previous inputs), and the Deployment only rolls after the gate passed.
+        release = args.settings
         self.version_gate = HeadscaleVersionGate(
-            f"{name}-version-gate", args.version, child, allow_downgrade_from=args.allow_downgrade_from
+            f"{name}-version-gate", release.version, child, allow_downgrade_from=release.allow_downgrade_from
         )
         # Kept: the recovery model (program/recovery.py) reads tolerations, the restore's limits and probes from it.
         self.pod_spec = self._pod_spec(args)
@@ -444,7 +432,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         self.service = cluster_service(
             f"{name}-service", meta=meta, app=APP, ports={"http": HTTP_PORT, "metrics": METRICS_PORT}, parent=self
         )
-        if args.derp.embedded:
+        if args.settings.derp.embedded:
             self.stun_service = self._stun_service(name, args, meta)
         self._register_names(args)
 
@@ -461,7 +449,7 @@ class HeadscaleServer(pulumi.ComponentResource):
 
     def _oidc_secret(self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]) -> k8s.core.v1.Secret | None:
         """The Secret `headscale-oidc` with the OIDC client secret, when the args hold it (else someone else's)."""
-        if args.oidc is None or args.oidc_client_secret is None:
+        if args.settings.oidc is None or args.oidc_client_secret is None:
             return None
         return k8s.core.v1.Secret(
             f"{name}-oidc",
@@ -494,7 +482,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             db_file=DB_FILE,
             identity_fingerprint=self.identity_fingerprint,
             backup_key=self.backup_key,
-            upgrade_version=args.version,
+            upgrade_version=args.settings.version,
             metrics=args.metrics,
             record_position=True,
             cluster=args.cluster,
@@ -579,9 +567,9 @@ class HeadscaleServer(pulumi.ComponentResource):
         """The names other programs need, as attributes and as the registered outputs."""
         self.api_url = in_cluster_url(args.namespace)
         self.service_name = APP
-        self.stun_service_name = STUN_SERVICE if args.derp.embedded else None
+        self.stun_service_name = STUN_SERVICE if args.settings.derp.embedded else None
         self.identity_secret_name = IDENTITY_SECRET
-        self.oidc_secret_name = OIDC_SECRET if args.oidc is not None else None
+        self.oidc_secret_name = OIDC_SECRET if args.settings.oidc is not None else None
         self.config_map_name = CONFIG_MAP
         self.data_claim_name = DATA_CLAIM if self.volume is not None else None
         self.register_outputs(
@@ -621,7 +609,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         return noise, _node_key(f"{name}-derp-key", derp_import, opts), fingerprint, backup
 
     def _pod_spec(self, args: HeadscaleServerArgs) -> dict[str, Any]:
-        volumes, mounts = server_files(oidc=args.oidc is not None, policy=args.policy_file)
+        volumes, mounts = server_files(oidc=args.settings.oidc is not None, policy=args.policy_file)
         volumes += [
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
@@ -646,18 +634,18 @@ class HeadscaleServer(pulumi.ComponentResource):
             env += ca_env
         container = {
             "name": APP,
-            "image": args.image,
+            "image": args.settings.image,
             "args": ["serve"],
             **({"env": env} if env else {}),
             "ports": [
                 {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
                 {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-                *([STUN_CONTAINER_PORT] if args.derp.embedded else []),
+                *([STUN_CONTAINER_PORT] if args.settings.derp.embedded else []),
             ],
             "startupProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 60},
             "livenessProbe": {**http_probe, "periodSeconds": 15, "failureThreshold": 4},
             "readinessProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 2},
-            "resources": resources(args.resources),
+            "resources": resources(args.settings.resources),
             "securityContext": container_security(),
             "volumeMounts": mounts,
         }

@@ -17,7 +17,13 @@ from typing import Any
 
 import yaml
 
-from headscale_ha.components.settings import SUPPORTED_HEADSCALE_MINORS, DerpSettings, OidcSettings, Prefixes
+from headscale_ha.components.settings import (
+    SUPPORTED_HEADSCALE_MINORS,
+    DerpSettings,
+    HeadscaleSettings,
+    OidcSettings,
+    Prefixes,
+)
 
 #: Environment variable that carries the PostgreSQL password (Headscale has no ``pass_file`` option).
 PASSWORD_ENV = "HEADSCALE_DATABASE_POSTGRES_PASS"
@@ -101,6 +107,34 @@ class HeadscaleConfigInput:
     @property
     def minor(self) -> str:
         return ".".join(self.version.split(".")[:2])
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: HeadscaleSettings,
+        *,
+        server_hostname: str,
+        prefixes: Prefixes,
+        dns: HeadscaleDns,
+        database: SqliteDatabase | PostgresConnection,
+        paths: HeadscalePaths,
+        policy_file: bool,
+    ) -> HeadscaleConfigInput:
+        """The inputs from the stack's `headscale` section and what the site decides: the one place a key of that
+        section is mapped to config.yaml (a new key is added to the section model, here, and in the renderer)."""
+        return cls(
+            server_hostname=server_hostname,
+            version=settings.version,
+            prefixes=prefixes,
+            ephemeral_inactivity_timeout=settings.ephemeral_inactivity_timeout,
+            log_level=settings.log_level,
+            derp=settings.derp,
+            oidc=settings.oidc,
+            dns=dns,
+            database=database,
+            paths=paths,
+            policy_file=policy_file,
+        )
 
 
 def render_headscale_config(spec: HeadscaleConfigInput) -> dict[str, Any]:

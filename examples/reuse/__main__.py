@@ -15,7 +15,14 @@ from vaultwarden import Vaultwarden, VaultwardenArgs
 from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
 from headscale_ha.components.headscale import HeadscaleServer, HeadscaleServerArgs, SqliteStorage
 from headscale_ha.components.pod import PART_OF
-from headscale_ha.components.settings import BackupSettings, ClusterSettings, ComputeResources, Nfs, ResourceAmounts
+from headscale_ha.components.settings import (
+    BackupSettings,
+    ClusterSettings,
+    ComputeResources,
+    HeadscaleSettings,
+    Nfs,
+    ResourceAmounts,
+)
 
 config = pulumi.Config()
 namespace = config.get("namespace") or "vault"
@@ -47,10 +54,12 @@ server = HeadscaleServer(
     "vpn-headscale",
     HeadscaleServerArgs(
         namespace=vpn,
-        image="ghcr.io/juanfont/headscale:0.29.2",
-        version="0.29.2",
-        resources=ComputeResources(
-            requests=ResourceAmounts(cpu="20m", memory="64Mi"), limits=ResourceAmounts(cpu="500m", memory="256Mi")
+        settings=HeadscaleSettings(
+            image="ghcr.io/juanfont/headscale:0.29.2",
+            version="0.29.2",
+            resources=ComputeResources(
+                requests=ResourceAmounts(cpu="20m", memory="64Mi"), limits=ResourceAmounts(cpu="500m", memory="256Mi")
+            ),
         ),
         cluster=ClusterSettings(nodes=1, workloads_on_control_plane=True),
         database=SqliteStorage(size="512Mi", storage_class=config.get("storageClass"), backup=backup),

@@ -272,6 +272,7 @@ HAND_WRITTEN = """
         ClusterSettings,
         ComputeResources,
         DerpSettings,
+        HeadscaleSettings,
         OidcSettings,
         ResourceAmounts,
     )
@@ -280,10 +281,14 @@ HAND_WRITTEN = """
         "hs",
         HeadscaleServerArgs(
             namespace="vpn",
-            image="ghcr.io/juanfont/headscale:0.28.0",
-            version="0.28.0",
-            resources=ComputeResources(
-                requests=ResourceAmounts(cpu="10m", memory="64Mi"), limits=ResourceAmounts(cpu="1", memory="256Mi")
+            settings=HeadscaleSettings(
+                image="ghcr.io/juanfont/headscale:0.28.0",
+                version="0.28.0",
+                resources=ComputeResources(
+                    requests=ResourceAmounts(cpu="10m", memory="64Mi"), limits=ResourceAmounts(cpu="1", memory="256Mi")
+                ),
+                derp=DerpSettings(embedded=True, urls=[]),
+                oidc=OidcSettings(issuer="https://login.example.org", client_id="vpn", allowed_domains=["example.org"]),
             ),
             cluster=ClusterSettings(nodes=1, workloads_on_control_plane=True),
             identity=ImportedIdentity(
@@ -296,9 +301,7 @@ HAND_WRITTEN = """
                 password_key="pass",
             ),
             server_hostname="vpn.example.org",
-            derp=DerpSettings(embedded=True, urls=[]),
             stun_address="203.0.113.7",
-            oidc=OidcSettings(issuer="https://login.example.org", client_id="vpn", allowed_domains=["example.org"]),
             oidc_client_secret=pulumi.Output.secret("not-rendered"),
             base_domain="nodes.example.org",
             split_dns={"lab.example.org": ("10.0.0.53",)},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +14,14 @@ from headscale_ha.components.headscale import headscale_config_input
 from headscale_ha.components.headscale_config import (
     PASSWORD_ENV,
     HeadscaleConfigInput,
+    HeadscaleDns,
     HeadscalePaths,
     PostgresConnection,
     SqliteDatabase,
     headscale_config_yaml,
     render_headscale_config,
 )
-from headscale_ha.components.settings import DatabaseStage
+from headscale_ha.components.settings import DatabaseStage, DerpSettings, HeadscaleSettings, OidcSettings, Prefixes
 from headscale_ha.program import args
 from headscale_ha.program.config import ConfigError, StackConfig
 from tests.support.config_samples import NOISE, section
@@ -382,3 +383,31 @@ def test_site_order_does_not_change_the_output() -> None:
     forward = headscale_config_yaml(config_input(stack_config(tailnet=_three_site_tailnet())))
     backward = headscale_config_yaml(config_input(stack_config(tailnet=_three_site_tailnet(reverse=True))))
     assert forward == backward
+
+
+def test_from_settings_carries_every_key_the_section_shares_with_the_renderer() -> None:
+    """The `headscale` section reaches config.yaml through one mapping: a key both models name is passed as set,
+    and the keys they share are exactly the ones config.yaml renders from the section."""
+    section_settings = HeadscaleSettings(
+        image="ghcr.io/juanfont/headscale:0.28.0",
+        version="0.28.0",
+        log_level="debug",
+        ephemeral_inactivity_timeout="2h",
+        derp=DerpSettings(embedded=True, urls=[]),
+        oidc=OidcSettings(issuer="https://login.example.org", client_id="vpn", allowed_domains=["example.org"]),
+    )
+    spec = HeadscaleConfigInput.from_settings(
+        section_settings,
+        server_hostname="vpn.example.org",
+        prefixes=Prefixes(),
+        dns=HeadscaleDns(base_domain="nodes.example.org", nameservers=("9.9.9.9",)),
+        database=PG,
+        paths=DEFAULT_PATHS,
+        policy_file=False,
+    )
+    shared = {f.name for f in fields(HeadscaleConfigInput)} & set(HeadscaleSettings.model_fields)
+    assert shared == {"version", "ephemeral_inactivity_timeout", "log_level", "derp", "oidc"}
+    assert {key: getattr(spec, key) for key in shared} == {key: getattr(section_settings, key) for key in shared}
+    rendered = render_headscale_config(spec)
+    assert (rendered["ephemeral_node_inactivity_timeout"], rendered["log"]["level"]) == ("2h", "debug")
+    assert rendered["derp"]["server"]["enabled"] is True

@@ -16,6 +16,7 @@ from headscale_ha.components.settings import (
     ClusterSettings,
     ComputeResources,
     DerpSettings,
+    HeadscaleSettings,
     OidcSettings,
     ResourceAmounts,
 )
@@ -50,15 +51,14 @@ def _base(**extra: Any) -> dict[str, Any]:
 def _python(**extra: Any) -> headscale.HeadscaleServerArgs:
     values: dict[str, Any] = {
         "namespace": "vpn",
-        "image": HEADSCALE["image"],
-        "version": "0.28.0",
-        "resources": RESOURCES,
         "cluster": ClusterSettings(nodes=1, workloads_on_control_plane=True),
         "server_hostname": "vpn.example.org",
         "base_domain": "nodes.example.org",
         **extra,
     }
-    return headscale.HeadscaleServerArgs(**values)
+    settings = {"image": HEADSCALE["image"], "version": "0.28.0", "resources": RESOURCES}
+    settings |= {key: values.pop(key) for key in ("derp", "oidc") if key in values}
+    return headscale.HeadscaleServerArgs(settings=HeadscaleSettings(**settings), **values)
 
 
 def _same_tree(

@@ -29,6 +29,7 @@ from headscale_ha.components.settings import (
     ComputeResources,
     EndpointSettings,
     FailoverMode,
+    HeadscaleSettings,
     Nfs,
     Proxy,
     ResourceAmounts,
@@ -61,9 +62,7 @@ def _headscale_server(name: str) -> headscale.HeadscaleServer:
         name,
         headscale.HeadscaleServerArgs(
             namespace="headscale",
-            image="ghcr.io/juanfont/headscale:0.29.2",
-            version="0.29.2",
-            resources=COMPUTE,
+            settings=HeadscaleSettings(image="ghcr.io/juanfont/headscale:0.29.2", version="0.29.2", resources=COMPUTE),
             cluster=ClusterSettings(**CLUSTER),
             database=headscale.SqliteStorage(size="1Gi", backup=backup),
             backup_key_epoch=backup.auth.key_epoch,

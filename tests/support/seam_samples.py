@@ -29,6 +29,7 @@ from headscale_ha.components.settings import (
     ClusterSettings,
     ComputeResources,
     DerpSettings,
+    HeadscaleSettings,
     MonitoringSettings,
     Nfs,
     Proxy,
@@ -73,23 +74,31 @@ def sqlite(*, require_backup: bool = False, **overrides: Any) -> SqliteStorage:
     return SqliteStorage(**{**fields, **overrides}, require_backup=require_backup)
 
 
+def headscale_settings(**overrides: Any) -> HeadscaleSettings:
+    """hydra's `headscale` section: the pinned 0.29 release, its default resources and DERP map."""
+    fields: dict[str, Any] = {
+        "image": "ghcr.io/juanfont/headscale:0.29.2",
+        "version": "0.29.2",
+        "resources": ComputeResources(
+            requests=ResourceAmounts(cpu="50m", memory="128Mi"), limits=ResourceAmounts(cpu="1", memory="512Mi")
+        ),
+        "derp": DerpSettings(urls=["https://controlplane.tailscale.com/derpmap/default"]),
+    }
+    return HeadscaleSettings(**{**fields, **overrides})
+
+
 def headscale_server_sample(**overrides: Any) -> HeadscaleServerArgs:
     """HeadscaleServer's Args as hydra's config maps to them (SQLite on NFS, keys from the identity stack, the
     policy in file mode)."""
     fields: dict[str, Any] = {
         "namespace": "headscale",
-        "image": "ghcr.io/juanfont/headscale:0.29.2",
-        "version": "0.29.2",
+        "settings": headscale_settings(),
         "metrics": True,
         "replicas": 1,
-        "resources": ComputeResources(
-            requests=ResourceAmounts(cpu="50m", memory="128Mi"), limits=ResourceAmounts(cpu="1", memory="512Mi")
-        ),
         "cluster": cluster(),
         "identity": IdentityFromStack(stack_name=IDENTITY_STACK),
         "database": sqlite(),
         "server_hostname": "headscale.example.com",
-        "derp": DerpSettings(urls=["https://controlplane.tailscale.com/derpmap/default"]),
         "stun_address": "198.51.100.10",
         "base_domain": "ts.example.com",
         "nameservers": ("1.1.1.1", "1.0.0.1"),
