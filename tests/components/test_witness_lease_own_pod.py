@@ -41,9 +41,10 @@ class Site:
                                     "uid": pod["metadata"]["uid"]}} if pod else {}  # fmt: skip
         path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{ACCOUNT}/token"
         request = {"spec": {"expirationSeconds": 3600, **bound}}
-        # The API server looks the pod up in its cache, which may not hold a pod created a moment ago yet (404).
+        # The API server looks the pod up in its cache, which may not hold a pod created a moment ago yet (404);
+        # on a loaded machine (two test workers on two cores) that took over 10 s once.
         name = pod["metadata"]["name"] if pod else "nothing"
-        return wait_for(lambda: self.witness.client.create(path, request)["status"]["token"], timeout=10,
+        return wait_for(lambda: self.witness.client.create(path, request)["status"]["token"], timeout=30,
                         what=f"a token bound to {name}")  # fmt: skip
 
     def as_token(self, token: str, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:

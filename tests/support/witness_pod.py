@@ -47,12 +47,19 @@ class Write:
     at: float
 
 
-def writes(log: Path) -> list[Write]:
+def logged(log: Path) -> list[tuple[Write, str]]:
+    """Every write of the log with its uptime exactly as logged, from one read, and only whole lines: the writers
+    may be appending while it is read, and a line they have not finished is not yet a write."""
+    text = log.read_text() if log.exists() else ""
     found = []
-    for line in log.read_text().splitlines() if log.exists() else []:
+    for line in text.splitlines()[: text.count("\n")]:
         site, fencing, at = line.split()[:3]
-        found.append(Write(site, int(fencing), float(at)))
+        found.append((Write(site, int(fencing), float(at)), at))
     return found
+
+
+def writes(log: Path) -> list[Write]:
+    return [write for write, _ in logged(log)]
 
 
 def first_write(log: Path, site: str, timeout: float) -> float:

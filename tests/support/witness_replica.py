@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headscale_ha.components.litestream_config import render_litestream_config
-from tests.support.witness_pod import LeasePod, Write, writes
+from tests.support.witness_pod import LeasePod, logged
 
 #: Timing with room for two stops (the writer, then Litestream, 1 s each) between the fence and the takeover.
 REPLICA_TIMING = {"LEASE_SECONDS": "6", "SKEW_SECONDS": "1", "RENEW_SECONDS": "0.5", "FENCE_AFTER_SECONDS": "2.5",
@@ -133,12 +133,6 @@ def committed(db: Path) -> set[tuple[str, int, str]]:
         connection.close()
 
 
-def acknowledged(log: Path) -> list[tuple[Write, str]]:
-    """Every acknowledged write of the log, with the uptime exactly as logged (the row's key)."""
-    raw = [line.split()[2] for line in log.read_text().splitlines()] if log.exists() else []
-    return list(zip(writes(log), raw, strict=True))
-
-
 @dataclass(frozen=True)
 class Loss:
     """What a takeover lost: the acknowledged writes of the earlier holders missing from the new holder's database,
@@ -152,7 +146,7 @@ class Loss:
 def loss(log: Path, db: Path, below: int) -> Loss:
     """The acknowledged writes under fencing counters below ``below`` that ``db`` does not hold."""
     present = committed(db)
-    earlier = [(write, raw) for write, raw in acknowledged(log) if write.fencing < below]
+    earlier = [(write, raw) for write, raw in logged(log) if write.fencing < below]
     missing = [write for write, raw in earlier if (write.site, write.fencing, raw) not in present]
     last = max((write.at for write, _ in earlier), default=0.0)
     window = last - min(write.at for write in missing) if missing else 0.0
