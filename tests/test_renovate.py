@@ -208,7 +208,7 @@ def _release(relative: str, text: str) -> tuple[str, str] | None:
     if relative.endswith(".py"):
         calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)]
         for call in calls:
-            if getattr(call.func, "id", None) == "HeadscaleServerArgs":
+            if getattr(call.func, "id", None) == "HeadscaleSettings":  # HeadscaleServerArgs(settings=...)
                 keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in {"version", "image"}}
                 return keywords["version"], keywords["image"]
         return None

@@ -27,8 +27,17 @@ from tests.support.real_pulumi import PulumiCli, Run, cli_for
 from tools import real_tools, runbook
 
 HOSTNAME = "headscale.example.com"
+
+
+def _loopback(host: int) -> str:
+    """An address of 127/8 the ingress binds on port 443: each pytest-xdist worker (`PYTEST_XDIST_WORKER`, gw0,
+    gw1, …) has a /24 of its own, so two workers' labs never ask for the same address."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    return f"127.0.{worker}.{host}"
+
+
 #: The lab's public addresses, in place of the documentation addresses of Pulumi.yaml.
-ADDRESSES = {"hydra": ("198.51.100.10", "127.0.0.2"), "cosmos": ("203.0.113.20", "127.0.0.3")}
+ADDRESSES = {"hydra": ("198.51.100.10", _loopback(2)), "cosmos": ("203.0.113.20", _loopback(3))}
 #: The real tools a site needs beyond the CLI's: Headscale, Litestream, and the recorder's curl.
 SITE_TOOLS = ("headscale", "litestream", "curl")
 #: `tailnet.users` of Pulumi.yaml: what the active stack creates through the API.
