@@ -26,7 +26,7 @@ DEBIAN_PACKAGES := $(strip $(shell sed -e 's/\#.*//' debian-packages.txt))
 # apt-get runs as root: directly when we are root, else through sudo.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo,NO_SUDO))
 
-.PHONY: deps real-tools plan validate crd-schemas checkov test lint bench docs diff clean promote demote upgrade
+.PHONY: deps real-tools plan validate crd-schemas checkov test test-real test-all lint bench docs diff clean promote demote upgrade
 
 deps:
 	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
@@ -89,8 +89,21 @@ lint: $(DEV_STAMP)
 	git ls-files -z $(SHELL_SCRIPTS) | xargs -0 shellcheck --severity=style
 	$(PY) -m pyright --warnings
 
+# pytest-xdist workers (auto: one per core). `make test` and `make test-all` hand whole test files to them.
+TEST_WORKERS ?= auto
+
+# Everyday: every test but the real-actor tier (tests/real), spread over the cores.
 test: lint $(CHECKOV_STAMP) real-tools
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/real
+
+# The real-actor tier alone: the runbooks with the real Pulumi CLI on the lab, one file after another.
+test-real: $(DEV_STAMP) real-tools
+	$(PY) -m pytest tests/real
+
+# What CI runs (.ci/run): both in one pytest run, the real tier one unit on one worker, started first
+# (tests/workers.py), every other file beside it.
+test-all: lint $(CHECKOV_STAMP) real-tools
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The real actors (Pulumi CLI, pulumi-kubernetes, Headscale, etcd, the Kubernetes control plane, kwok), built from
 # the pins in tools/real_tools.json through the Go module proxy into ~/.cache/headscale-ha/real-tools/<hash>

@@ -99,4 +99,7 @@ def run_stack(stack_outputs: dict[str, dict]) -> Callable[..., ProgramRun]:
     return run
 
 
-pytest_plugins = ["tests.real_tools"]  # real-tool marker, skips naming the package, summary (tests/real_tools.py)
+pytest_plugins = [
+    "tests.real_tools",  # real-tool marker, skips naming the package, summary (tests/real_tools.py)
+    "tests.workers",  # how pytest-xdist spreads the files and the real-actor tier over the cores
+]

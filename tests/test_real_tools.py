@@ -242,7 +242,23 @@ def test_make_deps_reads_the_package_list() -> None:
 def test_ci_installs_the_packages_and_requires_every_real_tool_test() -> None:
     script = (PROJECT_DIR / ".ci" / "run").read_text()
     assert "\nmake deps\n" in script
-    assert "\nREQUIRE_REAL_TOOLS=1 make test\n" in script
+    assert "\nREQUIRE_REAL_TOOLS=1 make test-all\n" in script
+
+
+def _pytest_recipe(target: str) -> list[str]:
+    """The arguments of the pytest command of a Makefile target."""
+    lines = (PROJECT_DIR / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    recipe = next(line for line in lines[start + 1 :] if "-m pytest" in line)
+    return recipe.split("-m pytest", 1)[1].split()
+
+
+def test_ci_runs_every_test_and_make_test_leaves_out_the_real_tier_alone() -> None:
+    """`make test-all` (CI) selects nothing away; `make test` only the real-actor tier, which `make test-real` runs."""
+    everything = _pytest_recipe("test-all")
+    assert not [arg for arg in everything if arg.startswith(("--ignore", "-k", "-m", "--deselect", "tests"))]
+    assert [arg for arg in _pytest_recipe("test") if arg.startswith("--ignore")] == ["--ignore=tests/real"]
+    assert _pytest_recipe("test-real") == ["tests/real"]
 
 
 def test_the_marker_is_registered_for_strict_markers(pytestconfig: pytest.Config) -> None:
