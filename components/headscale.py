@@ -410,9 +410,9 @@ class HeadscaleServer(pulumi.ComponentResource):
         self.volume, self.backup, self.data_volume = self._data_volume(name, args, meta)
         # Headscale's migrations are one-way: `pulumi preview` refuses a lower version than the one deployed (the
         # engine hands the gate its previous inputs), and the Deployment only rolls after the gate passed.
-        release = args.settings
+        settings = args.settings
         self.version_gate = HeadscaleVersionGate(
-            f"{name}-version-gate", release.version, child, allow_downgrade_from=release.allow_downgrade_from
+            f"{name}-version-gate", settings.version, child, allow_downgrade_from=settings.allow_downgrade_from
         )
         # Kept: the recovery model (program/recovery.py) reads tolerations, the restore's limits and probes from it.
         self.pod_spec = self._pod_spec(args)

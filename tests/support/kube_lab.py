@@ -435,8 +435,8 @@ class Cluster:
     def check_alive(self) -> None:
         """Raise, with its log's tail, when a component that was started has exited: no point waiting for it.
 
-        kwok alone is launched again when it died of a Go crash, at most ``KWOK_RELAUNCHES`` times in the lab's
-        life: it plays the nodes' kubelets, and v0.7.0 can panic in its node stage matcher while it starts
+        kwok alone is launched again when it died of a Go crash, at most ``KWOK_RELAUNCHES`` times per cluster: it
+        plays the nodes' kubelets, and v0.7.0 can panic in its node stage matcher while it starts
         (``lifecycle.(*Stage).match``, seen once after ``set_failing_jobs``); a kubelet's supervisor restarts it too.
         Any other exit, and a crash beyond that budget, still fails the wait."""
         for process in self.processes.values():
