@@ -33,15 +33,12 @@ from headscale_ha.components.headscale import (
 )
 from headscale_ha.components.headscale_config import PostgresConnection
 from headscale_ha.components.litestream_config import parse_go_duration
-from headscale_ha.components.migration import SqliteToPostgresArgs
 from headscale_ha.components.monitoring import SCRAPE_INTERVAL_SECONDS, MonitoringArgs
 from headscale_ha.components.pod import PART_OF
 from headscale_ha.components.postgres import (
     DATABASE,
     DATABASE_CLUSTER,
     OWNER,
-    PostgresDatabaseArgs,
-    ReplicaOf,
     app_secret,
     ca_secret,
     read_write_host,
@@ -53,7 +50,7 @@ from headscale_ha.components.serving_lease import (
     PeerSite,
     ServingLeaseArgs,
 )
-from headscale_ha.components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, ReplicaSource, Role, RouterMode
+from headscale_ha.components.settings import PROJECT, DatabaseStage, PolicyMode, Proxy, Role, RouterMode
 from headscale_ha.components.subnet_routers import SubnetRoutersArgs, advertised_routes, router_name
 from headscale_ha.components.tailnet_objects import TailnetObjectsArgs
 from headscale_ha.components.tailnet_policy import POLICY_CONFIG_MAP, POLICY_KEY, LiveApi, TailnetPolicyArgs
@@ -63,34 +60,12 @@ from headscale_ha.policy.principals import ConfiguredUser, policy_users
 from headscale_ha.policy.problems import PolicyError, PolicyLint
 from headscale_ha.policy.render import RenderedPolicy, SiteRoutes, render_policy, router_tag
 from headscale_ha.program.config import ConfigError, StackConfig
-from headscale_ha.program.database_stage import (
-    DatabaseStageError,
-    DatabaseStagePlan,
-    Migrating,
-    OnPostgres,
-    WalArchive,
-    database_stage,
-)
 
 #: Where relative paths of the config (policy.file) are read from.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 # ------------------------------------------------------------------------------------------ config-level facts
-
-
-def stage_of(config: StackConfig) -> DatabaseStagePlan:
-    """The database stage of ``config`` with what it needs (program/database_stage.py); a config that lacks it
-    (one built by hand, not parsed) is refused with the problems the config check reports."""
-    try:
-        return database_stage(
-            config.database,
-            config.backup,
-            access_key_id=config.object_store_access_key_id,
-            secret_access_key=config.object_store_secret_access_key,
-        )
-    except DatabaseStageError as error:
-        raise ConfigError(error.problems) from None
 
 
 def headscale_replicas(config: StackConfig) -> int:
@@ -312,10 +287,10 @@ def postgres_storage(config: StackConfig) -> PostgresStorage:
     )
 
 
-def headscale_storage(config: StackConfig, stage: DatabaseStagePlan) -> SqliteStorage | PostgresStorage:
+def headscale_storage(config: StackConfig) -> SqliteStorage | PostgresStorage:
     """SQLite (backed up, restored before serving) until the postgres stage; the migrating stage keeps SQLite as the
     rollback point. A standby's restore must find a backup, never start empty."""
-    if isinstance(stage, OnPostgres):
+    if config.database.stage is DatabaseStage.POSTGRES:
         return postgres_storage(config)
     return SqliteStorage(
         size=config.headscale.storage_size,
@@ -334,7 +309,7 @@ def policy_file(config: StackConfig, policy: RenderedPolicy) -> PolicyFile | Non
     return PolicyFile(config_map=POLICY_CONFIG_MAP, key=POLICY_KEY, sha256=policy.sha256)
 
 
-def headscale_server_args(config: StackConfig, stage: DatabaseStagePlan, policy: RenderedPolicy) -> HeadscaleServerArgs:
+def headscale_server_args(config: StackConfig, policy: RenderedPolicy) -> HeadscaleServerArgs:
     """HeadscaleServer's Args for this stack's role and database stage, serving ``policy`` in file mode."""
     headscale, tailnet = config.headscale, config.tailnet
     oidc_client_secret = None  # made a Pulumi secret by the component, like the imported keys
@@ -349,7 +324,7 @@ def headscale_server_args(config: StackConfig, stage: DatabaseStagePlan, policy:
         cluster=config.cluster,
         identity=identity_source(config),
         backup_key_epoch=config.backup.auth.key_epoch,
-        database=headscale_storage(config, stage),
+        database=headscale_storage(config),
         server_hostname=tailnet.public_hostname,
         prefixes=tailnet.prefixes,
         stun_address=str(public_address) if public_address is not None else None,
@@ -368,51 +343,6 @@ def backup_volume_args(config: StackConfig) -> BackupVolumeArgs | None:
     if config.backup.nfs is None:
         return None
     return BackupVolumeArgs(namespace=config.namespace, part_of=PART_OF, nfs=config.backup.nfs)
-
-
-def postgres_database_args(config: StackConfig, archive: WalArchive) -> PostgresDatabaseArgs:
-    """The CNPG cluster's Args: a standby runs a replica cluster of the active site's, streaming when configured."""
-    postgres = config.database.postgres
-    replica_of = None
-    if config.role is Role.STANDBY:
-        streaming = postgres.replica_source is ReplicaSource.STREAMING
-        replica_of = ReplicaOf(streaming_host=str(postgres.streaming_host) if streaming else None)
-    return PostgresDatabaseArgs(
-        namespace=config.namespace,
-        instances=postgres.instances,
-        image=postgres.image,
-        resources=postgres.resources,
-        storage_size=postgres.storage_size,
-        storage_class=config.cluster.storage_class,
-        object_store=archive.store,
-        object_store_access_key_id=archive.access_key_id.get_secret_value(),
-        object_store_secret_access_key=archive.secret_access_key.get_secret_value(),
-        backup_schedule=postgres.backup_schedule,
-        replica_of=replica_of,
-    )
-
-
-def sqlite_to_postgres_args(config: StackConfig, stage: Migrating, policy: RenderedPolicy) -> SqliteToPostgresArgs:
-    """The migration Job's Args: this stack's SQLite backup into its CNPG cluster."""
-    backup = config.backup
-    return SqliteToPostgresArgs(
-        namespace=config.namespace,
-        image=stage.migration_image,
-        force=config.database.migration.force,
-        deadline_seconds=config.database.migration.deadline_seconds,
-        headscale_image=config.headscale.image,
-        headscale_version=config.headscale.version,
-        resources=config.headscale.resources,
-        restore_image=backup.litestream.image,
-        restore_resources=backup.litestream.resources,
-        backup_claim=claim_name(stage.backup_target),
-        target=postgres_storage(config),
-        oidc=config.headscale.oidc is not None,
-        policy=policy_file(config, policy),
-        cluster=config.cluster,
-        authenticate=True,  # the migrating stage keeps Headscale's SQLite backup, and with it its key's Secret
-        auth=backup.auth,
-    )
 
 
 def tailnet_policy_args(config: StackConfig, policy: RenderedPolicy) -> TailnetPolicyArgs:

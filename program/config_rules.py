@@ -13,10 +13,17 @@ from typing import Any
 from pydantic import SecretStr
 
 from headscale_ha.components.config_types import quantity_value
-from headscale_ha.components.settings import PROJECT, DatabaseStage, FailoverMode, ReplicaSource, Role
+from headscale_ha.components.settings import (
+    PROJECT,
+    BackupSettings,
+    DatabaseSettings,
+    DatabaseStage,
+    FailoverMode,
+    ReplicaSource,
+    Role,
+)
 from headscale_ha.components.witness_credentials import lease_credentials
 from headscale_ha.program.config_problems import GONE, problem
-from headscale_ha.program.database_stage import DatabaseStageError, database_stage
 
 Sections = Mapping[str, Any]
 Rule = Callable[[Sections], list[str]]
@@ -166,20 +173,43 @@ def monitoring_links_its_runbooks(sections: Sections) -> list[str]:
     return [problem("monitoring.runbookUrl", what, GONE)]
 
 
+#: The config keys of the WAL archive's S3 credentials (secrets).
+CREDENTIAL_KEYS = ("objectStoreAccessKeyId", "objectStoreSecretAccessKey")
+
+
+def database_stage_problems(
+    database: DatabaseSettings, backup: BackupSettings, credentials: Mapping[str, object]
+) -> list[str]:
+    """What ``database.stage`` needs and the config lacks, one problem per key: SQLite needs the NFS target of its
+    backup, the migrating stage that and the WAL archive with its credentials and the migration image, PostgreSQL
+    the WAL archive. The config check reports them; program/database_stage.py refuses to map a stage without them."""
+    stage, problems = database.stage, []
+    sqlite_backed, on_postgres = stage is not DatabaseStage.POSTGRES, stage is not DatabaseStage.SQLITE
+    if sqlite_backed and backup.nfs is None:
+        what = f"is required in the {stage} stage: Litestream is the only backup of the SQLite database"
+        problems.append(problem("backup.nfs", what, GONE))
+    for key in CREDENTIAL_KEYS if on_postgres else ():
+        if not credentials.get(key):
+            what = (
+                f"is required in the {stage} stage (database.stage): S3 credentials of the WAL archive "
+                f"(database.postgres.objectStore); pulumi config set --secret {key} ..."
+            )
+            problems.append(problem(key, what, GONE))
+    if stage is DatabaseStage.MIGRATING and database.migration.image is None:
+        what = "is required in the migrating stage: build images/migrate/Dockerfile, push it, pin it here"
+        problems.append(problem("database.migration.image", what, GONE))
+    if on_postgres and database.postgres.object_store is None:
+        what = f"is required in the {stage} stage: WAL archiving is the backup of the PostgreSQL cluster"
+        problems.append(problem("database.postgres.objectStore", what, GONE))
+    return problems
+
+
 def the_stage_has_what_it_needs(sections: Sections) -> list[str]:
-    """The database stage's own needs (program/database_stage.py), and Headplane's backup on PostgreSQL."""
+    """The database stage's own needs, and Headplane's backup on PostgreSQL."""
     if not _have(sections, "database", "backup"):
         return []
-    problems: list[str] = []
-    try:
-        database_stage(
-            sections["database"],
-            sections["backup"],
-            access_key_id=sections.get("objectStoreAccessKeyId"),
-            secret_access_key=sections.get("objectStoreSecretAccessKey"),
-        )
-    except DatabaseStageError as error:
-        problems += error.problems
+    credentials = {key: sections.get(key) for key in CREDENTIAL_KEYS}
+    problems = database_stage_problems(sections["database"], sections["backup"], credentials)
     headplane = sections.get("headplane")
     on_postgres = sections["database"].stage is DatabaseStage.POSTGRES
     if on_postgres and sections["backup"].nfs is None and headplane is not None and headplane.enabled:

@@ -1,129 +1,121 @@
-"""The database stage as types: what each stage needs is a required field of its type.
+"""The database stage as one type: each stage's value holds the Args of the database components it has.
 
-The stage decides what exists (a CloudNativePG cluster, the migration Job, Headscale's Litestream backup) and what
-each needs: SQLite needs the NFS target of its backup, the migrating stage that and the WAL archive with its
-credentials and the migration image, PostgreSQL the WAL archive. ``database_stage`` is the one place that checks it:
-the config's rules across keys report its problems (program/config_rules.py) and the mapping to the components'
-args (program/args.py) builds from its value, so no args of a stage can be built without what the stage needs.
+`database.stage` (``DatabaseStage``) is the config value. ``database_stage_args`` maps it, once the config holds
+what the stage needs (``database_stage_problems`` in program/config_rules.py, the rule the config check reports),
+to one of three values, and TailnetSite (program/site.py) builds exactly what the value holds:
+- ``OnSqlite``: no database component; Headscale's SQLite and its Litestream backup belong to HeadscaleServer;
+- ``Migrating``: the CloudNativePG cluster and the Job that copies SQLite's backup into it;
+- ``OnPostgres``: the CloudNativePG cluster Headscale serves from.
+So no stage has a component without its Args, and no Args are built for a stage that lacks what they need.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pydantic import SecretStr
+from headscale_ha.components.backup_volume import claim_name
+from headscale_ha.components.migration import SqliteToPostgresArgs
+from headscale_ha.components.postgres import PostgresDatabaseArgs, ReplicaOf
+from headscale_ha.components.settings import DatabaseStage, ReplicaSource, Role
+from headscale_ha.policy.render import RenderedPolicy
+from headscale_ha.program.args import policy_file, postgres_storage
+from headscale_ha.program.config import ConfigError, StackConfig
+from headscale_ha.program.config_rules import CREDENTIAL_KEYS, database_stage_problems
 
-from headscale_ha.components.settings import BackupSettings, DatabaseSettings, DatabaseStage, Nfs, ObjectStore
-from headscale_ha.program.config_problems import GONE, problem
-
-#: The config keys of the WAL archive's S3 credentials (secrets).
-CREDENTIAL_KEYS = ("objectStoreAccessKeyId", "objectStoreSecretAccessKey")
-
-
-@dataclass(frozen=True, kw_only=True)
-class WalArchive:
-    """Where the CloudNativePG cluster archives its WAL and base backups, and the S3 credentials to do it."""
-
-    store: ObjectStore
-    access_key_id: SecretStr
-    secret_access_key: SecretStr
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
 class OnSqlite:
-    """Headscale serves from SQLite; Litestream's replica on the NFS target is its only backup."""
-
-    backup_target: Nfs
+    """The sqlite stage: Headscale serves from SQLite, whose Litestream replica on the NFS target is its only backup;
+    no database component."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Migrating:
-    """The migration Job copies the SQLite backup into the CloudNativePG cluster while Headscale runs 0 replicas;
-    SQLite and its backup stay the rollback point."""
+    """The migrating stage: the migration Job copies the SQLite backup into the CloudNativePG cluster while Headscale
+    runs 0 replicas; SQLite and its backup stay the rollback point."""
 
-    backup_target: Nfs
-    archive: WalArchive
-    migration_image: str
+    cluster: PostgresDatabaseArgs
+    migration: SqliteToPostgresArgs
 
 
 @dataclass(frozen=True, kw_only=True)
 class OnPostgres:
-    """Headscale serves from the CloudNativePG cluster; WAL archiving is its backup."""
+    """The postgres stage: Headscale serves from the CloudNativePG cluster; WAL archiving is its backup."""
 
-    archive: WalArchive
-
-
-DatabaseStagePlan = OnSqlite | Migrating | OnPostgres
-_T = TypeVar("_T")
+    cluster: PostgresDatabaseArgs
 
 
-class DatabaseStageError(ValueError):
-    """The stage lacks what it needs; each problem names the key, as every config problem does."""
-
-    def __init__(self, problems: Iterable[str]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("; ".join(self.problems))
+DatabaseStageArgs = OnSqlite | Migrating | OnPostgres
 
 
-def _stage_problems(
-    stage: DatabaseStage, database: DatabaseSettings, backup: BackupSettings, credentials: dict[str, object]
-) -> list[str]:
-    """What ``stage`` needs and the config lacks, one problem per key."""
-    problems = []
-    sqlite_backed, on_postgres = stage is not DatabaseStage.POSTGRES, stage is not DatabaseStage.SQLITE
-    if sqlite_backed and backup.nfs is None:
-        what = f"is required in the {stage} stage: Litestream is the only backup of the SQLite database"
-        problems.append(problem("backup.nfs", what, GONE))
-    for key in CREDENTIAL_KEYS if on_postgres else ():
-        if not credentials.get(key):
-            problems.append(
-                problem(
-                    key,
-                    f"is required in the {stage} stage (database.stage): S3 credentials of the WAL archive "
-                    f"(database.postgres.objectStore); pulumi config set --secret {key} ...",
-                    GONE,
-                )
-            )
-    if stage is DatabaseStage.MIGRATING and database.migration.image is None:
-        what = "is required in the migrating stage: build images/migrate/Dockerfile, push it, pin it here"
-        problems.append(problem("database.migration.image", what, GONE))
-    if on_postgres and database.postgres.object_store is None:
-        what = f"is required in the {stage} stage: WAL archiving is the backup of the PostgreSQL cluster"
-        problems.append(problem("database.postgres.objectStore", what, GONE))
-    return problems
-
-
-def database_stage(
-    database: DatabaseSettings,
-    backup: BackupSettings,
-    *,
-    access_key_id: SecretStr | None,
-    secret_access_key: SecretStr | None,
-) -> DatabaseStagePlan:
-    """The stage ``database.stage`` names, with everything it needs; raises DatabaseStageError naming each key it
-    lacks (the credentials are the `objectStoreAccessKeyId` and `objectStoreSecretAccessKey` keys)."""
-    stage = database.stage
-    credentials = dict(zip(CREDENTIAL_KEYS, (access_key_id, secret_access_key), strict=True))
-    problems = _stage_problems(stage, database, backup, credentials)
-    if problems:
-        raise DatabaseStageError(problems)
-    if stage is DatabaseStage.SQLITE:
-        return OnSqlite(backup_target=_checked(backup.nfs))
-    archive = WalArchive(
-        store=_checked(database.postgres.object_store),
-        access_key_id=_checked(access_key_id),
-        secret_access_key=_checked(secret_access_key),
+def database_stage_args(config: StackConfig, policy: RenderedPolicy) -> DatabaseStageArgs:
+    """The database components of ``config``'s stage (in file mode the migration Job's `headscale configtest` loads
+    the stack's rendered ``policy`` too). A config that lacks what the stage needs (one built by hand, not parsed)
+    is refused with the problems the config check reports."""
+    credentials = dict(
+        zip(CREDENTIAL_KEYS, (config.object_store_access_key_id, config.object_store_secret_access_key), strict=True)
     )
-    if stage is DatabaseStage.MIGRATING:
-        return Migrating(
-            backup_target=_checked(backup.nfs), archive=archive, migration_image=_checked(database.migration.image)
-        )
-    return OnPostgres(archive=archive)
+    problems = database_stage_problems(config.database, config.backup, credentials)
+    if problems:
+        raise ConfigError(problems)
+    stage = config.database.stage
+    if stage is DatabaseStage.SQLITE:
+        return OnSqlite()
+    cluster = postgres_database_args(config)
+    if stage is DatabaseStage.POSTGRES:
+        return OnPostgres(cluster=cluster)
+    return Migrating(cluster=cluster, migration=sqlite_to_postgres_args(config, policy))
 
 
-def _checked(value: _T | None) -> _T:
-    """A value ``_stage_problems`` found present (the types cannot say so of the settings' optional fields)."""
+def postgres_database_args(config: StackConfig) -> PostgresDatabaseArgs:
+    """The CNPG cluster's Args: a standby runs a replica cluster of the active site's, streaming when configured."""
+    postgres = config.database.postgres
+    replica_of = None
+    if config.role is Role.STANDBY:
+        streaming = postgres.replica_source is ReplicaSource.STREAMING
+        replica_of = ReplicaOf(streaming_host=str(postgres.streaming_host) if streaming else None)
+    return PostgresDatabaseArgs(
+        namespace=config.namespace,
+        instances=postgres.instances,
+        image=postgres.image,
+        resources=postgres.resources,
+        storage_size=postgres.storage_size,
+        storage_class=config.cluster.storage_class,
+        object_store=_present(postgres.object_store),
+        object_store_access_key_id=_present(config.object_store_access_key_id).get_secret_value(),
+        object_store_secret_access_key=_present(config.object_store_secret_access_key).get_secret_value(),
+        backup_schedule=postgres.backup_schedule,
+        replica_of=replica_of,
+    )
+
+
+def sqlite_to_postgres_args(config: StackConfig, policy: RenderedPolicy) -> SqliteToPostgresArgs:
+    """The migration Job's Args: this stack's SQLite backup into its CNPG cluster."""
+    backup = config.backup
+    return SqliteToPostgresArgs(
+        namespace=config.namespace,
+        image=_present(config.database.migration.image),
+        force=config.database.migration.force,
+        deadline_seconds=config.database.migration.deadline_seconds,
+        headscale_image=config.headscale.image,
+        headscale_version=config.headscale.version,
+        resources=config.headscale.resources,
+        restore_image=backup.litestream.image,
+        restore_resources=backup.litestream.resources,
+        backup_claim=claim_name(_present(backup.nfs)),
+        target=postgres_storage(config),
+        oidc=config.headscale.oidc is not None,
+        policy=policy_file(config, policy),
+        cluster=config.cluster,
+        authenticate=True,  # the migrating stage keeps Headscale's SQLite backup, and with it its key's Secret
+        auth=backup.auth,
+    )
+
+
+def _present(value: _T | None) -> _T:
+    """A value ``database_stage_problems`` found present (the settings' optional fields cannot say so)."""
     assert value is not None
     return value

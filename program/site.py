@@ -26,15 +26,10 @@ from headscale_ha.components.postgres import PostgresDatabase
 from headscale_ha.components.subnet_routers import SubnetRouters, router_key_secrets
 from headscale_ha.components.tailnet_objects import TailnetObjects
 from headscale_ha.components.tailnet_policy import TailnetPolicy, live_policy
+from headscale_ha.program.database_stage import Migrating, OnSqlite
 from headscale_ha.program.lease_gates import lease_gate
 from headscale_ha.program.outputs import stack_outputs
-from headscale_ha.program.site_args import (
-    KubernetesArgs,
-    MigratingStageArgs,
-    NamespaceArgs,
-    SiteArgs,
-    SqliteStageArgs,
-)
+from headscale_ha.program.site_args import KubernetesArgs, NamespaceArgs, SiteArgs
 from headscale_ha.program.standby import StandbyGate, standby_gate
 
 
@@ -141,7 +136,7 @@ class TailnetSite(pulumi.ComponentResource):
         """The database, the policy, Headscale and its public endpoint, the migration; returns what serves the API."""
         name = self._name
         self.database = None
-        if not isinstance(args.database, SqliteStageArgs):
+        if not isinstance(args.database, OnSqlite):
             self.database = PostgresDatabase(f"{name}-database", args.database.cluster, opts=in_namespace)
         # Before the server: in file mode its pod mounts the policy ConfigMap and waits for it.
         self.policy = TailnetPolicy(f"{name}-policy", args.policy, opts=in_namespace)
@@ -153,7 +148,7 @@ class TailnetSite(pulumi.ComponentResource):
         serving: list[pulumi.Resource] = [self.headscale.deployment, endpoint]
         # After the server: the provider compares with (or in `apply` writes) the policy of the server rolled out.
         live_policy(self.policy, args.policy, after=serving, parent=self)
-        if isinstance(args.database, MigratingStageArgs) and self.database is not None:
+        if isinstance(args.database, Migrating) and self.database is not None:
             # Awaited by Pulumi: the stage is done when the Job succeeded; Headscale stays at 0 until then.
             after = _after(in_namespace, self.database.cluster, self.headscale.deployment)
             SqliteToPostgres(f"{name}-migration", args.database.migration, opts=after)

@@ -18,19 +18,16 @@ from headscale_ha.components.endpoint import PublicEndpointArgs
 from headscale_ha.components.gateway_services import GatewayServicesArgs
 from headscale_ha.components.headplane import HeadplaneArgs
 from headscale_ha.components.headscale import HeadscaleServerArgs
-from headscale_ha.components.migration import SqliteToPostgresArgs
 from headscale_ha.components.monitoring import MonitoringArgs
 from headscale_ha.components.network_policy import NetworkPoliciesArgs
 from headscale_ha.components.pod import labels
-from headscale_ha.components.postgres import PostgresDatabaseArgs
 from headscale_ha.components.settings import Role
 from headscale_ha.components.subnet_routers import SubnetRoutersArgs
 from headscale_ha.components.tailnet_objects import TailnetObjectsArgs
 from headscale_ha.components.tailnet_policy import TailnetPolicyArgs
-from headscale_ha.policy.render import RenderedPolicy
 from headscale_ha.program import args
 from headscale_ha.program.config import StackConfig
-from headscale_ha.program.database_stage import DatabaseStagePlan, Migrating, OnPostgres, OnSqlite
+from headscale_ha.program.database_stage import DatabaseStageArgs, database_stage_args
 from headscale_ha.program.examples import warning as example_warning
 from headscale_ha.program.lease_gates import LeaseOrder, lease_order
 from headscale_ha.program.network import network_args
@@ -67,29 +64,6 @@ class ConfiguredRouterKeys:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SqliteStageArgs:
-    """The sqlite stage: no database component; Headscale's SQLite is part of HeadscaleServer."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class MigratingStageArgs:
-    """The migrating stage: the CloudNativePG cluster and the Job that copies SQLite's backup into it."""
-
-    cluster: PostgresDatabaseArgs
-    migration: SqliteToPostgresArgs
-
-
-@dataclass(frozen=True, kw_only=True)
-class PostgresStageArgs:
-    """The postgres stage: the CloudNativePG cluster Headscale serves from."""
-
-    cluster: PostgresDatabaseArgs
-
-
-DatabaseStageArgs = SqliteStageArgs | MigratingStageArgs | PostgresStageArgs
-
-
-@dataclass(frozen=True, kw_only=True)
 class SiteArgs:
     """Every component's args for one site, from the stack config alone; None: the site has no such component."""
 
@@ -101,7 +75,7 @@ class SiteArgs:
     gateway_namespace: NamespaceArgs  # the gateway services' (and userspace routers')
     routers_namespace: NamespaceArgs | None  # kernel-mode routers' own, `privileged`
     backup_volume: BackupVolumeArgs | None
-    database: DatabaseStageArgs
+    database: DatabaseStageArgs  # the stage's database components (program/database_stage.py)
     policy: TailnetPolicyArgs
     headscale: HeadscaleServerArgs
     endpoint: PublicEndpointArgs
@@ -131,18 +105,6 @@ def kernel_routers_namespace(name: str) -> NamespaceArgs:
     return NamespaceArgs(name=name, labels={**labels("subnet-router", "namespace"), **levels})
 
 
-def database_stage_args(config: StackConfig, stage: DatabaseStagePlan, policy: RenderedPolicy) -> DatabaseStageArgs:
-    """The database components of the config's ``stage``, each from what the stage guarantees (in file mode the
-    migration Job's `headscale configtest` loads the stack's rendered ``policy`` too)."""
-    if isinstance(stage, OnSqlite):
-        return SqliteStageArgs()
-    cluster = args.postgres_database_args(config, stage.archive)
-    if isinstance(stage, OnPostgres):
-        return PostgresStageArgs(cluster=cluster)
-    assert isinstance(stage, Migrating)  # the last of the three
-    return MigratingStageArgs(cluster=cluster, migration=args.sqlite_to_postgres_args(config, stage, policy))
-
-
 def configured_router_keys(config: StackConfig) -> ConfiguredRouterKeys | None:
     """The user's keys, when the stack has no API access to mint them. Whether each is single-use cannot be checked
     without API access: the config's description and the README ask for single-use keys (an accepted risk)."""
@@ -154,7 +116,7 @@ def configured_router_keys(config: StackConfig) -> ConfiguredRouterKeys | None:
 
 def site_args(config: StackConfig) -> SiteArgs:
     """The one pass from the stack config to every component's args (raises ConfigError before any resource)."""
-    policy, stage = args.render_stack_policy(config), args.stage_of(config)
+    policy = args.render_stack_policy(config)
     routers_namespace = args.routers_namespace(config)
     kernel = routers_namespace != config.gateway.namespace
     return SiteArgs(
@@ -170,9 +132,9 @@ def site_args(config: StackConfig) -> SiteArgs:
         gateway_namespace=restricted_namespace(config.gateway.namespace, "tailnet-gateway"),
         routers_namespace=kernel_routers_namespace(routers_namespace) if kernel else None,
         backup_volume=args.backup_volume_args(config),
-        database=database_stage_args(config, stage, policy),
+        database=database_stage_args(config, policy),
         policy=args.tailnet_policy_args(config, policy),
-        headscale=args.headscale_server_args(config, stage, policy),
+        headscale=args.headscale_server_args(config, policy),
         endpoint=args.public_endpoint_args(config),
         tailnet_objects=args.tailnet_objects_args(config),
         router_keys=configured_router_keys(config),

@@ -53,7 +53,7 @@ def config_input(
 ) -> HeadscaleConfigInput:
     """The renderer's inputs the program derives for a stack (through the server's Args), with this test's paths
     and, in the postgres stage, its connection."""
-    server = args.headscale_server_args(config, args.stage_of(config), args.render_stack_policy(config))
+    server = args.headscale_server_args(config, args.render_stack_policy(config))
     derived = headscale_config_input(server)
     database: SqliteDatabase | PostgresConnection = SqliteDatabase(path=f"{paths.data_dir}/db.sqlite")
     if config.database.stage is DatabaseStage.POSTGRES:

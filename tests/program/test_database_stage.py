@@ -1,5 +1,5 @@
-"""The database stage as types: each stage's value holds what the stage needs, and a config that lacks it is refused
-with the problems the config check reports (one rule, two users)."""
+"""The database stage as one type: each stage's value holds exactly the Args of its database components, and a
+config that lacks what the stage needs is refused with the problems the config check reports (one rule, two users)."""
 
 from __future__ import annotations
 
@@ -7,35 +7,62 @@ import pytest
 from pydantic import SecretStr
 
 from headscale_ha.components.settings import BackupSettings, DatabaseSettings, Nfs, ObjectStore
+from headscale_ha.program import args
+from headscale_ha.program.config import ConfigError, StackConfig
+from headscale_ha.program.config_rules import database_stage_problems
 from headscale_ha.program.database_stage import (
-    DatabaseStageError,
     Migrating,
     OnPostgres,
     OnSqlite,
-    WalArchive,
-    database_stage,
+    database_stage_args,
+    postgres_database_args,
+    sqlite_to_postgres_args,
 )
+from tests.support.config_samples import STORE, STORE_KEYS, parse
 
 NFS = Nfs(server="nfs.example.org", path="/export")
-STORE = ObjectStore(destination_path="s3://wal/hydra")
-KEYS = {"access_key_id": SecretStr("AKIA"), "secret_access_key": SecretStr("s3cr3t")}
-NO_KEYS = {"access_key_id": None, "secret_access_key": None}
+KEYS = {"objectStoreAccessKeyId": SecretStr("AKIA"), "objectStoreSecretAccessKey": SecretStr("s3cr3t")}
+NO_KEYS = dict.fromkeys(KEYS)
+KEYS_SECRET = "objectStoreSecretAccessKey"
 IMAGE = "registry.example.com/headscale-ha/migrate:1.0.0"
 
 
-def _database(stage: str, *, store: ObjectStore | None = STORE, image: str | None = IMAGE) -> DatabaseSettings:
+WAL_STORE = ObjectStore(destination_path="s3://wal/hydra")
+
+
+def _database(stage: str, *, store: ObjectStore | None = WAL_STORE, image: str | None = IMAGE) -> DatabaseSettings:
     return DatabaseSettings.model_validate(
         {"stage": stage, "postgres": {"objectStore": store}, "migration": {"image": image}}
     )
 
 
-def test_each_stage_is_its_own_type_with_what_it_needs() -> None:
-    archive = WalArchive(store=STORE, **KEYS)
-    backup = BackupSettings(nfs=NFS)
-    assert database_stage(_database("sqlite"), backup, **NO_KEYS) == OnSqlite(backup_target=NFS)
-    migrating = database_stage(_database("migrating"), backup, **KEYS)
-    assert migrating == Migrating(backup_target=NFS, archive=archive, migration_image=IMAGE)
-    assert database_stage(_database("postgres"), BackupSettings(), **KEYS) == OnPostgres(archive=archive)
+def _stack(stage: str) -> StackConfig:
+    database = {"stage": stage, "postgres": {"objectStore": STORE}, "migration": {"image": IMAGE}}
+    if stage == "sqlite":
+        return parse("hydra", database={"stage": stage})
+    return parse("hydra", secret_keys=tuple(STORE_KEYS), database=database, **STORE_KEYS)
+
+
+def test_each_stage_holds_exactly_its_components_args() -> None:
+    sqlite, migrating, postgres = (_stack(stage) for stage in ("sqlite", "migrating", "postgres"))
+    policy = args.render_stack_policy(migrating)
+    assert database_stage_args(sqlite, args.render_stack_policy(sqlite)) == OnSqlite()
+    assert database_stage_args(migrating, policy) == Migrating(
+        cluster=postgres_database_args(migrating), migration=sqlite_to_postgres_args(migrating, policy)
+    )
+    assert database_stage_args(postgres, args.render_stack_policy(postgres)) == OnPostgres(
+        cluster=postgres_database_args(postgres)
+    )
+
+
+def test_a_hand_built_config_without_what_the_stage_needs_is_refused_before_any_args() -> None:
+    config = _stack("migrating")
+    migration = config.database.migration.model_copy(update={"image": None})
+    database = config.database.model_copy(update={"migration": migration})
+    lacking = config.model_copy(update={"database": database, "object_store_secret_access_key": None})
+    with pytest.raises(ConfigError) as caught:
+        database_stage_args(lacking, args.render_stack_policy(config))
+    assert {problem.split(":")[1] for problem in caught.value.problems} == {KEYS_SECRET, "database.migration.image"}
 
 
 @pytest.mark.parametrize(
@@ -50,14 +77,18 @@ def test_each_stage_is_its_own_type_with_what_it_needs() -> None:
             NO_KEYS,
             ["backup.nfs", "objectStoreAccessKeyId", "objectStoreSecretAccessKey", "database.postgres.objectStore"],
         ),
-        ("postgres", {}, BackupSettings(), {**KEYS, "secret_access_key": None}, ["objectStoreSecretAccessKey"]),
+        (
+            "postgres",
+            {},
+            BackupSettings(),
+            {**KEYS, "objectStoreSecretAccessKey": None},
+            ["objectStoreSecretAccessKey"],
+        ),
     ],
 )
 def test_a_stage_without_what_it_needs_names_every_key(
     stage: str, database: dict, backup: BackupSettings, keys: dict, missing: list[str]
 ) -> None:
-    with pytest.raises(DatabaseStageError) as caught:
-        database_stage(_database(stage, **database), backup, **keys)
-    named = [problem.split(":")[1] for problem in caught.value.problems]
-    assert named == missing
-    assert all(problem.endswith("got nothing") for problem in caught.value.problems)
+    found = database_stage_problems(_database(stage, **database), backup, keys)
+    assert [problem.split(":")[1] for problem in found] == missing
+    assert all(problem.endswith("got nothing") for problem in found)

@@ -10,7 +10,8 @@ import pytest
 from headscale_ha.components.backup_volume import claim_name
 from headscale_ha.components.settings import Nfs
 from headscale_ha.program.config import ConfigError
-from headscale_ha.program.site_args import MigratingStageArgs, site_args
+from headscale_ha.program.database_stage import Migrating
+from headscale_ha.program.site_args import site_args
 from tests.support.config_samples import STORE, STORE_KEYS, parse
 from tests.support.stack_snippets import POSTGRES
 
@@ -49,7 +50,7 @@ def test_the_args_point_the_job_at_this_stacks_backup_and_cnpg_cluster() -> None
     database = {"stage": "migrating", "postgres": {"objectStore": STORE}, "migration": {"image": MIGRATION_IMAGE}}
     config = parse("hydra", secret_keys=tuple(STORE_KEYS), database=database, **STORE_KEYS)
     database_args = site_args(config).database
-    assert isinstance(database_args, MigratingStageArgs)
+    assert isinstance(database_args, Migrating)
     args = database_args.migration
     assert (args.image, args.force, args.deadline_seconds) == (MIGRATION_IMAGE, False, 3600)
     assert args.backup_claim == BACKUP_CLAIM

@@ -15,7 +15,8 @@ from headscale_ha.components.backup_volume import claim_name
 from headscale_ha.components.postgres import PostgresDatabaseArgs, ReplicaOf
 from headscale_ha.components.settings import Nfs, ReplicaSource, Role
 from headscale_ha.program.config import ConfigError, StackConfig
-from headscale_ha.program.site_args import PostgresStageArgs, site_args
+from headscale_ha.program.database_stage import OnPostgres
+from headscale_ha.program.site_args import site_args
 from tests.support.headscale_config_samples import stack_config
 from tests.support.manifest_validator import validate
 from tests.support.stack_snippets import POSTGRES
@@ -161,7 +162,7 @@ def _on_postgres(role: Role, **postgres: Any) -> StackConfig:
 
 def _cluster_args(config: StackConfig) -> PostgresDatabaseArgs:
     database = site_args(config).database
-    assert isinstance(database, PostgresStageArgs)
+    assert isinstance(database, OnPostgres)
     return database.cluster
 
 

@@ -419,6 +419,5 @@ def program_config(version: str = "0.29.2", *, policy_mode: str = "apply") -> st
     """The config.yaml the program renders for the hydra stack at ``version`` with the tailnet policy ``policy_mode``
     (``apply``: database mode, the provider writes the policy), through the same functions its plan uses."""
     config = stack_config(version, policy={"mode": policy_mode})
-    stage, policy = program_args.stage_of(config), program_args.render_stack_policy(config)
-    server = program_args.headscale_server_args(config, stage, policy)
+    server = program_args.headscale_server_args(config, program_args.render_stack_policy(config))
     return headscale_config_yaml(headscale_config_input(server))
