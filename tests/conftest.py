@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulumi
 import pytest
 
-from tests.support.stacks import LAB_STACK
+from tests.support.stacks import LAB_STACK, project_copier
 from tools import harness
 from tools import pulumi_internals as sdk
 from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs
@@ -52,15 +50,7 @@ def project_copy(tmp_path: Path) -> Callable[..., Path]:
 
     ``project_copy(lab="config: ...")`` writes ``Pulumi.lab.yaml`` with that (dedented) text.
     """
-
-    def make(**stack_files: str) -> Path:
-        for path in PROJECT_DIR.glob("Pulumi*.yaml"):
-            shutil.copy(path, tmp_path / path.name)
-        for stack, text in stack_files.items():
-            (tmp_path / f"Pulumi.{stack}.yaml").write_text(textwrap.dedent(text))
-        return tmp_path
-
-    return make
+    return project_copier(tmp_path)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.engine.apiserver import Cluster, object_key
-from tests.support.engine.lifecycle import IDENTITY, SITES, Lab
+from tests.support.engine.lifecycle import IDENTITY, SITES, DeployedLab, Lab
 from tests.support.engine.state import RunResult
 from tests.support.engine.world import kubeconfig_for
 from tests.support.lifecycle_stages import migrating
@@ -26,22 +26,30 @@ CONFIG_PROVIDER = "default"
 LITESTREAM_BUMP = {"headscale-ha:backup.litestream.image": "docker.io/litestream/litestream:0.5.18"}
 
 
+@pytest.fixture(scope="module")
+def deployed() -> Iterator[DeployedLab]:
+    deployed = DeployedLab()
+    yield deployed
+    deployed.close()
+
+
+@pytest.fixture(scope="module")
+def api_deployed() -> Iterator[DeployedLab]:
+    deployed = DeployedLab(api=True)
+    yield deployed
+    deployed.close()
+
+
 @pytest.fixture
-def lab() -> Iterator[Lab]:
+def lab(deployed: DeployedLab) -> Lab:
     """Both clusters with the first deployment done, without Headscale API access (a fresh install)."""
-    lab = Lab()
-    lab.first_deployment()
-    yield lab
-    lab.close()
+    return deployed.fresh()
 
 
 @pytest.fixture
-def api_lab() -> Iterator[Lab]:
+def api_lab(api_deployed: DeployedLab) -> Lab:
     """Both clusters deployed with bootstrapApiKey set, Headscale (the fake) behind hydra's public route."""
-    lab = Lab(api=True)
-    lab.first_deployment()
-    yield lab
-    lab.close()
+    return api_deployed.fresh()
 
 
 def _kinds(result: RunResult) -> set[str]:

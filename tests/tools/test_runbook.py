@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,8 @@ import yaml
 
 from headscale_ha.program.failover import FENCE_TIMEOUT_SECONDS
 from tests.support.cli_model import CommandLine
-from tests.support.engine.lifecycle import Lab
+from tests.support.engine.lifecycle import DeployedLab, Lab
+from tests.support.stacks import project_copier
 from tools.harness import PROJECT_DIR
 from tools.hints import VIA_MAKE_ENV
 from tools.runbook import RefusalError, main, set_project_values
@@ -25,27 +26,40 @@ HYDRA = "organization/headscale-ha/hydra"
 COSMOS = "organization/headscale-ha/cosmos"
 
 
-def _copy(tmp_path: Path) -> Path:
-    for path in PROJECT_DIR.glob("Pulumi*.yaml"):
-        shutil.copy(path, tmp_path / path.name)
-    return tmp_path
+def _copy(directory: Path) -> Path:
+    return project_copier(directory)()
 
 
-def _deployed(tmp_path: Path, *, version: str | None = None) -> tuple[Lab, CommandLine]:
-    project = _copy(tmp_path)
-    if version is not None:
-        image = f"ghcr.io/juanfont/headscale:{version}"
-        set_project_values(project, "headscale", {"version": version, "image": image})
-    lab = Lab(api=True, project_dir=project, headscale_version=version or "0.29.2")
-    lab.first_deployment()
-    return lab, CommandLine(lab)
+@pytest.fixture(scope="module")
+def deployments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str | None], tuple[Lab, CommandLine]]]:
+    """``deployments(version)``: the tailnet deployed at that Headscale release (None: the project's), on a project
+    copy, with the recording CLI. Each release is deployed once per module and handed to each test as deployed."""
+    made: dict[str | None, DeployedLab] = {}
+
+    def deployment(version: str | None = None) -> tuple[Lab, CommandLine]:
+        if version not in made:
+            project = _copy(tmp_path_factory.mktemp("project"))
+            if version is not None:
+                image = f"ghcr.io/juanfont/headscale:{version}"
+                set_project_values(project, "headscale", {"version": version, "image": image})
+            made[version] = DeployedLab(api=True, project_dir=project, headscale_version=version or "0.29.2")
+        lab = made[version].fresh()
+        return lab, CommandLine(lab)
+
+    yield deployment
+    for deployed in made.values():
+        deployed.close()
 
 
 @pytest.fixture
-def tailnet(tmp_path: Path) -> Iterator[tuple[Lab, CommandLine]]:
-    lab, cli = _deployed(tmp_path)
-    yield lab, cli
-    lab.close()
+def tailnet(deployments: Callable[[str | None], tuple[Lab, CommandLine]]) -> tuple[Lab, CommandLine]:
+    return deployments(None)
+
+
+@pytest.fixture
+def on_0_28(deployments: Callable[[str | None], tuple[Lab, CommandLine]]) -> tuple[Lab, CommandLine]:
+    """The tailnet on Headscale 0.28.0, the release before the project's: what an upgrade starts from."""
+    return deployments("0.28.0")
 
 
 class Printed(list):
@@ -205,22 +219,19 @@ def test_bad_arguments_are_refused_before_anything_runs(tailnet, argv, says) -> 
 # ------------------------------------------------------------------------------------------------ upgrade
 
 
-def test_a_minor_upgrade_is_one_command_active_first(tmp_path: Path) -> None:
-    lab, cli = _deployed(tmp_path, version="0.28.0")
-    try:
-        before = _registry(lab)
-        assert lab.headscale.version == "0.28.0"
-        code, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
-        assert code == 0, "\n".join(printed + cli.printed)
-        assert _shared(lab)["headscale"]["value"] == {"version": "0.29.2", "image": "ghcr.io/juanfont/headscale:0.29.2"}
-        ups = [stack for kind, stack, _ in cli.runs if kind == "up"]
-        assert ups == ["hydra", "cosmos"]
-        assert lab.headscale.version == "0.29.2", "the fake restarted on the release hydra rolled out"
-        assert _registry(lab) == before
-        for kind, stack, result in cli.runs:
-            assert "replace" not in {step.op for step in result.changes()}, f"{kind} {stack}: {result.text()}"
-    finally:
-        lab.close()
+def test_a_minor_upgrade_is_one_command_active_first(on_0_28) -> None:
+    lab, cli = on_0_28
+    before = _registry(lab)
+    assert lab.headscale.version == "0.28.0"
+    code, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
+    assert code == 0, "\n".join(printed + cli.printed)
+    assert _shared(lab)["headscale"]["value"] == {"version": "0.29.2", "image": "ghcr.io/juanfont/headscale:0.29.2"}
+    ups = [stack for kind, stack, _ in cli.runs if kind == "up"]
+    assert ups == ["hydra", "cosmos"]
+    assert lab.headscale.version == "0.29.2", "the fake restarted on the release hydra rolled out"
+    assert _registry(lab) == before
+    for kind, stack, result in cli.runs:
+        assert "replace" not in {step.op for step in result.changes()}, f"{kind} {stack}: {result.text()}"
 
 
 def test_an_upgrade_refuses_a_stack_file_that_pins_its_own_release(tailnet) -> None:
@@ -469,39 +480,33 @@ def test_an_upgrade_the_config_would_refuse_is_refused_before_any_write(tailnet,
     assert _files(lab.project_dir) == before
 
 
-def test_an_upgrade_stopped_before_its_first_up_puts_pulumi_yaml_back(tmp_path: Path) -> None:
+def test_an_upgrade_stopped_before_its_first_up_puts_pulumi_yaml_back(on_0_28) -> None:
     """hydra's cluster is unreachable: its preview fails, nothing was applied, so the release edit is undone."""
-    lab, cli = _deployed(tmp_path, version="0.28.0")
-    try:
-        before = _files(lab.project_dir)
-        lab.world.lost.add("hydra")
-        code, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
-        assert code == 1
-        assert f"`pulumi preview -s {HYDRA}` failed (exit status 255)" in printed[-1]
-        assert "Nothing was applied, so Pulumi.yaml is as it was" in printed[-1]
-        assert [kind for kind, _, _ in cli.runs] == ["preview"]
-        assert _files(lab.project_dir) == before
-    finally:
-        lab.close()
+    lab, cli = on_0_28
+    before = _files(lab.project_dir)
+    lab.world.lost.add("hydra")
+    code, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
+    assert code == 1
+    assert f"`pulumi preview -s {HYDRA}` failed (exit status 255)" in printed[-1]
+    assert "Nothing was applied, so Pulumi.yaml is as it was" in printed[-1]
+    assert [kind for kind, _, _ in cli.runs] == ["preview"]
+    assert _files(lab.project_dir) == before
 
 
-def test_an_upgrade_stopped_after_an_up_started_keeps_the_release(tmp_path: Path) -> None:
+def test_an_upgrade_stopped_after_an_up_started_keeps_the_release(on_0_28) -> None:
     """hydra's new pod never becomes ready: its `up` fails after applying, so Pulumi.yaml must keep saying what the
     stack now runs; the same command finishes the upgrade once the cause is fixed."""
-    lab, cli = _deployed(tmp_path, version="0.28.0")
-    try:
-        lab.hydra.unready.add("headscale")
-        code, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
-        assert code == 1
-        assert f"`pulumi up --yes -s {HYDRA}` failed" in printed[-1]
-        assert "its edits stand" in printed[-1]
-        assert _shared(lab)["headscale"]["value"]["version"] == "0.29.2"
-        lab.hydra.unready.discard("headscale")
-        again, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
-        assert again == 0, "\n".join(printed + cli.printed)
-        assert lab.headscale.version == "0.29.2"
-    finally:
-        lab.close()
+    lab, cli = on_0_28
+    lab.hydra.unready.add("headscale")
+    code, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
+    assert code == 1
+    assert f"`pulumi up --yes -s {HYDRA}` failed" in printed[-1]
+    assert "its edits stand" in printed[-1]
+    assert _shared(lab)["headscale"]["value"]["version"] == "0.29.2"
+    lab.hydra.unready.discard("headscale")
+    again, printed = _runbook(cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2")
+    assert again == 0, "\n".join(printed + cli.printed)
+    assert lab.headscale.version == "0.29.2"
 
 
 def test_from_make_the_confirmation_hint_names_confirm_not_the_flag(tailnet, monkeypatch) -> None:
@@ -543,19 +548,16 @@ def test_at_a_terminal_each_up_is_previewed_then_asked_for(tailnet) -> None:
     assert lab.world.dns_site == "cosmos"
 
 
-def test_an_upgrade_declined_at_the_question_applies_nothing_and_puts_the_file_back(tmp_path: Path) -> None:
+def test_an_upgrade_declined_at_the_question_applies_nothing_and_puts_the_file_back(on_0_28) -> None:
     """The active's preview is the runbook's own step: the question follows it, with no second preview."""
-    lab, cli = _deployed(tmp_path, version="0.28.0")
-    try:
-        before = _files(lab.project_dir)
-        code, printed = _runbook(
-            cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2", yes=False, ask=lambda prompt: "no"
-        )
-        assert code == 1
-        assert "not applied: the answer was 'no', not yes" in printed[-1]
-        assert "Nothing was applied, so Pulumi.yaml is as it was" in printed[-1]
-        assert [(kind, stack) for kind, stack, _ in cli.runs] == [("preview", "hydra")]
-        assert _files(lab.project_dir) == before
-        assert lab.headscale.version == "0.28.0"
-    finally:
-        lab.close()
+    lab, cli = on_0_28
+    before = _files(lab.project_dir)
+    code, printed = _runbook(
+        cli, "upgrade", "0.29.2", "ghcr.io/juanfont/headscale:0.29.2", yes=False, ask=lambda prompt: "no"
+    )
+    assert code == 1
+    assert "not applied: the answer was 'no', not yes" in printed[-1]
+    assert "Nothing was applied, so Pulumi.yaml is as it was" in printed[-1]
+    assert [(kind, stack) for kind, stack, _ in cli.runs] == [("preview", "hydra")]
+    assert _files(lab.project_dir) == before
+    assert lab.headscale.version == "0.28.0"

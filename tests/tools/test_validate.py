@@ -19,6 +19,7 @@ import yaml
 
 from tests.support.option_sets import ALL_SETS, option_set_run
 from tests.support.source_files import copy_checkout
+from tests.support.stacks import project_copier
 from tools import pod_security, validate
 from tools.harness import PROJECT_DIR
 from tools.plan import plan_stack, write_rendered
@@ -29,20 +30,6 @@ MAKE_PLAN = [f"{stack} (make plan)" for stack in list_stacks(PROJECT_DIR)]
 HYDRA = "hydra (make plan)"
 #: A problem line of either validator: "file: object: path: message" (the file is a path without ": ").
 PROBLEM = re.compile(r"^(?P<file>/[^:]+\.ya?ml): ")
-
-
-def _project_copy(base: Path) -> Callable[..., Path]:
-    """test_main's ``project_copy`` fixture, for a module-scoped cache: the real stack files plus the given ones."""
-
-    def make(**stack_files: str) -> Path:
-        base.mkdir(parents=True)
-        for path in PROJECT_DIR.glob("Pulumi*.yaml"):
-            shutil.copy(path, base / path.name)
-        for stack, text in stack_files.items():
-            (base / f"Pulumi.{stack}.yaml").write_text(textwrap.dedent(text))
-        return base
-
-    return make
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +44,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory, planned_stack_outputs) ->
             if name in MAKE_PLAN:
                 run = plan_stack(name.split()[0], stack_outputs=outputs)
             else:
-                run = option_set_run(name, _project_copy(scratch / "project"), outputs)
+                run = option_set_run(name, project_copier(tmp_path_factory.mktemp("project")), outputs)
             write_rendered(run, scratch / "out")
             cache[name] = scratch / "out"
         return cache[name]

@@ -8,8 +8,10 @@ that config value changed (a dotted path inside a key's object, as `pulumi confi
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +98,17 @@ def migration_job(cluster: Cluster, job: dict[str, Any]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class SavedLab:
+    """What a lab holds that its runs change: the world (clusters, states, lost sites), the fake's registry, and
+    the stack files of a project copy."""
+
+    world: World
+    headscale: dict[str, Any] | None
+    files: dict[Path, str]
+    overrides: dict[str, dict[str, Any]]
+
+
 class Lab:
     """``project_dir``: the project whose stack files the runs read (a copy a test edits, as a user would);
     ``headscale_version``: the release the fake Headscale runs before any site serves; ``extra_sites``: more
@@ -141,6 +154,36 @@ class Lab:
     def close(self) -> None:
         if self.headscale is not None:
             self.headscale.stop()
+
+    def saved(self) -> SavedLab:
+        """Everything a run or a test can change, to put back with ``restore``: a module deploys once and starts
+        each test from that deployment, as if the test had deployed it (module fixtures, ``deployed_lab``)."""
+        fake = self.headscale
+        files = {}
+        if self.project_dir != PROJECT_DIR:  # the checkout's own files are never edited
+            files = {path: path.read_text() for path in sorted(self.project_dir.glob("Pulumi*.yaml"))}
+        return SavedLab(
+            world=copy.deepcopy(self.world, {id(fake): fake}),
+            headscale=None if fake is None else fake.saved(),
+            files=files,
+            overrides=copy.deepcopy(self.overrides),
+        )
+
+    def restore(self, saved: SavedLab) -> None:
+        """Back to ``saved``: the world, the fake (same URL, the registry then) and the project copy's stack files;
+        what a test added to the overrides or the stack files is dropped."""
+        fake = self.headscale
+        self.world = copy.deepcopy(saved.world, {id(fake): fake})
+        self.engine = Engine(self.world)
+        self.hydra, self.cosmos = self.world.clusters["hydra"], self.world.clusters["cosmos"]
+        self.overrides = copy.deepcopy(saved.overrides)
+        if fake is not None and saved.headscale is not None:
+            fake.restore(saved.headscale)
+        if saved.files:
+            for path in set(self.project_dir.glob("Pulumi*.yaml")) - set(saved.files):
+                path.unlink()
+            for path, text in saved.files.items():
+                path.write_text(text)
 
     def config(self, stack: str, overrides: Mapping[str, Any] | None = None) -> tuple[str, dict[str, str], frozenset]:
         settings = read_stack_settings(self._directory(stack), stack, placeholders=PLACEHOLDERS)
@@ -219,3 +262,26 @@ class Lab:
 
 def project_file(path: Path) -> Path:
     return PROJECT_DIR / path
+
+
+class DeployedLab:
+    """A lab deployed once (the documented first deployment) that hands each test the lab as just deployed: a
+    module fixture holds it and a test's fixture calls ``fresh``, so a module pays for one deployment, not one per
+    test. ``options`` are the Lab's; ``overrides`` (by stack) apply from the first deployment on."""
+
+    def __init__(self, overrides: Mapping[str, dict[str, Any]] | None = None, **options: Any) -> None:
+        self.lab = Lab(**options)
+        try:
+            self.lab.overrides.update(overrides or {})
+            self.deployments = self.lab.first_deployment()
+            self._saved = self.lab.saved()
+        except BaseException:
+            self.lab.close()
+            raise
+
+    def fresh(self) -> Lab:
+        self.lab.restore(self._saved)
+        return self.lab
+
+    def close(self) -> None:
+        self.lab.close()

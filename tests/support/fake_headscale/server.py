@@ -9,6 +9,7 @@ of the route's operation family (:mod:`.users`, :mod:`.keys`, :mod:`.nodes`, :mo
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 import secrets
 import socket
@@ -192,6 +193,43 @@ class FakeHeadscale(
             self._routes = routes_for(self.minor)
             swagger = find_swagger(version)
             self.contract = None if swagger is None else SwaggerContract(swagger, version=version)
+
+    #: What serving needs rather than what the server holds (its registry, release, records and faults): kept as it
+    #: is when a saved state is put back. The release's routes and contract follow ``version`` (``restart_as``).
+    _NOT_SAVED = frozenset(
+        {
+            "lock",
+            "_record_lock",
+            "_clock",
+            "_server",
+            "_thread",
+            "_stopping",
+            "_connections",
+            "_handler_threads",
+            "_held",
+            "url",
+            "minor",
+            "_routes",
+            "contract",
+            "contract_note",
+        }
+    )
+
+    def saved(self) -> dict[str, Any]:
+        """Everything the server holds, to put back with ``restore``."""
+        with self.lock, self._record_lock:
+            return copy.deepcopy({key: value for key, value in vars(self).items() if key not in self._NOT_SAVED})
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Back to ``saved``, serving at the same URL: as a server that held exactly that and was never called
+        since (a lab deployed once puts its fake back before each test, tests/support/engine/lifecycle.py)."""
+        self.come_back()
+        if self._server is None:
+            self.start(port=int(self.url.rsplit(":", 1)[1]))
+        if saved["version"] != self.version:
+            self.restart_as(saved["version"])
+        with self.lock, self._record_lock:
+            vars(self).update(copy.deepcopy(saved))
 
     def __enter__(self) -> FakeHeadscale:
         return self.start()
