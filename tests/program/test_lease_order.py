@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from headscale_ha.program.lease_gates import LeaseOrderError
-from tests.support.engine.lifecycle import Lab
+from tests.support.engine.lifecycle import DeployedLab, Lab
 from tests.support.engine.state import RunResult
 from tests.support.witness_samples import kubeconfig
 
@@ -29,17 +29,24 @@ def lease(stack: str, *, automatic: bool) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    """Both sites deployed in manual mode, then each given its witness kubeconfig (the accounts prepared), as
-    docs/witness-lease.md has it: the active's exit check references the other sites' stacks, which exist by then."""
-    lab = Lab()
-    lab.first_deployment()
+def _manual_with_witness_kubeconfigs(lab: Lab) -> None:
     turn(lab, automatic=False)
     for stack in ("hydra", "cosmos"):
         applied(lab, stack)
-    yield lab
-    lab.close()
+
+
+@pytest.fixture(scope="module")
+def prepared() -> Iterator[DeployedLab]:
+    deployed = DeployedLab(then=_manual_with_witness_kubeconfigs)
+    yield deployed
+    deployed.close()
+
+
+@pytest.fixture
+def lab(prepared: DeployedLab) -> Lab:
+    """Both sites deployed in manual mode, then each given its witness kubeconfig (the accounts prepared), as
+    docs/witness-lease.md has it: the active's exit check references the other sites' stacks, which exist by then."""
+    return prepared.fresh()
 
 
 def headscale(lab: Lab, site: str) -> tuple[int, bool]:

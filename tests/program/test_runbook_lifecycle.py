@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.engine.lifecycle import IDENTITY, SITES, Lab
+from tests.support.engine.lifecycle import IDENTITY, SITES, DeployedLab, Lab
 from tests.support.engine.state import RunResult
 from tests.support.fake_headscale import FakeHeadscale
 from tests.support.lifecycle_stages import migrating
+from tests.support.stacks import project_copier
 
 API = "pulumi-python:dynamic/headscale:"
 GATE = "pulumi-python:dynamic/upgrade:VersionGate"
@@ -191,30 +192,49 @@ def _live_version(fake: FakeHeadscale) -> str:
     return requests.get(f"{fake.url}/version", timeout=5).json()["version"]
 
 
-@pytest.fixture
-def project(project_copy: Callable[..., Path]) -> Path:
-    """A copy of the project's Pulumi.yaml and stack files: the runbooks edit these."""
-    return project_copy()
+@pytest.fixture(scope="module")
+def project_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("project")
 
 
 @pytest.fixture
-def deployed(project: Path) -> Iterator[Callable[..., Lab]]:
+def project(project_dir: Path) -> Path:
+    """A copy of the project's Pulumi.yaml and stack files, as shipped: the runbooks edit these."""
+    for path in project_dir.glob("Pulumi*.yaml"):
+        path.unlink()
+    return project_copier(project_dir)()
+
+
+@pytest.fixture(scope="module")
+def deployments() -> Iterator[dict[str, DeployedLab]]:
+    """The labs this module deployed, by what they were deployed from (stack files, overrides, options)."""
+    made: dict[str, DeployedLab] = {}
+    yield made
+    for deployed in made.values():
+        deployed.close()
+
+
+@pytest.fixture
+def deployed(project: Path, deployments: dict[str, DeployedLab]) -> Callable[..., Lab]:
     """``deployed(overrides, **lab_options)``: a Lab with API access reading ``project`` (and ``overrides`` by stack),
-    after the first deployment (identity, hydra, cosmos) and with the tailnet in use (see ``_in_use``)."""
-    labs: list[Lab] = []
+    after the first deployment (identity, hydra, cosmos) and with the tailnet in use (see ``_in_use``). Tests that
+    deploy from the same files, overrides and options share one deployment (DeployedLab)."""
 
     def make(overrides: dict[str, dict[str, Any]] | None = None, **options: Any) -> Lab:
-        lab = Lab(api=True, project_dir=project, **options)
-        labs.append(lab)
-        lab.overrides.update(overrides or {})
-        lab.first_deployment()
-        assert lab.headscale is not None
-        _in_use(lab.headscale)
-        return lab
+        files = {path.name: path.read_text() for path in sorted(project.glob("Pulumi*.yaml"))}
+        key = json.dumps([files, overrides, options], sort_keys=True, default=str)
+        if key not in deployments:
+            deployments[key] = DeployedLab(
+                overrides, then=lambda lab: _in_use(_fake(lab)), api=True, project_dir=project, **options
+            )
+        return deployments[key].fresh()
 
-    yield make
-    for lab in labs:
-        lab.close()
+    return make
+
+
+def _fake(lab: Lab) -> FakeHeadscale:
+    assert lab.headscale is not None
+    return lab.headscale
 
 
 # ------------------------------------------------------------------------------------------------ the runbooks

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from headscale_ha.program.standby import StandbyMismatch
-from tests.support.engine.lifecycle import IDENTITY, Lab
+from tests.support.engine.lifecycle import IDENTITY, DeployedLab, Lab
 from tests.support.engine.state import RunResult
 from tests.support.engine.world import StackState
 
@@ -45,15 +45,19 @@ POSTGRES = {
 }
 
 
+@pytest.fixture(scope="module")
+def pinned() -> Iterator[DeployedLab]:
+    deployed = DeployedLab({"hydra": dict(PINNED), "cosmos": dict(PINNED)})
+    yield deployed
+    deployed.close()
+
+
 @pytest.fixture
-def lab() -> Iterator[Lab]:
+def lab(pinned: DeployedLab) -> Lab:
     """Both sites deployed on 0.29.1; then cosmos alone loses its pin, so it would upgrade before the active."""
-    lab = Lab()
-    lab.overrides = {"hydra": dict(PINNED), "cosmos": dict(PINNED)}
-    lab.first_deployment()
+    lab = pinned.fresh()
     del lab.overrides["cosmos"]
-    yield lab
-    lab.close()
+    return lab
 
 
 def _snapshot(lab: Lab) -> tuple[dict[Any, Any], StackState]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -267,13 +267,22 @@ def project_file(path: Path) -> Path:
 class DeployedLab:
     """A lab deployed once (the documented first deployment) that hands each test the lab as just deployed: a
     module fixture holds it and a test's fixture calls ``fresh``, so a module pays for one deployment, not one per
-    test. ``options`` are the Lab's; ``overrides`` (by stack) apply from the first deployment on."""
+    test. ``options`` are the Lab's; ``overrides`` (by stack) apply from the first deployment on; ``then`` runs
+    after it, before the state is saved (the steps every test of the module starts from)."""
 
-    def __init__(self, overrides: Mapping[str, dict[str, Any]] | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        overrides: Mapping[str, dict[str, Any]] | None = None,
+        *,
+        then: Callable[[Lab], object] | None = None,
+        **options: Any,
+    ) -> None:
         self.lab = Lab(**options)
         try:
             self.lab.overrides.update(overrides or {})
             self.deployments = self.lab.first_deployment()
+            if then is not None:
+                then(self.lab)
             self._saved = self.lab.saved()
         except BaseException:
             self.lab.close()
