@@ -89,18 +89,19 @@ lint: $(DEV_STAMP)
 	git ls-files -z $(SHELL_SCRIPTS) | xargs -0 shellcheck --severity=style
 	$(PY) -m pyright --warnings
 
-# pytest-xdist workers (auto: one per core). `make test` and `make test-all` hand whole test files to them.
+# pytest-xdist workers (auto: one per core); each takes whole test files. The tiers: tests/workers.py.
 TEST_WORKERS ?= auto
 
-# Everyday: every test but the real-actor tier (tests/real), spread over the cores.
-test: lint $(CHECKOV_STAMP) real-tools
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/real
+# Everyday: lint, then every test that runs no actor `make real-tools` builds, spread over the cores.
+test: lint $(CHECKOV_STAMP)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --tier everyday
 
-# The real-actor tier alone: the runbooks with the real Pulumi CLI on the lab, one file after another.
+# The real-actor tier alone: the runbooks with the real Pulumi CLI on the lab (one unit, one file after another),
+# and beside them every other test of a built actor (the witness lease on a real API server, a real Headscale).
 test-real: $(DEV_STAMP) real-tools
-	$(PY) -m pytest tests/real
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --tier real
 
-# What CI runs (.ci/run): both in one pytest run, the real tier one unit on one worker, started first
+# What CI runs (.ci/run): both tiers in one pytest run, the runbooks one unit on one worker, started first
 # (tests/workers.py), every other file beside it.
 test-all: lint $(CHECKOV_STAMP) real-tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder

@@ -253,12 +253,15 @@ def _pytest_recipe(target: str) -> list[str]:
     return recipe.split("-m pytest", 1)[1].split()
 
 
-def test_ci_runs_every_test_and_make_test_leaves_out_the_real_tier_alone() -> None:
-    """`make test-all` (CI) selects nothing away; `make test` only the real-actor tier, which `make test-real` runs."""
-    everything = _pytest_recipe("test-all")
-    assert not [arg for arg in everything if arg.startswith(("--ignore", "-k", "-m", "--deselect", "tests"))]
-    assert [arg for arg in _pytest_recipe("test") if arg.startswith("--ignore")] == ["--ignore=tests/real"]
-    assert _pytest_recipe("test-real") == ["tests/real"]
+def test_ci_runs_every_test_and_the_two_tiers_split_the_rest() -> None:
+    """`make test-all` (CI) selects nothing away; `make test` and `make test-real` select a tier each and nothing
+    else (tests/workers.py decides which test is in which)."""
+    selecting = ("--ignore", "-k", "-m", "--deselect", "--tier", "tests")
+    assert not [arg for arg in _pytest_recipe("test-all") if arg.startswith(selecting)]
+    for target, tier in (("test", "everyday"), ("test-real", "real")):
+        recipe = _pytest_recipe(target)
+        assert [arg for arg in recipe if arg.startswith(selecting)] == ["--tier"], target
+        assert recipe[recipe.index("--tier") + 1] == tier
 
 
 def test_the_marker_is_registered_for_strict_markers(pytestconfig: pytest.Config) -> None:

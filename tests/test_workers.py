@@ -59,3 +59,33 @@ def test_the_scope_of_a_test_is_its_file_or_the_whole_real_tier() -> None:
     assert scheduler._split_scope("tests/real/test_destroy.py::test_b[x::y]") == "tests/real/"
     assert scheduler._split_scope("tests/program/test_config.py::test_c[a::b]") == "tests/program/test_config.py"
     assert scheduler._split_scope("tests/realistic/test_d.py::test_e") == "tests/realistic/test_d.py"
+
+
+TIERED = {
+    "tests/real/test_lab.py": "",
+    "tests/components/test_lease.py": '@pytest.mark.real_tool("kube-apiserver", "dash")\n',
+    "tests/provider/test_server.py": '@pytest.mark.real_tool("headscale")\n',
+    "tests/components/test_script.py": '@pytest.mark.real_tool("dash")\n',
+    "tests/program/test_plan.py": "",
+}
+
+
+def _selected(root: Path, tier: str) -> set[str]:
+    """The files whose test `--tier <tier>` selects, from a collection of the suite TIERED describes."""
+    for relative, marker in TIERED.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"import pytest\n\n\n{marker}def test_it():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR)}
+    argv = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "tests.workers", "-p", "no:cacheprovider",
+            "--rootdir", str(root), "--import-mode=importlib", "-c", os.devnull, "--tier", tier, "tests"]  # fmt: skip
+    result = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode in (0, 5), result.stdout + result.stderr
+    return {line.split("::")[0] for line in result.stdout.splitlines() if "::" in line}
+
+
+def test_the_tiers_split_the_suite_by_whether_a_test_runs_a_built_actor(tmp_path: Path) -> None:
+    built = {"tests/real/test_lab.py", "tests/components/test_lease.py", "tests/provider/test_server.py"}
+    assert _selected(tmp_path, "real") == built
+    assert _selected(tmp_path, "everyday") == set(TIERED) - built
+    assert _selected(tmp_path, "all") == set(TIERED)

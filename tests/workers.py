@@ -1,4 +1,11 @@
-"""How pytest-xdist spreads the suite over the cores (`make test`, `make test-all`; see the Makefile).
+"""The suite's two tiers, and how pytest-xdist spreads them over the cores (`make test`, `make test-real`,
+`make test-all`; see the Makefile).
+
+The real-actor tier is every test that runs an actor `make real-tools` builds from source (a Kubernetes control
+plane, the Pulumi CLI, Headscale, a Tailscale node): tests/real, the runbooks on the lab, and every other test
+whose `real_tool` marker names such an actor (the witness lease on a real API server, the providers against a
+real Headscale). The everyday tier is the rest. `--tier everyday` (`make test`) or `--tier real`
+(`make test-real`) selects one; the default runs both (`make test-all`, CI).
 
 With `--dist loadfile` a worker takes a whole test file at a time, so a module's fixtures are set up once. This
 plugin adds one rule: the real-actor tier (tests/real, the runbooks with the real Pulumi CLI on the lab) is one
@@ -19,12 +26,30 @@ import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadFileScheduling
 
-#: The real-actor tier (`make test-real`); `make test` leaves it out.
+from tests.real_tools import MARKER, TOOLS
+
+#: The runbooks on the lab: the part of the real-actor tier that runs as one unit.
 REAL_TIER = "tests/real/"
+TIERS = ("everyday", "real", "all")
 
 
 def in_real_tier(nodeid: str) -> bool:
     return nodeid.startswith(REAL_TIER)
+
+
+def runs_a_built_actor(item: pytest.Item) -> bool:
+    """The test's `real_tool` marker names an actor `make real-tools` builds, or it is one of the runbooks."""
+    named = (name for marker in item.iter_markers(MARKER) for name in marker.args)
+    return in_real_tier(item.nodeid) or any(name in TOOLS and TOOLS[name].source == "go" for name in named)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default="all",
+        help="everyday: the tests that need no actor `make real-tools` builds; real: only those; all (default): both",
+    )
 
 
 class RealTierAsOneFile(LoadFileScheduling):
@@ -40,8 +65,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadFil
     return RealTierAsOneFile(config, log) if config.getoption("dist") == "loadfile" else None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """On a worker, the real-actor tier first (the sort is stable: each part keeps its order); a run without
-    workers keeps pytest's order."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tier ``--tier`` names; on a worker, the runbooks first (the sort is stable: each part keeps its order),
+    while a run without workers keeps pytest's order."""
+    tier = config.getoption("tier")
+    if tier != "all":
+        wanted = tier == "real"
+        deselected = [item for item in items if runs_a_built_actor(item) != wanted]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if runs_a_built_actor(item) == wanted]
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=lambda item: not in_real_tier(item.nodeid))
