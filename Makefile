@@ -81,7 +81,7 @@ crd-schemas: $(RUNTIME_STAMP)
 	$(PY) -m tools.crd_schemas --write $(CRDS)
 
 # Every shell script the project ships or runs: the pods' scripts, CI's entry point, the commit hook, the stand-in.
-SHELL_SCRIPTS := '*.sh' .ci/run .githooks/commit-msg tests/support/standin_language_host/pulumi-language-python
+SHELL_SCRIPTS := '*.sh' .ci/run .githooks/commit-msg tests/models/standin_language_host/pulumi-language-python
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check --no-cache .

@@ -3,7 +3,8 @@
 The chain as the Headscale pod runs it: a writer commits ``--rate`` single-row transactions per second, the real
 ``litestream replicate`` ships them, the signer (litestream-manifest.sh run, with POSITION_FILE) signs the replica
 and hands its position over, and the position recorder (position-recorder.sh, with the real curl, every
-``--interval`` seconds as in the pod) patches it into a fake API server over TLS (tests/support/fake_kube_api.py).
+``--interval`` seconds as in the pod) patches it into a fake API server over TLS
+(tests/models/kube_api/fake_kube_api.py).
 Every 50 ms the bench notes the signed position of the manifest and the position the API server holds; the lag is
 how long ago the manifest first reached the recorded position. A rollback of the export to any state within that
 lag passes the restore's position check (the age check still applies); older ones are refused.
@@ -29,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.fake_kube_api import FakeKubeApi, make_certificates
+from tests.models.kube_api.fake_kube_api import FakeKubeApi, make_certificates
 from tests.support.litestream_lab import (
     ROOT,
     App,

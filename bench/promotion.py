@@ -1,6 +1,6 @@
 """How long `make promote SITE=cosmos` takes on the engine model, with hydra reachable and with hydra lost.
 
-The command (tools/runbook.py) runs against the recording `pulumi`/`kubectl` of tests/support/cli_model.py: every
+The command (tools/runbook.py) runs against the recording `pulumi`/`kubectl` of tests/models/cli/cli_model.py: every
 `pulumi up` is a real run of the program (preview, then update) on the engine model, with the Headscale provider
 running for real against the fake Headscale; the fence's pod check waits on the model's clock for the rendered
 pod's termination grace period. Printed: the command's wall time, the waits it made, the pulumi runs.
@@ -23,8 +23,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.support.cli_model import CommandLine
-from tests.support.engine.lifecycle import Lab
+from tests.models.cli.cli_model import CommandLine
+from tests.models.engine.lifecycle import Lab
 from tools.runbook import main as runbook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         record = {
             "measuredOn": datetime.now(UTC).date().isoformat(),
             "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
-            "method": "tools/runbook.py promote on the engine model (tests/support/cli_model.py); every pulumi up "
+            "method": "tools/runbook.py promote on the engine model (tests/models/cli/cli_model.py); every pulumi up "
             "a real program run with the Headscale provider against the fake Headscale",
             **figures,
         }

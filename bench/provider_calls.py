@@ -27,7 +27,7 @@ from headscale_ha.provider.resources import (
     PreAuthKeyProvider,
     UserProvider,
 )
-from tests.support.fake_headscale import FakeHeadscale
+from tests.models.headscale import FakeHeadscale
 
 POLICY = '{"acls": [{"action": "accept", "src": ["user0@"], "dst": ["user0@:*"]}]}'
 SHAPE = {"users": 5, "preauth_keys": 15, "api_keys": 5, "nodes": 24, "policy": 1}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 
-from tests.support.engine.lifecycle import Lab
-from tests.support.engine.state import RunResult
-from tests.support.fake_headscale import Unreachable
+from tests.models.engine.lifecycle import Lab
+from tests.models.engine.state import RunResult
+from tests.models.headscale import Unreachable
 
 API_URL = "headscale-ha:headscaleApiUrl"
 MODES = ("refuse", "blackhole", "silent")

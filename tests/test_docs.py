@@ -13,7 +13,7 @@ import pytest
 from headscale_ha.components.release import VERSION
 from headscale_ha.program.config import StackConfig
 from headscale_ha.program.config_problems import SECRET_KEYS
-from tests.support.engine.lifecycle import IDENTITY, Lab
+from tests.models.engine.lifecycle import IDENTITY, Lab
 from tools.harness import PROJECT_DIR
 
 README = PROJECT_DIR / "README.md"

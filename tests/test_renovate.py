@@ -1,5 +1,5 @@
 """renovate.json finds every image pin and every Python pin of the repository, and updates the Headscale release
-as one (its managers and rules applied here as Renovate applies them: tests/support/renovate.py).
+as one (its managers and rules applied here as Renovate applies them: tests/models/renovate/renovate.py).
 
 Renovate only proposes updates for what its managers extract, so a pin no manager matches would silently age. The
 pins are collected independently of renovate.json: the image defaults of the typed config (walked through the
@@ -26,8 +26,8 @@ from pydantic import BaseModel
 
 from headscale_ha.components.settings import PROJECT, SUPPORTED_HEADSCALE_MINORS
 from headscale_ha.program.config import StackConfig
-from tests.support import renovate
-from tests.support.renovate import UnmodelledError, python_regex, slash_regex
+from tests.models.renovate import renovate
+from tests.models.renovate.renovate import UnmodelledError, python_regex, slash_regex
 from tools import real_tools
 from tools.harness import PROJECT_DIR, ProgramRun
 from tools.plan import IDENTITY_DIR, plan_all, plan_stack

@@ -1,7 +1,7 @@
 """What pulumi-kubernetes and the API server do with a changed field: the one rule table of the project.
 
 ``make diff`` (tools/diff/) predicts replacements and refused updates from it, and the engine model in the tests
-(tests/support/engine) replaces, updates or fails with it, so the two can never disagree. Facts, from the sources of
+(tests/models/engine) replaces, updates or fails with it, so the two can never disagree. Facts, from the sources of
 the pinned pulumi-kubernetes 4.34 and of Kubernetes:
 
 - REPLACE rows are pulumi-kubernetes' forceNew table (provider/pkg/provider/diff.go, ``forceNewProperties``): a

@@ -1,6 +1,6 @@
 """Every Pulumi SDK internal the tools and the tests use: what each is, why, and the SDK it was read in.
 
-The mock run (tools/harness.py) and the model of the engine (tests/support/engine/) drive the SDK the way the CLI's
+The mock run (tools/harness.py) and the model of the engine (tests/models/engine/) drive the SDK the way the CLI's
 language host does, which its public API does not cover: resetting the runtime between runs, draining its pending
 RPCs, the event loop it runs coroutines on, and the wire form of values (the sentinels of unknown and secret values,
 the serialization of a resource's properties and of a dynamic provider). Each is imported here and nowhere else;

@@ -1,5 +1,5 @@
 """Egress: the component's refusals, the destination helpers, and what each pod may reach for the options that
-change it, evaluated on the policies rendered from the Args (tests/support/netpol.py), with no stack planned.
+change it, evaluated on the policies rendered from the Args (tests/models/netpol/netpol.py), with no stack planned.
 
 That every pod of both stacks and of every option set reaches what it needs and nothing else, the exact policies
 hydra renders and Headscale's start-up reaches are in tests/program/test_site_network_egress.py.
@@ -25,9 +25,9 @@ from headscale_ha.components.pod import labels
 from headscale_ha.components.settings import NetworkPolicySettings
 from headscale_ha.program.config import ConfigError, StackConfig
 from headscale_ha.program.network import network_args
+from tests.models.netpol.netpol import External, Pod, network_policies_of
+from tests.models.netpol.netpol_world import INTERNET, OUTSIDE, World, rendered
 from tests.support.config_samples import STORE_KEYS, STORE_SECRETS, parse, section
-from tests.support.netpol import External, Pod, network_policies_of
-from tests.support.netpol_world import INTERNET, OUTSIDE, World, rendered
 from tests.support.site_netpol import API_CIDRS, DATABASE, KUBE_DNS, METADATA, api_server
 
 # ----------------------------------------------------------------------------------------------- the component

@@ -1,5 +1,5 @@
 """NetworkPolicies: the component's refusals and ordering, and who may connect for the options that change it,
-evaluated on the policies rendered from the Args (tests/support/netpol.py), with no stack planned.
+evaluated on the policies rendered from the Args (tests/models/netpol/netpol.py), with no stack planned.
 
 The intended flows of both stacks and every option set, and the stacks' own settings (policies off, the gateway
 LoadBalancer's source ranges) are in tests/program/test_site_network_policy.py; what each pod may reach (egress)
@@ -23,14 +23,14 @@ from headscale_ha.components.network_policy import (
 )
 from headscale_ha.components.pod import labels
 from headscale_ha.program.network_ingress import ingress_policies
-from tests.support.component_run import build_component
-from tests.support.config_samples import STORE_KEYS, STORE_SECRETS, parse
-from tests.support.netpol import (
+from tests.models.netpol.netpol import (
     External,
     Pod,
     network_policies_of,
 )
-from tests.support.netpol_world import INGRESS, INTERNET, OUTSIDE, STRANGER, World, rendered
+from tests.models.netpol.netpol_world import INGRESS, INTERNET, OUTSIDE, STRANGER, World, rendered
+from tests.support.component_run import build_component
+from tests.support.config_samples import STORE_KEYS, STORE_SECRETS, parse
 from tests.support.seam_samples import gateway_services_sample
 from tests.support.site_netpol import DATABASE, OPERATOR, PROMETHEUS, TAILNET_CLIENT
 

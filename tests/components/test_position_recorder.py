@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_kube_api import NAME, NAMESPACE, Certificates, FakeKubeApi, make_certificates
+from tests.models.kube_api.fake_kube_api import NAME, NAMESPACE, Certificates, FakeKubeApi, make_certificates
 from tests.support.litestream_lab import ROOT, stop_process
 from tests.support.litestream_lab import wait_until as _wait_until
 from tests.support.script_checks import SHELLS_ONLY, SYNTAX_CHECKERS, assert_passes, exit_codes, shell_for

@@ -25,14 +25,14 @@ from headscale_ha.components import backup_volume
 from headscale_ha.components.settings import Nfs
 from headscale_ha.components.version_gate import GATE_ID
 from headscale_ha.package.host import COMPONENTS
-from tests.support.component_run import build_component
-from tests.support.engine.component_host import (
+from tests.models.engine.component_host import (
     ComponentHost,
     Constructed,
     ConstructError,
     children_signature,
 )
-from tests.support.engine.dynamic import DynamicHost, ProviderCallError
+from tests.models.engine.dynamic import DynamicHost, ProviderCallError
+from tests.support.component_run import build_component
 from tests.support.package_samples import NFS, SAMPLES, Sample, wire_inputs
 from tests.support.wheel import bare_venv, build_wheel, installed_venv
 from tools.harness import PROJECT_DIR

@@ -1,4 +1,4 @@
-"""Entering and leaving automatic failover on the engine model (tests/support/engine): the configured active goes
+"""Entering and leaving automatic failover on the engine model (tests/models/engine): the configured active goes
 first in, last out, and a run in the wrong order is refused before any step, naming the site to run first
 (program/lease_gates.py). In between, no state has an ungated Headscale beside a gated one."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from headscale_ha.program.lease_gates import LeaseOrderError
-from tests.support.engine.lifecycle import DeployedLab, Lab
-from tests.support.engine.state import RunResult
+from tests.models.engine.lifecycle import DeployedLab, Lab
+from tests.models.engine.state import RunResult
 from tests.support.witness_samples import kubeconfig
 
 WITNESS = kubeconfig(server="https://witness.example.com:6443/")

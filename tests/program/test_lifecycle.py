@@ -1,4 +1,4 @@
-"""The routine lifecycle of both shipped stacks on the engine model (tests/support/engine): what `pulumi preview`,
+"""The routine lifecycle of both shipped stacks on the engine model (tests/models/engine): what `pulumi preview`,
 `pulumi up` and `pulumi destroy` do to the clusters, the state and Headscale, run after run."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.engine.apiserver import Cluster, object_key
-from tests.support.engine.lifecycle import IDENTITY, SITES, DeployedLab, Lab
-from tests.support.engine.state import RunResult
-from tests.support.engine.world import kubeconfig_for
+from tests.models.engine.apiserver import Cluster, object_key
+from tests.models.engine.lifecycle import IDENTITY, SITES, DeployedLab, Lab
+from tests.models.engine.state import RunResult
+from tests.models.engine.world import kubeconfig_for
 from tests.support.lifecycle_stages import migrating
 from tests.support.operations_doc import kept_rows
 from tests.support.policy_samples import edited_policy

@@ -1,4 +1,4 @@
-"""The README's runbooks with Headscale API access, on the engine model (tests/support/engine): the fake Headscale is
+"""The README's runbooks with Headscale API access, on the engine model (tests/models/engine): the fake Headscale is
 the live server the users, pre-auth keys, API keys and the policy are managed on, served by whichever site runs it.
 
 Each test follows one runbook step by step, editing a copy of the project's files as a user would (Pulumi.yaml,
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.engine.lifecycle import IDENTITY, SITES, DeployedLab, Lab
-from tests.support.engine.state import RunResult
-from tests.support.fake_headscale import FakeHeadscale
+from tests.models.engine.lifecycle import IDENTITY, SITES, DeployedLab, Lab
+from tests.models.engine.state import RunResult
+from tests.models.headscale import FakeHeadscale
 from tests.support.lifecycle_stages import migrating
 from tests.support.stacks import project_copier
 

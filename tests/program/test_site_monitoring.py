@@ -9,7 +9,7 @@ import yaml
 
 from headscale_ha.components.alerts import EXPORTER_JOB, EXPORTER_METRICS_PATH
 from headscale_ha.components.litestream import LITESTREAM_METRICS_PORT
-from tests.support.netpol import Pod, admitted, namespaces_of, network_policies_of, pods_of
+from tests.models.netpol.netpol import Pod, admitted, namespaces_of, network_policies_of, pods_of
 from tests.support.site_netpol import PROMETHEUS
 from tests.support.site_objects import object_named as _named
 from tests.support.site_objects import objects_of as _of

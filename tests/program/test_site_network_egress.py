@@ -1,10 +1,10 @@
 """Egress over whole stacks: default-deny in every namespace the program owns, and each workload of both stacks
 and of every option set of tests/support/option_sets.py reaches exactly what it needs.
 
-The rendered policies are evaluated (tests/support/netpol.py): each needed flow is allowed on both sides in Cilium's
-reading (no ipBlock selects a pod), each stranger's flow is denied in the permissive reading (an ipBlock matches pod
-addresses too, as with Calico), so both hold on either CNI. The component's refusals, the destination helpers and
-the options evaluated at the Args are in tests/components/test_network_egress.py.
+The rendered policies are evaluated (tests/models/netpol/netpol.py): each needed flow is allowed on both sides in
+Cilium's reading (no ipBlock selects a pod), each stranger's flow is denied in the permissive reading (an ipBlock
+matches pod addresses too, as with Calico), so both hold on either CNI. The component's refusals, the destination
+helpers and the options evaluated at the Args are in tests/components/test_network_egress.py.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from headscale_ha.components.pod import labels
 from headscale_ha.components.settings import DatabaseStage, Role
 from headscale_ha.program.args import gateway_proxies
 from headscale_ha.program.config import StackConfig
+from tests.models.netpol.netpol import External, Pod, namespaces_of, network_policies_of
+from tests.models.netpol.netpol_world import INGRESS, INTERNET, LAN_CLIENT, STRANGER, World, gateway_ports
 from tests.support.config_samples import parse
-from tests.support.netpol import External, Pod, namespaces_of, network_policies_of
-from tests.support.netpol_world import INGRESS, INTERNET, LAN_CLIENT, STRANGER, World, gateway_ports
 from tests.support.option_sets import ALL_SETS, option_set_config, option_set_run
 from tests.support.site_netpol import KUBE_DNS, METADATA, METADATA_V6, api_server
 from tools.harness import PROJECT_DIR

@@ -1,6 +1,6 @@
 """NetworkPolicies over whole stacks: default-deny ingress in every namespace the program owns and exactly the
 intended flows in, for both stacks and every option set of tests/support/option_sets.py (the rendered policies
-evaluated, tests/support/netpol.py); `networkPolicy.enabled: false`; the gateway LoadBalancer's source ranges from
+evaluated, tests/models/netpol/netpol.py); `networkPolicy.enabled: false`; the gateway LoadBalancer's source ranges from
 the stack's config. The component and the options evaluated at the Args are in
 tests/components/test_network_policy.py."""
 
@@ -13,13 +13,13 @@ from headscale_ha.components.network_policy import (
     DEFAULT_DENY,
 )
 from headscale_ha.program.args import gateway_services_args
-from tests.support.config_samples import parse
-from tests.support.netpol import (
+from tests.models.netpol.netpol import (
     Pod,
     namespaces_of,
     network_policies_of,
 )
-from tests.support.netpol_world import INGRESS, INTERNET, LAN_CLIENT, STRANGER, World, gateway_ports
+from tests.models.netpol.netpol_world import INGRESS, INTERNET, LAN_CLIENT, STRANGER, World, gateway_ports
+from tests.support.config_samples import parse
 from tests.support.option_sets import ALL_SETS, option_set_run
 from tests.support.site_netpol import OPERATOR, PROMETHEUS, TAILNET_CLIENT, TAILNET_CLIENT_V6
 

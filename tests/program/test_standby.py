@@ -17,7 +17,7 @@ SAME = {"headscaleVersion": "0.29.2", "databaseStage": "sqlite", "identityFinger
 
 #: A refused standby fails HeadscaleServer's read of the identity stack with its parent (the gate stops the
 #: provider, so every component): the SDK's require_output then drops coroutines it never awaited. Noise of a
-#: failed run, as the engine model treats it (tests/support/engine/engine.py); the run's error is what counts.
+#: failed run, as the engine model treats it (tests/models/engine/engine.py); the run's error is what counts.
 pytestmark = pytest.mark.filterwarnings("ignore:coroutine 'Output\\.[a-z_]+' was never awaited:RuntimeWarning")
 
 

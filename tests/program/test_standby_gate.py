@@ -1,7 +1,7 @@
 """The standby check is a gate: on a mismatch `pulumi up` (even with --skip-preview) and `pulumi preview` of the
 standby fail before any step, so nothing of the standby changes until the mismatch is corrected.
 
-On the engine model (tests/support/engine): its `up` runs the program without a preview, as `--skip-preview` does,
+On the engine model (tests/models/engine): its `up` runs the program without a preview, as `--skip-preview` does,
 so a check that only failed the run at its end would show here as applied steps.
 """
 
@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from headscale_ha.program.standby import StandbyMismatch
-from tests.support.engine.lifecycle import IDENTITY, DeployedLab, Lab
-from tests.support.engine.state import RunResult
-from tests.support.engine.world import StackState
+from tests.models.engine.lifecycle import IDENTITY, DeployedLab, Lab
+from tests.models.engine.state import RunResult
+from tests.models.engine.world import StackState
 
 #: Both sites start on this release; the project's Pulumi.yaml pins a newer one (0.29.2).
 PINNED = {

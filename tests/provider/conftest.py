@@ -12,7 +12,7 @@ from headscale_ha.provider.base import (
     forget_shared_clients,
 )
 from headscale_ha.provider.client import HeadscaleClient
-from tests.support.fake_headscale import FakeHeadscale
+from tests.models.headscale import FakeHeadscale
 
 VERSIONS = ("0.28.0", "0.29.2")
 

@@ -27,7 +27,7 @@ from headscale_ha.provider.client import (
     parse_time,
     redact,
 )
-from tests.support.fake_headscale import FakeHeadscale, Unreachable
+from tests.models.headscale import FakeHeadscale, Unreachable
 
 
 def _writes(fake) -> list:

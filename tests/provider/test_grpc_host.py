@@ -35,7 +35,7 @@ from headscale_ha.provider.resources import (
     PreAuthKeyProvider,
     UserProvider,
 )
-from tests.support.fake_headscale import FakeHeadscale, Unreachable
+from tests.models.headscale import FakeHeadscale, Unreachable
 from tests.support.litestream_lab import stop_process
 from tools import pulumi_internals as sdk
 from tools.pulumi_internals import serialize_provider

@@ -25,7 +25,7 @@ import yaml
 from headscale_ha.components.headscale_config import HeadscalePaths
 from headscale_ha.provider.client import HeadscaleClient, NotFoundError, TransientError, VersionMismatchError
 from headscale_ha.provider.resources import PolicyProvider, UserProvider
-from tests.support.fake_headscale import FakeHeadscale
+from tests.models.headscale import FakeHeadscale
 from tests.support.headscale_parity import (
     BROKEN_POLICY,
     OTHER_POLICY,

@@ -31,7 +31,7 @@ from headscale_ha.provider.resources import (
     UserProvider,
     duration,
 )
-from tests.support.fake_headscale import Unreachable
+from tests.models.headscale import Unreachable
 from tests.support.provider_resources import (
     KEY_PROPS,
     OTHER_POLICY,
@@ -447,7 +447,7 @@ def test_destroy_leaves_the_policy_unless_asked(providers, client) -> None:
 
 def test_file_mode_servers_refuse_with_their_message(clock) -> None:
     from headscale_ha.provider.client import HeadscaleClient
-    from tests.support.fake_headscale import FakeHeadscale
+    from tests.models.headscale import FakeHeadscale
 
     with FakeHeadscale(version="0.29.2", policy_mode="file", now=clock) as server:
         server.policy_text = "{}"  # the file the server was started with

@@ -34,7 +34,7 @@ from headscale_ha.provider.resources import (
     PreAuthKeyProvider,
     UserProvider,
 )
-from tests.support.fake_headscale import FakeHeadscale, Unreachable
+from tests.models.headscale import FakeHeadscale, Unreachable
 from tests.support.provider_resources import (
     KEY_PROPS,
     ROUTER_KEY,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine.lifecycle import Lab as ModelLab
+from tests.models.engine.lifecycle import Lab as ModelLab
 from tests.support.kube_lab import KubeLab
 from tests.support.lab_sites import SITE_TOOLS, USERS, Site, deploy_serving, start_site, tailnet_cli
 from tests.support.operations_doc import kept_rows

@@ -2,7 +2,7 @@
 
 The runbook is docs/installation.md's, command for command: the identity stack, then each site with its own
 kubeconfig as a secret, `pulumi preview --diff`, `pulumi up`, the `kubectl rollout status` check and the stack
-outputs. Then a second `up` must change nothing, and the engine model (tests/support/engine) must have planned
+outputs. Then a second `up` must change nothing, and the engine model (tests/models/engine) must have planned
 the same steps as the real engine took.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.engine.lifecycle import Lab as ModelLab
+from tests.models.engine.lifecycle import Lab as ModelLab
 from tests.support.kube_lab import KubeLab
 from tests.support.real_pulumi import RUNBOOK_TOOLS, PulumiCli, Run, cli_for, kubectl
 

@@ -5,7 +5,7 @@ of tests/program/test_lifecycle.py's migration scenarios: entering `migrating` w
 (the CloudNativePG Cluster awaited Ready, the failed Job replaced and awaited Complete), a Litestream bump while
 migrating (a new Job), the same `up` again, the rollback to `sqlite` (the Cluster kept), and entering `migrating`
 again, which meets the kept Cluster as the plugin's release does and is adopted as the runbook says.
-CloudNativePG's operator is a stand-in (tests/support/standin_cnpg.py): the Ready condition and the objects it
+CloudNativePG's operator is a stand-in (tests/models/cnpg/standin_cnpg.py): the Ready condition and the objects it
 generates, after a delay the engine must wait out. A Job's pod fails when the lab's kwok is set to fail them.
 """
 
@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine.lifecycle import Lab as ModelLab
-from tests.support.engine.lifecycle import migration_job
+from tests.models.cnpg.standin_cnpg import StandinCnpg
+from tests.models.engine.lifecycle import Lab as ModelLab
+from tests.models.engine.lifecycle import migration_job
 from tests.support.kube_lab import KubeLab
 from tests.support.lab_sites import deploy
 from tests.support.lifecycle_stages import MIGRATION_IMAGE, STORE, migrating
 from tests.support.real_pulumi import RUNBOOK_TOOLS, PulumiCli, Run, cli_for, lab_kubernetes_release
-from tests.support.standin_cnpg import StandinCnpg
 
 pytestmark = pytest.mark.real_tool(*RUNBOOK_TOOLS)
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from headscale_ha.program import failover
-from tests.support.engine.lifecycle import Lab as ModelLab
-from tests.support.engine.world import kubeconfig_for
+from tests.models.engine.lifecycle import Lab as ModelLab
+from tests.models.engine.world import kubeconfig_for
 from tests.support.kube_lab import KubeLab
 from tests.support.lab_ingress import make_certificate
 from tests.support.lab_sites import deploy

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine.lifecycle import Lab as ModelLab
+from tests.models.engine.lifecycle import Lab as ModelLab
 from tests.support.headscale_real import RealHeadscale, headscale_configs, pod_files
 from tests.support.kube_lab import KubeLab
 from tests.support.policy_samples import edited_policy

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.engine.lifecycle import Lab as ModelLab
+from tests.models.engine.lifecycle import Lab as ModelLab
 from tests.support.kube_lab import KubeLab
 from tests.support.lab_sites import SITE_TOOLS, USERS, Runbook, Site, run_runbook, start_site, tailnet_cli
 from tests.support.real_pulumi import RUNBOOK_TOOLS, PulumiCli, copy_project

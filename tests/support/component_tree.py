@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.support.engine.component_host import children_signature
+from tests.models.engine.component_host import children_signature
 from tools.harness import RegisteredResource
 
 

@@ -1,4 +1,4 @@
-"""A tiny dynamic provider for tests/support/test_engine.py, in an importable module so that dill pickles it by
+"""A tiny dynamic provider for tests/models/engine/test_engine.py, in an importable module so that dill pickles it by
 reference and the real dynamic provider host (started with the checkout on PYTHONPATH) can load it.
 
 Every call appends ``<method> <size>`` to the file named by the ``log`` input, so a test sees which calls the host

@@ -1,6 +1,6 @@
 """Run the real ``headscale`` (built by ``make real-tools``) from a config the program rendered.
 
-Why: the fake Headscale (tests/support/fake_headscale/) and the config renderer are only as right as what they were
+Why: the fake Headscale (tests/models/headscale/) and the config renderer are only as right as what they were
 written from; the real server is the judge. A rendered config names pod paths (``/etc/headscale/...``,
 ``/var/lib/headscale/...``) that do not exist here, so every absolute path in it is mapped under a scratch root,
 keeping its pod path (``/etc/headscale/policy/policy.json`` -> ``<root>/pod/etc/headscale/policy/policy.json``); an

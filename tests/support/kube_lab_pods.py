@@ -16,9 +16,10 @@ Pending; a :class:`PodRunner` then does what the kubelet would, from the pod as 
   sidecars, and Headscale itself as :class:`~tests.support.headscale_real.RealHeadscale` on the container's files
   (its identity from the pod's Secret, its database on the pod's volume). Once ``/health`` answers, the pod's
   status becomes Running and Ready, and the Deployment, and the engine's await, see it;
-- Headplane's container (no Headplane build exists here) runs ``tests/support/headplane_standin.js`` under ``node``,
-  the real one's process name: it starts only on its config file, answers ``/admin/healthz`` and commits a row to
-  its SQLite database every 200 ms, logging each to ``<runner root>/writes.log`` (:func:`headplane_writes`);
+- Headplane's container (no Headplane build exists here) runs ``tests/models/headplane/headplane_standin.js``
+  under ``node``, the real one's process name: it starts only on its config file, answers ``/admin/healthz`` and
+  commits a row to its SQLite database every 200 ms, logging each to ``<runner root>/writes.log``
+  (:func:`headplane_writes`);
 - a pod that is deleted (a scale to 0, a rollout) has its processes stopped; :meth:`PodRunner.lose` kills them
   without grace, as a lost site's pods die.
 
@@ -76,7 +77,7 @@ APP_LABEL = "app.kubernetes.io/name"
 #: Where the Headscale container reads its config (components/headscale.py mounts it there).
 CONFIG_PATH = "/etc/headscale/config.yaml"
 #: What Headplane's container runs here (see the module docstring).
-HEADPLANE_STANDIN = Path(__file__).with_name("headplane_standin.js")
+HEADPLANE_STANDIN = Path(__file__).resolve().parents[1] / "models" / "headplane" / "headplane_standin.js"
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from pulumi.dynamic import Config, ConfigureRequest
 
-from tests.support.fake_headscale import FakeHeadscale, PreAuthKey
+from tests.models.headscale import FakeHeadscale, PreAuthKey
 
 KEY_PROPS = {
     "user": None,

@@ -2,8 +2,8 @@
 
 Everything the CLI needs comes from ``make real-tools`` (tools/real_tools.py): the CLI itself, pulumi-kubernetes,
 the dynamic providers' plugin and the exec shim. Two actors cannot be built here and have named stand-ins on
-``PATH`` ahead of the rest: the Python language host (``tests/support/standin_language_host``; it runs the real
-``pulumi-language-python-exec``) and pulumi-random (``tests/support/standin_random``). Plugins are ambient: the
+``PATH`` ahead of the rest: the Python language host (``tests/models/standin_language_host``; it runs the real
+``pulumi-language-python-exec``) and pulumi-random (``tests/models/standin_random``). Plugins are ambient: the
 engine takes ``pulumi-resource-<name>`` from ``PATH`` whatever version the SDK asks for, and never downloads one
 (``PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION``).
 
@@ -33,7 +33,8 @@ from tools import real_tools
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORT = Path(__file__).resolve().parent
-STANDINS = (SUPPORT / "standin_language_host", SUPPORT / "standin_random")
+MODELS = SUPPORT.parent / "models"
+STANDINS = (MODELS / "standin_language_host", MODELS / "standin_random")
 PASSPHRASE = "headscale-ha lab passphrase"
 #: The files a site stack's `pulumi up` reads: the project, both stack files and the program's entry point.
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.hydra.yaml", "Pulumi.cosmos.yaml", "__main__.py")

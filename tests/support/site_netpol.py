@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 from headscale_ha.program.config import StackConfig
-from tests.support.netpol import External, Pod
+from tests.models.netpol.netpol import External, Pod
 
 PROMETHEUS = Pod(namespace="monitoring", labels={"app.kubernetes.io/name": "prometheus"}, ip="10.244.8.8")
 OPERATOR = Pod(namespace="cnpg-system", labels={"app.kubernetes.io/name": "cloudnative-pg"}, ip="10.244.9.9")

@@ -1,4 +1,4 @@
-"""The one rule table: `make diff` (tools/diff/) and the engine model's pulumi-kubernetes (tests/support/engine)
+"""The one rule table: `make diff` (tools/diff/) and the engine model's pulumi-kubernetes (tests/models/engine)
 give the same verdict for every row and rule, because both read tools/kubernetes_rules.py; and the table's
 ``DYNAMIC_REPLACES`` says what the dynamic providers' own ``diff()`` does."""
 
@@ -24,10 +24,10 @@ from headscale_ha.provider.resources import (
     PreAuthKeyProvider,
     UserProvider,
 )
-from tests.support.engine.apiserver import ApiError, Cluster
-from tests.support.engine.kubernetes import AwaitError, KubernetesProvider
-from tests.support.engine.providers import RandomAdapter
-from tests.support.fake_headscale import FakeHeadscale
+from tests.models.engine.apiserver import ApiError, Cluster
+from tests.models.engine.kubernetes import AwaitError, KubernetesProvider
+from tests.models.engine.providers import RandomAdapter
+from tests.models.headscale import FakeHeadscale
 from tests.support.provider_resources import KEY_PROPS, OTHER_POLICY, policy_props
 from tools.diff.changes import StackContext, compare, deletes_first
 from tools.diff.report import Change

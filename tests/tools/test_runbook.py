@@ -1,5 +1,5 @@
 """`make promote`, `make demote` and `make upgrade` (tools/runbook.py) run against recording fakes of `pulumi` and
-`kubectl` that answer as the engine model would (tests/support/cli_model.py), on a copy of the project's files,
+`kubectl` that answer as the engine model would (tests/models/cli/cli_model.py), on a copy of the project's files,
 with the fake Headscale as the live server: what each command runs, in which order, what it refuses, and that a
 run stopped by a failure is finished by running it again."""
 
@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from headscale_ha.program.failover import FENCE_TIMEOUT_SECONDS
-from tests.support.cli_model import CommandLine
-from tests.support.engine.lifecycle import DeployedLab, Lab
+from tests.models.cli.cli_model import CommandLine
+from tests.models.engine.lifecycle import DeployedLab, Lab
 from tests.support.stacks import project_copier
 from tools.harness import PROJECT_DIR
 from tools.hints import VIA_MAKE_ENV

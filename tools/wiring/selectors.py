@@ -1,7 +1,7 @@
 """Label selectors: whether a metav1.LabelSelector matches a label set, and how a message shows one.
 
 Services, NetworkPolicies and PodDisruptionBudgets select pod templates with these; the monitoring tests use
-`selector_matches` too, and the network-policy model (tests/support/netpol.py) reads each expression with
+`selector_matches` too, and the network-policy model (tests/models/netpol/netpol.py) reads each expression with
 `expression_holds`, so every selector is read one way (the model only refuses more: see `selector_matches`).
 """
 
@@ -18,8 +18,8 @@ def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> 
 
     Lenient on purpose: it reads rendered objects, where a malformed selector is the schema check's to report, so a
     part of the wrong type reads as absent and an unknown operator is ignored. The NetworkPolicy model
-    (tests/support/netpol.py) refuses such a selector instead, as the API server would: an answer about a policy that
-    cannot exist means nothing there. Both read an expression with :func:`expression_holds`.
+    (tests/models/netpol/netpol.py) refuses such a selector instead, as the API server would: an answer about a
+    policy that cannot exist means nothing there. Both read an expression with :func:`expression_holds`.
     """
     for key, value in as_dict(selector.get("matchLabels")).items():
         if labels.get(key) != value:

@@ -41,5 +41,6 @@ def test_selector_matches(selector: dict[str, Any], expected: bool) -> None:
     ],
 )
 def test_a_malformed_selector_is_the_schema_checks_to_report(selector: dict[str, Any], expected: bool) -> None:
-    """The wiring check reads what was rendered; the NetworkPolicy model (tests/support/netpol.py) refuses these."""
+    """The wiring check reads what was rendered; the NetworkPolicy model (tests/models/netpol/netpol.py) refuses
+    these."""
     assert selector_matches(selector, LABELS) is expected

@@ -1,6 +1,0 @@
-"""``python -m tests.support.standin_random``: serve the stand-in provider (what ``pulumi-resource-random`` runs)."""
-
-from tests.support.standin_random.provider import serve
-
-if __name__ == "__main__":
-    serve()
