@@ -86,7 +86,7 @@ SHELL_SCRIPTS := '*.sh' .ci/run .githooks/commit-msg tests/models/standin_langua
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check --no-cache .
 	$(PY) -m ruff format --check --no-cache .
-	git ls-files -z $(SHELL_SCRIPTS) | xargs -0 shellcheck --severity=style
+	git ls-files -z $(SHELL_SCRIPTS) | xargs -0 shellcheck -x -P SCRIPTDIR --severity=style
 	$(PY) -m pyright --warnings
 
 # pytest-xdist workers (auto: one per core); each takes whole test files. The tiers: tests/workers.py.

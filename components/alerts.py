@@ -43,8 +43,8 @@ from typing import Any
 
 import yaml
 
-from headscale_ha.components.litestream_config import packaged_script
 from headscale_ha.components.position_recorder import RECORDER_CONTAINER
+from headscale_ha.components.shell_scripts import packaged_script
 
 __all__ = [
     "ALERTS",

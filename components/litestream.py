@@ -35,7 +35,6 @@ import pulumi_kubernetes as k8s
 
 from headscale_ha.components.litestream_config import (
     duration_seconds,
-    packaged_script,
     render_litestream_config,
     restore_script,
 )
@@ -52,6 +51,7 @@ from headscale_ha.components.position_recorder import (
     recorder_volumes,
 )
 from headscale_ha.components.settings import BackupSettings
+from headscale_ha.components.shell_scripts import packaged_script
 from headscale_ha.components.upgrade import UPGRADE_SCRIPT_KEY, pre_upgrade_container, pre_upgrade_script
 
 BACKUP_MOUNT = "/backup"

@@ -9,7 +9,7 @@ Litestream 0.5.17 actually parses (checked against the real binary, see tests/co
 - ``dbs[].path`` and ``dbs[].replica`` (singular; ``replicas`` is the deprecated list form) with ``type: file``,
   ``path`` and ``sync-interval``.
 
-No Pulumi import and no I/O except :func:`restore_script`, which reads packaged data.
+No Pulumi import and no I/O except :func:`restore_script`, which reads packaged data (components/shell_scripts.py).
 """
 
 from __future__ import annotations
@@ -18,14 +18,13 @@ import contextlib
 import json
 import posixpath
 import re
-from importlib import resources
 
+from headscale_ha.components.shell_scripts import packaged_script
 from headscale_ha.policy.values import go_duration_ns
 
 __all__ = [
     "RESTORE_SCRIPT_NAME",
     "duration_seconds",
-    "packaged_script",
     "parse_go_duration",
     "render_litestream_config",
     "restore_script",
@@ -112,12 +111,6 @@ def _listen_addr(addr: str) -> str:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not re.fullmatch(r"[0-9.]*", host):
         raise ValueError(f"metrics_addr: {addr!r} must be <IPv4 or empty>:<port 1-65535>, e.g. ':9091'")
     return addr
-
-
-def packaged_script(name: str) -> str:
-    """Text of one of the shell scripts shipped as package data in components/scripts/ (they reach the pods
-    through ConfigMaps)."""
-    return resources.files(__package__ or "components").joinpath("scripts").joinpath(name).read_text("utf-8")
 
 
 def restore_script() -> str:

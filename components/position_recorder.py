@@ -21,9 +21,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components.litestream_config import packaged_script
 from headscale_ha.components.pod import container_security, labels, resources
 from headscale_ha.components.settings import ComputeResources
+from headscale_ha.components.shell_scripts import packaged_script
 
 RECORDER_CONTAINER = "position-recorder"
 SCRIPT_NAME = "position-recorder.sh"

@@ -27,7 +27,6 @@ from headscale_ha.components.litestream import (
     backup_mount,
     manifest_script,
 )
-from headscale_ha.components.litestream_config import packaged_script
 from headscale_ha.components.pod import (
     checksum,
     container_security,
@@ -38,6 +37,7 @@ from headscale_ha.components.pod import (
     static_check_skips,
 )
 from headscale_ha.components.settings import ClusterSettings, ComputeResources
+from headscale_ha.components.shell_scripts import packaged_script
 
 REHEARSE_SCRIPT_NAME = "litestream-rehearse.sh"
 REHEARSAL_SCRIPT_KEY = "rehearse.sh"

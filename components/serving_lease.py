@@ -19,9 +19,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from headscale_ha.components.litestream_config import packaged_script
 from headscale_ha.components.pod import labels
 from headscale_ha.components.settings import FENCED_WRITERS, FailoverSettings
+from headscale_ha.components.shell_scripts import packaged_script
 from headscale_ha.components.witness_credentials import (
     ApiCredentials,
     lease_credentials,

@@ -16,7 +16,7 @@ import posixpath
 import re
 from typing import Any
 
-from headscale_ha.components.litestream_config import packaged_script
+from headscale_ha.components.shell_scripts import packaged_script
 
 __all__ = [
     "CONTAINER_NAME",

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from headscale_ha.components.backup_volume import claim_name
-from headscale_ha.components.migration import SqliteToPostgresArgs
 from headscale_ha.components.postgres import PostgresDatabaseArgs, ReplicaOf
 from headscale_ha.components.settings import DatabaseStage, ReplicaSource, Role
+from headscale_ha.components.sqlite_to_postgres import SqliteToPostgresArgs
 from headscale_ha.policy.render import RenderedPolicy
 from headscale_ha.program.args import policy_file, postgres_storage
 from headscale_ha.program.config import ConfigError, StackConfig

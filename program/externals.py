@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from headscale_ha.components import headplane, headscale, migration
+from headscale_ha.components import headplane, headscale, sqlite_to_postgres
 from headscale_ha.components.litestream import SERVED_KEY, served_config_map
 from headscale_ha.components.position_recorder import WITNESS_KEY
 from headscale_ha.components.postgres import ACTIVE_CA_SECRET, ACTIVE_REPLICATION_SECRET, DATABASE_CLUSTER
@@ -122,7 +122,7 @@ def optional_references(config: StackConfig) -> list[OptionalRef]:
         found.append(
             OptionalRef(
                 namespace=config.namespace,
-                workload=f"Job/{migration.JOB}-*",  # named from its spec (components/migration.py)
+                workload=f"Job/{sqlite_to_postgres.JOB}-*",  # named from its spec (components/sqlite_to_postgres.py)
                 name=served_config_map(headscale.APP),
                 absence_shown_by="the migration Job's restore reads the served witness as the pod's restore does: "
                 "without the ConfigMap (a site that never served) it logs 'no position recorded in the served "

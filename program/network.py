@@ -30,8 +30,7 @@ from typing import Any
 from headscale_ha.components import gateway_services as services_module
 from headscale_ha.components import headplane as headplane_module
 from headscale_ha.components import headscale as headscale_module
-from headscale_ha.components import headscale_config, subnet_routers
-from headscale_ha.components import migration as migration_module
+from headscale_ha.components import headscale_config, sqlite_to_postgres, subnet_routers
 from headscale_ha.components.headscale_config import STUN_PORT
 from headscale_ha.components.network_egress import (
     api_server_reach,
@@ -170,7 +169,7 @@ def control_plane(config: StackConfig, to: _Destinations) -> list[Confined]:
         )
     if stage is DatabaseStage.MIGRATING:
         job = (dns, postgres, *to.oidc())
-        workloads.append(Confined(name=migration_module.JOB, pods=selector(migration_module.JOB), reaches=job))
+        workloads.append(Confined(name=sqlite_to_postgres.JOB, pods=selector(sqlite_to_postgres.JOB), reaches=job))
     if stage is not DatabaseStage.SQLITE:
         workloads.append(Confined(name=DATABASE_CLUSTER, pods=INSTANCES, reaches=tuple(database(config, to))))
     if config.backup.volsync is not None:

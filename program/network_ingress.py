@@ -7,10 +7,15 @@ health port is probed by the kubelet.
 
 from __future__ import annotations
 
-from headscale_ha.components import gateway_services, headplane_config, headscale_config, subnet_routers
+from headscale_ha.components import (
+    gateway_services,
+    headplane_config,
+    headscale_config,
+    sqlite_to_postgres,
+    subnet_routers,
+)
 from headscale_ha.components import headplane as headplane_module
 from headscale_ha.components import headscale as headscale_module
-from headscale_ha.components import migration as migration_module
 from headscale_ha.components.alerts import EXPORTER_JOB
 from headscale_ha.components.headscale_config import STUN_PORT
 from headscale_ha.components.litestream import LITESTREAM_METRICS_PORT
@@ -110,7 +115,7 @@ def database_allows(config: StackConfig) -> Protected:
     instances = {"cnpg.io/cluster": DATABASE_CLUSTER}
     clients = [from_pods(selector(headscale_module.APP))]
     if config.database.stage is DatabaseStage.MIGRATING:
-        clients.append(from_pods(selector(migration_module.JOB)))
+        clients.append(from_pods(selector(sqlite_to_postgres.JOB)))
     if database_proxies(config):
         clients.append(from_pods(selector(gateway_services.SERVICES), config.gateway.namespace))
     postgres, status = Port(CNPG_POSTGRES_PORT), Port(CNPG_STATUS_PORT)

@@ -18,11 +18,11 @@ from headscale_ha.components.endpoint import PublicEndpoint
 from headscale_ha.components.gateway_services import GatewayServices
 from headscale_ha.components.headplane import Headplane
 from headscale_ha.components.headscale import HeadscaleServer, HeadscaleServerArgs
-from headscale_ha.components.migration import SqliteToPostgres
 from headscale_ha.components.monitoring import StackMonitoring
 from headscale_ha.components.network_policy import NetworkPolicies
 from headscale_ha.components.pod import kept
 from headscale_ha.components.postgres import PostgresDatabase
+from headscale_ha.components.sqlite_to_postgres import SqliteToPostgres
 from headscale_ha.components.subnet_routers import SubnetRouters, router_key_secrets
 from headscale_ha.components.tailnet_objects import TailnetObjects
 from headscale_ha.components.tailnet_policy import TailnetPolicy, live_policy

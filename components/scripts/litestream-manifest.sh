@@ -96,21 +96,8 @@ EX_IO=46
 EX_NOT_REGULAR=47
 MAGIC="headscale-ha-replica-manifest 1"
 
-info() {
-    printf '%s: %s\n' "$PROG" "$1" >&2
-}
-
-die() {
-    printf '%s: REFUSED (exit %s): %s\n' "$PROG" "$1" "$2" >&2
-    exit "$1"
-}
-
-require_absolute() {
-    case "$2" in
-        /*) ;;
-        *) die "$EX_USAGE" "$1 must be an absolute path (got '$2')." ;;
-    esac
-}
+# shellcheck source=shared.sh
+. "$(dirname -- "$0")/shared.sh"  # shared: info die require_absolute
 
 # --- HMAC-SHA256 (RFC 2104) from sha256sum ------------------------------------------------------------------
 # hex_value CHAR: the value of one lowercase hex digit (the callers checked the form).

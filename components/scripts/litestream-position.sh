@@ -42,9 +42,8 @@ PROG=litestream-position
 EX_NOT_YET=1
 EX_USAGE=2
 
-info() {
-    printf '%s: %s\n' "$PROG" "$1" >&2
-}
+# shellcheck source=shared.sh
+. "$(dirname -- "$0")/shared.sh"  # shared: info
 
 usage() {
     info "$1"

@@ -74,9 +74,8 @@ SNAPSHOT_FILE=headscale.sqlite
 WORK=
 STAGING=
 
-info() {
-    printf '%s: %s\n' "$PROG" "$1" >&2
-}
+# shellcheck source=shared.sh
+. "$(dirname -- "$0")/shared.sh"  # shared: info
 
 # die CODE MESSAGE: one paragraph saying what happened and what to do, then exit CODE.
 die() {

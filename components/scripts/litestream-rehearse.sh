@@ -56,9 +56,8 @@ EX_RESTORE_FAILED=53
 EX_LISTING=54
 EX_UNAUTHENTICATED=55
 
-info() {
-    printf '%s: %s\n' "$PROG" "$1" >&2
-}
+# shellcheck source=shared.sh
+. "$(dirname -- "$0")/shared.sh"  # shared: info
 
 # die CODE MESSAGE: one paragraph saying what happened and what to do, then exit CODE.
 die() {

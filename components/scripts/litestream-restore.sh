@@ -133,9 +133,8 @@ EX_BACKUP_KEY=45
 EX_VERIFY_IO=46
 EX_NOT_REGULAR=47
 
-info() {
-    printf '%s: %s\n' "$PROG" "$1" >&2
-}
+# shellcheck source=shared.sh
+. "$(dirname -- "$0")/shared.sh"  # shared: info
 
 # die CODE MESSAGE: one paragraph saying what happened and what to do, then exit CODE.
 die() {

@@ -62,21 +62,8 @@ EX_USAGE=2
 EX_TEMP=3
 EX_NOT_RECORDING=4
 
-info() {
-    printf '%s: %s\n' "$PROG" "$1" >&2
-}
-
-die() {
-    printf '%s: REFUSED (exit %s): %s\n' "$PROG" "$1" "$2" >&2
-    exit "$1"
-}
-
-require_absolute() {
-    case "$2" in
-        /*) ;;
-        *) die "$EX_USAGE" "$1 must be an absolute path (got '$2')." ;;
-    esac
-}
+# shellcheck source=shared.sh
+. "$(dirname -- "$0")/shared.sh"  # shared: info die require_absolute
 
 # dns_name NAME VALUE MAX_LENGTH EXTRA: lowercase letters, digits, '-' (and EXTRA), starting and ending with a letter
 # or digit, at most MAX_LENGTH characters.

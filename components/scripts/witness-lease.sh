@@ -134,17 +134,8 @@ say() {
     printf '%s %s: %s\n' "$NOW" "$PROG" "$1" >&2
 }
 
-die() {
-    printf '%s: REFUSED (exit %s): %s\n' "$PROG" "$1" "$2" >&2
-    exit "$1"
-}
-
-require_absolute() {
-    case "$2" in
-        /*) ;;
-        *) die "$EX_USAGE" "$1 must be an absolute path (got '$2')." ;;
-    esac
-}
+# shellcheck source=shared.sh
+. "$(dirname -- "$0")/shared.sh"  # shared: die require_absolute
 
 # seconds NAME VALUE: a positive number of seconds, whole or with a fraction (0.5, 2, 2.25).
 seconds() {

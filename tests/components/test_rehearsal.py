@@ -497,7 +497,7 @@ def test_the_scratch_dir_must_not_be_inside_the_replica(any_shell: Shell, tmp_pa
 @pytest.mark.real_tool("shellcheck")
 def test_the_script_passes_shellcheck() -> None:
     result = subprocess.run(
-        ["shellcheck", "--shell=sh", "--severity=style", str(REHEARSE_SCRIPT)],
+        ["shellcheck", "--shell=sh", "-x", "-P", "SCRIPTDIR", "--severity=style", str(REHEARSE_SCRIPT)],
         capture_output=True,
         text=True,
         timeout=60,

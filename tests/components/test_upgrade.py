@@ -50,7 +50,7 @@ from tests.support.litestream_lab import (
     tree_state,
     write_backup_key,
 )
-from tests.support.script_checks import SYNTAX_CHECKERS
+from tests.support.script_checks import SYNTAX_CHECKERS, shipped
 
 LITESTREAM = litestream_bin()
 SHELLS = [
@@ -259,7 +259,7 @@ def test_documented_exit_codes_match_the_script_and_the_module() -> None:
 
 
 def test_the_script_ships_as_package_data() -> None:
-    assert pre_upgrade_script() == PRE_UPGRADE_SCRIPT.read_text()
+    assert pre_upgrade_script() == shipped(PRE_UPGRADE_SCRIPT)
 
 
 def test_snapshot_dir_layout() -> None:

@@ -1,7 +1,8 @@
 """The gateway as the stacks wire it: routers per the stack's replicas and cluster (and refused beyond its
 nodes), their routes approved by the stack's policy, kernel mode's own namespace, the proxies, DNS and outputs of the
 site, no per-replica tailnet address anywhere, the kubeconfig output, given and minted router keys and what each
-router pod can reach of them. The components alone are tested at their seam, in tests/components/test_gateway.py."""
+router pod can reach of them. The components alone are tested at their seam, in tests/components/ (one file each:
+test_subnet_routers.py, test_gateway_services.py)."""
 
 from __future__ import annotations
 

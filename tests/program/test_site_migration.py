@@ -1,7 +1,7 @@
 """The stack-level checks of SqliteToPostgres: the migrating stage as a stack plans it (Headscale stopped beside the
 Job, its SQLite backup kept), the ConfigError of a missing `database.migration.image`, and the Job's args as a
 stack's config yields them. The component's own behaviour is tested at its seam, in
-tests/components/test_migration.py."""
+tests/components/test_sqlite_to_postgres.py."""
 
 from __future__ import annotations
 

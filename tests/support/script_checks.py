@@ -19,8 +19,13 @@ SYNTAX_CHECKERS = [
         pytest.param([*argv, "-n"], id="-".join(argv), marks=[pytest.mark.real_tool(tool)] if tool else [])
         for argv, tool in POSIX_SHELLS
     ),
-    # shellcheck --shell=sh also reports what is not POSIX sh (its SC3xxx checks: what checkbashisms looks for).
-    pytest.param(["shellcheck", "--shell=sh"], id="shellcheck", marks=pytest.mark.real_tool("shellcheck")),
+    # shellcheck --shell=sh also reports what is not POSIX sh (its SC3xxx checks: what checkbashisms looks for); it
+    # follows the shared functions a script sources from its folder (components/shell_scripts.py).
+    pytest.param(
+        ["shellcheck", "--shell=sh", "-x", "-P", "SCRIPTDIR"],
+        id="shellcheck",
+        marks=pytest.mark.real_tool("shellcheck"),
+    ),
 ]
 
 
@@ -69,3 +74,24 @@ def exit_codes(script: Path) -> tuple[set[int], set[int]]:
     defined = [int(code) for code in re.findall(r"^EX_[A-Z_]+=(\d+)$", text, flags=re.MULTILINE)]
     assert len(defined) == len(set(defined)), "exit codes must be distinct"
     return documented, set(defined)
+
+
+def shipped(script: Path) -> str:
+    """What a pod runs of ``script``: its text with each pair of lines that take shared functions (a `shellcheck
+    source=shared.sh` directive, then the line sourcing it, ``# shared: <names>``) replaced by those functions' text
+    from shared.sh beside it. Read here by plain line matching, apart from components/shell_scripts.py's pattern."""
+    library = (script.parent / "shared.sh").read_text().split("\n")
+    functions: dict[str, str] = {}
+    for start, line in enumerate(library):
+        if line.endswith("() {"):
+            functions[line.removesuffix("() {")] = "\n".join(library[start : library.index("}", start) + 1])
+    lines, kept, index = script.read_text().split("\n"), [], 0
+    while index < len(lines):
+        taking = lines[index] == "# shellcheck source=shared.sh" and "# shared: " in lines[index + 1]
+        if taking:
+            names = lines[index + 1].split("# shared: ", 1)[1].split()
+            kept.append("\n\n".join(functions[name] for name in names))
+        else:
+            kept.append(lines[index])
+        index += 2 if taking else 1
+    return "\n".join(kept)

@@ -1,80 +1,44 @@
-"""The split gateway: HA subnet routers and gateway services behind one stable IP.
-
-At the component seam: SubnetRouters and GatewayServices built alone from hand-written Args; the gateway helpers
-and the router-key settings. What the stacks' config renders (routers and their policy, kernel mode's namespaces,
-the site's DNS and outputs, given and minted router keys) is in tests/program/test_site_gateway.py.
-"""
+"""SubnetRouters at the component seam, built alone from hand-written Args (tests/support/seam_samples.py): one
+StatefulSet per router, gated by the cluster's size, each with its own node, role and state; the router-key settings
+and the entrypoint that refuses to start without a key. What the stacks' config renders (routers and their policy,
+kernel mode's namespaces, given and minted router keys) is in tests/program/test_site_gateway.py; the gateway
+services, the other half of the split gateway, in test_gateway_services.py."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import Any
 
 import pytest
 
-from headscale_ha.components.gateway_services import GatewayServices, dns_records, endpoints, socat_target
-from headscale_ha.components.settings import Proxy, RouterMode, Site
+from headscale_ha.components.settings import RouterMode, Site
 from headscale_ha.components.subnet_routers import SubnetRouters, advertised_routes
-from headscale_ha.program.args import gateway_services_args, subnet_routers_args
+from headscale_ha.program.args import subnet_routers_args
 from headscale_ha.program.config import ConfigError
 from tests.support.component_run import build_component
 from tests.support.config_samples import parse
-from tests.support.seam_samples import SINGLE_NODE, cluster, gateway_services_sample, subnet_routers_sample
+from tests.support.seam_samples import SINGLE_NODE, cluster, subnet_routers_sample
 from tests.support.site_objects import assert_routers_each_own_node_role_and_state
-from tests.support.site_objects import object_named as _obj
 from tests.support.site_objects import objects_of as _kinds
 from tests.support.site_objects import routers as _routers
-from tools.harness import ProgramRun
-
-
-def _lone_gateway(**overrides: Any) -> ProgramRun:
-    """SubnetRouters and GatewayServices alone (the two halves of the gateway), from the Args hydra's config maps
-    to (tests/support/seam_samples.py); ``overrides`` apply to both."""
-    return build_component(
-        lambda: (
-            SubnetRouters("routers", subnet_routers_sample(**overrides)),
-            GatewayServices("gateway", gateway_services_sample(**overrides)),
-        )
-    )
 
 
 @pytest.mark.parametrize(("nodes", "replicas"), [(3, 2), (1, 1)])
 def test_replicas_are_gated_per_cluster(nodes: int, replicas: int) -> None:
     placement = cluster() if nodes > 1 else cluster(**SINGLE_NODE)
-    run = _lone_gateway(replicas=replicas, cluster=placement)
+    run = build_component(lambda: SubnetRouters("routers", subnet_routers_sample(replicas=replicas, cluster=placement)))
     routers = _routers(run)
-    services = _obj(run, "Deployment", "tailnet-gateway")["spec"]
     assert [r["metadata"]["name"] for r in routers] == [f"subnet-router-{n}" for n in range(replicas)]
     assert {r["spec"]["replicas"] for r in routers} == {1}
-    assert services["replicas"] == replicas
     many = replicas > 1
     for router in routers:
         assert ("podAntiAffinity" in router["spec"]["template"]["spec"]["affinity"]) is many
-    assert ("podAntiAffinity" in services["template"]["spec"]["affinity"]) is many
-    assert {p["metadata"]["name"] for p in _kinds(run, "PodDisruptionBudget")} == (
-        {"subnet-router", "tailnet-gateway"} if many else set()
-    )
+    assert {p["metadata"]["name"] for p in _kinds(run, "PodDisruptionBudget")} == ({"subnet-router"} if many else set())
 
 
 def test_each_of_five_routers_gets_its_own_node_role_and_state() -> None:
     run = build_component(lambda: SubnetRouters("routers", subnet_routers_sample(replicas=5, cluster=cluster(nodes=5))))
     assert_routers_each_own_node_role_and_state(run, 5)
-
-
-def test_one_load_balancer_with_the_fixed_ip_from_the_pool() -> None:
-    run = _lone_gateway()
-    (service,) = [s for s in _kinds(run, "Service") if s["spec"].get("type") == "LoadBalancer"]
-    assert service["metadata"]["annotations"] == {"lbipam.cilium.io/ips": "172.30.250.10"}
-    assert service["metadata"]["labels"]["io.cilium/lb-pool"] == "tailnet"
-    assert {(p["name"], p["port"]) for p in service["spec"]["ports"]} == {
-        ("dns-udp", 53), ("dns-tcp", 53), ("kube-api", 6443), ("talos", 50000), ("clustermesh", 2379),
-    }  # fmt: skip
-    (pool,) = _kinds(run, "CiliumLoadBalancerIPPool")
-    assert pool["spec"] == {
-        "blocks": [{"cidr": "172.30.250.0/28"}],
-        "serviceSelector": {"matchLabels": {"io.cilium/lb-pool": "tailnet"}},
-    }
 
 
 def test_given_router_keys_must_match_the_replicas() -> None:
@@ -153,20 +117,13 @@ def test_a_router_without_a_key_says_why_and_is_not_ready(tmp_path) -> None:
         assert f"no pre-auth key for subnet-router-{ordinal}" in start().stderr, "an empty key is no key"
 
 
-def test_the_gateway_helpers_need_no_stack_config() -> None:
-    """Another program computes routes, zone records and endpoints from its own values."""
+def test_the_routes_need_no_stack_config() -> None:
+    """Another program computes the routes its routers advertise from its own values."""
     site = Site(name="lab", gateway_ip="10.9.0.10", lb_pool="10.9.0.0/28", routes=["10.1.0.0/16", "10.9.0.0/28"])
     assert advertised_routes(site) == ["10.1.0.0/16", "10.9.0.0/28"]
-    assert dns_records("lab.example", "10.9.0.10", {"nas": "10.1.2.3"}) == {
-        "gateway.lab.example": "10.9.0.10",
-        "api.lab.example": "10.9.0.10",
-        "nas.lab.example": "10.1.2.3",
-    }
-    ssh = Proxy(name="ssh", port=22, target_host="bastion", target_port=22)
-    assert endpoints("10.9.0.10", [ssh]) == {"dns": "10.9.0.10:53", "ssh": "10.9.0.10:22"}
 
 
-def test_the_site_decides_the_routers_namespace_key_source_and_default_proxies() -> None:
+def test_the_site_decides_the_routers_namespace_and_key_source() -> None:
     config = parse("hydra")
     routers = subnet_routers_args(config)
     assert (routers.mode, routers.namespace) == (RouterMode.USERSPACE, "tailnet-gateway")
@@ -175,13 +132,3 @@ def test_the_site_decides_the_routers_namespace_key_source_and_default_proxies()
     assert routers.key_source is None, "no bootstrapApiKey nor routerAuthKey in the shipped stack"
     assert routers.tag == "tag:subnet-router-hydra"
     assert routers.login_server == f"https://{config.tailnet.public_hostname}"
-    services = gateway_services_args(config)
-    assert [proxy.name for proxy in services.proxies] == ["kube-api", "talos", "clustermesh"]
-    assert services.pool_name == "tailnet-hydra"
-
-
-def test_a_proxy_to_an_ipv6_target_brackets_the_address() -> None:
-    """socat reads `TCP:fd00::1:6443` as host `fd00` and a bad port: the address goes in brackets."""
-    assert socat_target("fd00::10", 6443) == "TCP:[fd00::10]:6443"
-    assert socat_target("10.10.0.10", 6443) == "TCP:10.10.0.10:6443"
-    assert socat_target("api.lan", 6443) == "TCP:api.lan:6443"
