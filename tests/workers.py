@@ -8,11 +8,11 @@ real Headscale). The everyday tier is the rest. `--tier everyday` (`make test`) 
 (`make test-real`) selects one; the default runs both (`make test-all`, CI).
 
 With `--dist loadfile` a worker takes a whole test file at a time, so a module's fixtures are set up once. This
-plugin adds one rule: the real-actor tier (tests/real, the runbooks with the real Pulumi CLI on the lab) is one
-unit, not one per file, so its modules run one after another on one worker. Each starts a lab of real control
-planes, and two labs on two cores would stretch the timings its failover tests measure. The workers also collect
-that tier first, so that with `--no-loadscope-reorder` (`make test-all`) one worker starts the longest unit at once
-and the others share every other file beside it.
+plugin adds one rule: the runbooks (tests/real, the real Pulumi CLI on the lab) are one unit, not one per file, so
+their modules run one after another on one worker. Each starts a lab of real control planes, and two labs on two
+cores would stretch the timings its failover tests measure. The workers also collect the runbooks first, so that
+with `--no-loadscope-reorder` (`make test-all`, `make test-real`) one worker starts the longest unit at once and the
+others share every other file beside it.
 
 pytest-xdist's own grouping (`--dist loadgroup`) cannot do this here: it renames the tests' node ids, which
 pytest 9.2 no longer lets a plugin do, so the marks it reads are ignored.
