@@ -47,7 +47,7 @@ $(PY):
 # The editable install links the package's files as they are when it is made (pyproject.toml: strict mode, which
 # type checkers follow). PACKAGE_LIST holds their names, rewritten only when a file is added or removed, so that
 # the next target reinstalls then and only then.
-PACKAGE_DIRS := headscale_ha headscale_provider components package policy program provider
+PACKAGE_DIRS := headscale_ha headscale_provider components guardrails package policy program provider
 PACKAGE_LIST := $(VENV)/.package-files
 PACKAGE_FILES := $(shell git ls-files --cached --others --exclude-standard -- $(PACKAGE_DIRS) 2>/dev/null | sort)
 $(shell mkdir -p $(VENV) && printf '%s\n' $(PACKAGE_FILES) >$(PACKAGE_LIST).new \

@@ -238,7 +238,7 @@ def rpo(binary: Path, rate: float, kills: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.split("\n\n", 1)[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rate", type=float, default=100)

@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from tests.support.kube_lab import KubeLab, running_lab
 from tests.support.kube_lab_pods import PodRunner
@@ -27,6 +28,15 @@ from tests.support.lab_failover import SITES, WITNESS, Links, automatic_tailnet,
 from tests.support.lab_sites import Site, start_site, tailnet_cli
 
 APP = "app.kubernetes.io/name%3Dheadscale"
+
+
+class Trial(TypedDict):
+    """One trial: the site lost, and the seconds from its loss to the Lease's take, to serving, and between."""
+
+    lost: str
+    taken: float
+    served: float
+    between: float
 
 
 def lose(lab: KubeLab, site: Site) -> float:
@@ -61,12 +71,13 @@ def waiting_in_gate(site: Site, timeout: float = 120.0) -> None:
     raise TimeoutError(f"{site.name}: no pod waiting in its gate within {timeout:.0f} s")
 
 
-def trial(lab: KubeLab, sites: dict[str, Site], root: Path) -> dict[str, float]:
+def trial(lab: KubeLab, sites: dict[str, Site], root: Path) -> Trial:
     holder, counter = lease_holder(lab)
     lost, other = sites[holder.split("/")[0]], next(s for s in sites.values() if not holder.startswith(s.name))
     waiting = {pod.name for pod in other.pods.history if pod.ready.is_set()}
     lost_at = lose(lab, lost)
     pod = serving_pod(other, besides=waiting)
+    assert pod.ready_at is not None  # serving_pod returns a pod that is ready
     taken, served = pod.init_ended["lease-gate"] - lost_at, pod.ready_at - lost_at
     assert lease_holder(lab) == (f"{other.name}/{pod.name}", counter + 1), lease_holder(lab)
     bring_back(lab, lost, root)
@@ -79,7 +90,7 @@ def summary(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10)
     args = parser.parse_args(argv)
     with running_lab((*SITES, WITNESS), held_apps=("headscale",)) as lab, tempfile.TemporaryDirectory() as scratch:
@@ -91,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             began = time.monotonic()
             automatic_tailnet(cli, lab, sites, links)
             print(f"deployed, automatic failover turned on: {time.monotonic() - began:.0f} s")
-            runs = []
+            runs: list[Trial] = []
             for n in range(args.trials):
                 runs.append(trial(lab, sites, root))
                 run = runs[-1]

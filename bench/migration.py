@@ -117,7 +117,7 @@ def bench_size(server: PgServer, workdir: Path, args: argparse.Namespace, nodes:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[20_000, 100_000])
     parser.add_argument("--keys", type=int, help="pre-auth keys (default: as many as nodes)")
     parser.add_argument("--version", default="0.29.2", choices=sample_db.VERSIONS)

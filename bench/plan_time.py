@@ -62,7 +62,7 @@ def _run(command: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per measurement (median reported)")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="plan-bench-"))

@@ -137,7 +137,7 @@ def run(rate: float, seconds: float, interval: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=20.0, help="transactions per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to measure")
     parser.add_argument("--interval", default="5", help="the recorder's INTERVAL_SECONDS (the pod's: 5)")

@@ -22,6 +22,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypedDict
 
 from tests.models.cli.cli_model import CommandLine
 from tests.models.engine.lifecycle import Lab
@@ -33,7 +34,16 @@ MEASURED = ROOT / "bench" / "measured" / "promotion.json"
 CASES = {"reachable": (), "lost": ("--lost", "hydra", "--confirm-lost", "hydra")}
 
 
-def _case(name: str) -> dict[str, object]:
+class CaseFigures(TypedDict):
+    """One case's promotion: the commands' wall time, the waits they made, how many ran, the stacks brought up."""
+
+    commandSeconds: float
+    waitSeconds: float
+    commands: int
+    pulumiUps: list[str]
+
+
+def _case(name: str) -> CaseFigures:
     with tempfile.TemporaryDirectory() as scratch:
         project = Path(scratch)
         for path in ROOT.glob("Pulumi*.yaml"):
@@ -68,10 +78,10 @@ def _case(name: str) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.split("\n\n")[0])
     parser.add_argument("--record", action="store_true", help=f"write {MEASURED.relative_to(ROOT)}")
     args = parser.parse_args(argv)
-    figures = {name: _case(name) for name in CASES}
+    figures: dict[str, CaseFigures | dict[str, Any]] = {name: _case(name) for name in CASES}
     for name, case in figures.items():
         print(
             f"promote cosmos, hydra {name:9}: {case['commandSeconds']:6.1f} s of commands + "

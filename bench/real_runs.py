@@ -147,7 +147,7 @@ def record(figures: dict[str, float]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.split("\n\n")[0])
     parser.add_argument("--record", action="store_true", help=f"write {MEASURED.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     figures = measure()

@@ -235,8 +235,8 @@ def hydra_config(storage: LocalStorage) -> StackConfig:
 
 def print_node_loss(figures: RestoreFigures) -> None:
     """RTO and RPO of Headscale on a node loss, per storage mode, from the recovery model on hydra's config."""
-    for storage in LocalStorage:
-        config = hydra_config(storage)
+    configs = {storage: hydra_config(storage) for storage in LocalStorage}
+    for storage, config in configs.items():
         facts = PodRecoveryFacts(
             app="headscale",
             volume="emptyDir" if storage is LocalStorage.DISPOSABLE else "persistentVolumeClaim",
@@ -257,7 +257,7 @@ def print_node_loss(figures: RestoreFigures) -> None:
         node = rows["nodeLoss"]
         steps = ", ".join(f"{name} {value:g}s" for name, value in node["steps"].items())
         print(f"  {storage.value:10s}: RTO {node['rtoSeconds']:6.1f}s  RPO {node['rpoSeconds']:4.1f}s   ({steps})")
-    stated = config.recovery
+    stated = configs[LocalStorage.PERSISTENT].recovery  # the stated figures: the same in every storage mode
     print(
         f"  assumptions: {stated.headscale_database_size} database, image pull {stated.image_pull_seconds}s and "
         f"start {stated.start_seconds}s (stated, config `recovery`), node-monitor grace "
@@ -266,7 +266,7 @@ def print_node_loss(figures: RestoreFigures) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--sync-interval", default="1s", help="Go duration for the replica (default 1s)")
     parser.add_argument("--rate", type=float, default=200.0, help="inserts per second during the kill runs")
     parser.add_argument("--kills", type=int, default=5, help="kill -9 repetitions")

@@ -123,7 +123,7 @@ def _report(scenario: str, runs: list[dict[str, float]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--scenario", choices=SCENARIOS, action="append", help="default: all")
     args = parser.parse_args(argv)

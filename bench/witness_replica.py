@@ -135,7 +135,7 @@ def _record(results: dict[str, list[dict[str, float]]], database_mb: int) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--scenario", choices=SCENARIOS, action="append", help="default: both")
     parser.add_argument(

@@ -93,7 +93,7 @@ def loss_after_sidecar_restart(binary: Path, root: Path, *, drain: bool, rate: f
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.split("\n\n", 1)[0])
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--after", type=float, nargs="+", default=[0.8, 1.5, 2.5, 4.0])
     parser.add_argument("--stop-after", type=float, nargs="+", default=[0.3, 0.7, 1.5])

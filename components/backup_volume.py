@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import PersistentVolumeClaimSpecArgsDict
 
 from headscale_ha.components.pod import checksum, kept, labels
 from headscale_ha.components.settings import Nfs
@@ -66,27 +67,30 @@ class BackupVolume(pulumi.ComponentResource):
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
         self.claim_name = claim = claim_name(nfs)
         self.volume = None
-        claim_spec: dict[str, object] = {
-            "accessModes": ["ReadWriteMany"],
+        claim_spec: PersistentVolumeClaimSpecArgsDict = {
+            "access_modes": ["ReadWriteMany"],
             "resources": {"requests": {"storage": nfs.size}},
         }
-        if nfs.storage_class is not None:
-            claim_spec["storageClassName"] = nfs.storage_class
+        export = nfs.export
+        if export is None:
+            claim_spec["storage_class_name"] = nfs.storage_class
         else:
+            server, path = export
             self.volume = k8s.core.v1.PersistentVolume(
                 f"{name}-volume",
                 metadata=kept({"name": volume_name(args.namespace, nfs), "labels": meta_labels}),
                 spec={
                     "capacity": {"storage": nfs.size},
-                    "accessModes": ["ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": "",
-                    "claimRef": {"namespace": args.namespace, "name": claim},
-                    "nfs": {"server": nfs.server, "path": nfs.path},
+                    "access_modes": ["ReadWriteMany"],
+                    "persistent_volume_reclaim_policy": "Retain",
+                    "storage_class_name": "",
+                    "claim_ref": {"namespace": args.namespace, "name": claim},
+                    "nfs": {"server": server, "path": path},
                 },
                 opts=keep,
             )
-            claim_spec |= {"storageClassName": "", "volumeName": volume_name(args.namespace, nfs)}
+            claim_spec["storage_class_name"] = ""
+            claim_spec["volume_name"] = volume_name(args.namespace, nfs)
         self.claim = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-claim",
             metadata=kept({"name": claim, "namespace": args.namespace, "labels": meta_labels}),

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
-from headscale_ha.policy.images import EXACT_POSTGRES_TAG, EXACT_VERSION_TAG, image_problem
+from headscale_ha.guardrails.images import EXACT_POSTGRES_TAG, EXACT_VERSION_TAG, image_problem
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^(\d+(\.\d+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")

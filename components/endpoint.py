@@ -8,12 +8,12 @@ and the request timeout on that rule is disabled so streams are not cut.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.networking.v1 import HTTPIngressPathArgsDict
 
-from headscale_ha.components.pod import labels
+from headscale_ha.components.pod import Meta, labels
 from headscale_ha.components.settings import EndpointSettings, FailoverMode, RouteKind
 
 #: The name of every object of the public endpoint (Gateway, HTTPRoute or Ingress, Certificate, DNS record).
@@ -69,7 +69,7 @@ class PublicEndpoint(pulumi.ComponentResource):
         super().__init__("headscale-ha:endpoint:PublicEndpoint", name, None, opts)
         host = args.hostname
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": args.namespace, "labels": labels("headscale", "endpoint")}
+        meta: Meta = {"namespace": args.namespace, "labels": labels("headscale", "endpoint")}
         self.certificate = k8s.apiextensions.CustomResource(
             f"{name}-certificate",
             api_version="cert-manager.io/v1",
@@ -113,7 +113,7 @@ class PublicEndpoint(pulumi.ComponentResource):
     def _failover(
         name: str,
         args: PublicEndpointArgs,
-        meta: dict[str, Any],
+        meta: Meta,
         served_by: dict[str, str],
         opts: pulumi.ResourceOptions,
     ) -> k8s.apiextensions.CustomResource | None:
@@ -152,7 +152,7 @@ class PublicEndpoint(pulumi.ComponentResource):
 
     @staticmethod
     def _gateway(
-        name: str, args: PublicEndpointArgs, meta: dict[str, Any], opts: pulumi.ResourceOptions
+        name: str, args: PublicEndpointArgs, meta: Meta, opts: pulumi.ResourceOptions
     ) -> list[pulumi.CustomResource]:
         host = args.hostname
         gateway = k8s.apiextensions.CustomResource(
@@ -226,7 +226,7 @@ class PublicEndpoint(pulumi.ComponentResource):
 
     @staticmethod
     def _ingress(
-        name: str, args: PublicEndpointArgs, meta: dict[str, Any], opts: pulumi.ResourceOptions
+        name: str, args: PublicEndpointArgs, meta: Meta, opts: pulumi.ResourceOptions
     ) -> k8s.networking.v1.Ingress:
         host = args.hostname
         annotations = {}
@@ -236,10 +236,10 @@ class PublicEndpoint(pulumi.ComponentResource):
                 "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
                 "nginx.ingress.kubernetes.io/proxy-send-timeout": "3600",
             }
-        paths = [
+        paths: list[HTTPIngressPathArgsDict] = [
             {
                 "path": prefix,
-                "pathType": "Prefix",
+                "path_type": "Prefix",
                 "backend": {"service": {"name": backend.service, "port": {"number": backend.port}}},
             }
             for prefix, backend in _paths(args)
@@ -248,8 +248,8 @@ class PublicEndpoint(pulumi.ComponentResource):
             f"{name}-ingress",
             metadata={**meta, "name": PUBLIC_NAME, "annotations": annotations},
             spec={
-                "ingressClassName": args.endpoint.ingress_class,
-                "tls": [{"hosts": [host], "secretName": TLS_SECRET}],
+                "ingress_class_name": args.endpoint.ingress_class,
+                "tls": [{"hosts": [host], "secret_name": TLS_SECRET}],
                 "rules": [{"host": host, "http": {"paths": paths}}],
             },
             opts=opts,

@@ -1,3 +1,4 @@
+# pyright: reportArgumentType=false
 """Layer 2 of the split gateway of one cluster: the gateway services behind one stable IP.
 
 CoreDNS for the site's split-DNS zone and socat proxies, in a normal Deployment behind ONE LoadBalancer Service whose
@@ -17,6 +18,7 @@ import pulumi_kubernetes as k8s
 from headscale_ha.components import gateway_config
 from headscale_ha.components.gateway_config import render_corefile, render_hosts
 from headscale_ha.components.pod import (
+    Meta,
     checksum,
     container_security,
     labels,
@@ -155,7 +157,7 @@ class GatewayServices(pulumi.ComponentResource):
     def __init__(self, name: str, args: GatewayServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:gateway:GatewayServices", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": args.namespace, "labels": labels(SERVICES, "gateway")}
+        meta: Meta = {"namespace": args.namespace, "labels": labels(SERVICES, "gateway")}
         corefile = gateway_corefile(args)
         k8s.core.v1.ConfigMap(
             f"{name}-corefile",
@@ -197,9 +199,7 @@ class GatewayServices(pulumi.ComponentResource):
             disruption_budget(f"{name}-pdb", SERVICES, args.namespace, child)
         self._register_names(args)
 
-    def _deployment(
-        self, name: str, args: GatewayServicesArgs, meta: dict[str, Any], corefile: str
-    ) -> k8s.apps.v1.Deployment:
+    def _deployment(self, name: str, args: GatewayServicesArgs, meta: Meta, corefile: str) -> k8s.apps.v1.Deployment:
         """CoreDNS and the proxies, rolled when the Corefile changes (the hosts file is reloaded in place)."""
         pod_spec = self._pod_spec(args)
         return k8s.apps.v1.Deployment(

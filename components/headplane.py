@@ -29,7 +29,16 @@ from headscale_ha.components.headplane_config import (
 from headscale_ha.components.identity import application_backup_key
 from headscale_ha.components.litestream import CONFIG_VOLUME as LITESTREAM_CONFIG_VOLUME
 from headscale_ha.components.litestream import LitestreamBackup, record_served
-from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, scheduling
+from headscale_ha.components.pod import (
+    Meta,
+    checksum,
+    container_security,
+    labels,
+    object_name,
+    pod_security,
+    resources,
+    scheduling,
+)
 from headscale_ha.components.replicated_sqlite import replicated_sqlite
 from headscale_ha.components.serving_lease import ServedPod, ServingLease, ServingLeaseArgs
 from headscale_ha.components.settings import BackupSettings, ClusterSettings, ComputeResources, OidcSettings
@@ -134,7 +143,7 @@ class Headplane(pulumi.ComponentResource):
     def __init__(self, name: str, args: HeadplaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("headscale-ha:headplane:Headplane", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": args.namespace, "labels": labels(APP, "ui")}
+        meta: Meta = {"namespace": args.namespace, "labels": labels(APP, "ui")}
         self.secrets, secret_keys = self._secrets(name, args, meta)
         config_text = headplane_config_yaml(headplane_config_input(args))
         self.config_map = k8s.core.v1.ConfigMap(
@@ -207,7 +216,7 @@ class Headplane(pulumi.ComponentResource):
         )
         return ServingLease(f"{name}-lease", args.lease, pod, pulumi.ResourceOptions(parent=self))
 
-    def _secrets(self, name: str, args: HeadplaneArgs, meta: dict[str, Any]) -> tuple[k8s.core.v1.Secret, list[str]]:
+    def _secrets(self, name: str, args: HeadplaneArgs, meta: Meta) -> tuple[k8s.core.v1.Secret, list[str]]:
         """The Secret HEADPLANE_SECRET and the keys it holds: the cookie secret, and with OIDC the API key and the
         client secret when the args hold them."""
         child = pulumi.ResourceOptions(parent=self)
@@ -229,7 +238,7 @@ class Headplane(pulumi.ComponentResource):
         self.service_name, self.service_port = APP, HTTP_PORT
         self.secret_name = HEADPLANE_SECRET
         self.config_map_name = CONFIG_MAP_NAME
-        self.data_claim_name = self.volume.metadata.apply(lambda metadata: metadata.name) if self.volume else None
+        self.data_claim_name = self.volume.metadata.apply(object_name) if self.volume else None
         self.register_outputs(
             {
                 "url": self.url,

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from headscale_ha.components.settings import OidcSettings
-from headscale_ha.policy.images import ImageRef
+from headscale_ha.guardrails.images import ImageRef
 
 #: Headplane minor whose config keys this renderer knows (from the 0.6.3 example config).
 SUPPORTED_HEADPLANE_MINOR = "0.6"

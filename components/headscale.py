@@ -31,6 +31,7 @@ from headscale_ha.components.identity import derived_backup_key, identity_finger
 from headscale_ha.components.litestream import CONFIG_VOLUME as LITESTREAM_CONFIG_VOLUME
 from headscale_ha.components.litestream import LitestreamBackup, record_served
 from headscale_ha.components.pod import (
+    Meta,
     checksum,
     container_security,
     kept,
@@ -392,7 +393,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         if args.replicas not in (0, 1):
             raise ValueError(f"replicas {args.replicas}: Headscale is a strict singleton, so 0 or 1")
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": args.namespace, "labels": labels(APP, "control-plane")}
+        meta: Meta = {"namespace": args.namespace, "labels": labels(APP, "control-plane")}
 
         self._backup_key_epoch = args.backup_key_epoch
         self.noise_key, self.derp_key, self.identity_fingerprint, self.backup_key = self._keys(
@@ -436,7 +437,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             self.stun_service = self._stun_service(name, args, meta)
         self._register_names(args)
 
-    def _identity_secret(self, name: str, meta: dict[str, Any]) -> k8s.core.v1.Secret:
+    def _identity_secret(self, name: str, meta: Meta) -> k8s.core.v1.Secret:
         """The Secret with the Noise and DERP keys, mounted by the server and the migration Job."""
         return k8s.core.v1.Secret(
             f"{name}-identity",
@@ -447,7 +448,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
 
-    def _oidc_secret(self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]) -> k8s.core.v1.Secret | None:
+    def _oidc_secret(self, name: str, args: HeadscaleServerArgs, meta: Meta) -> k8s.core.v1.Secret | None:
         """The Secret `headscale-oidc` with the OIDC client secret, when the args hold it (else someone else's)."""
         if args.settings.oidc is None or args.oidc_client_secret is None:
             return None
@@ -460,7 +461,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         )
 
     def _data_volume(
-        self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]
+        self, name: str, args: HeadscaleServerArgs, meta: Meta
     ) -> tuple[k8s.core.v1.PersistentVolumeClaim | None, LitestreamBackup | None, dict[str, Any]]:
         """The claim, the backup and the pod volume `data`: on SQLite the disposable or persistent volume the backup
         restores into (see replicated_sqlite: signed, with the position recorder and the pre-upgrade snapshot, and
@@ -493,7 +494,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         self,
         name: str,
         args: HeadscaleServerArgs,
-        meta: dict[str, Any],
+        meta: Meta,
         config_text: str,
         oidc_secret: k8s.core.v1.Secret | None,
     ) -> k8s.apps.v1.Deployment:
@@ -548,7 +549,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         )
         return ServingLease(f"{name}-lease", args.lease, pod, pulumi.ResourceOptions(parent=self))
 
-    def _stun_service(self, name: str, args: HeadscaleServerArgs, meta: dict[str, Any]) -> k8s.core.v1.Service:
+    def _stun_service(self, name: str, args: HeadscaleServerArgs, meta: Meta) -> k8s.core.v1.Service:
         """The embedded DERP relay's STUN port, on a LoadBalancer Service of its own (see ``stun_annotations``)."""
         return k8s.core.v1.Service(
             f"{name}-stun",
@@ -556,9 +557,9 @@ class HeadscaleServer(pulumi.ComponentResource):
             spec={
                 "type": "LoadBalancer",
                 # Local: STUN answers with the source address it sees, so it must be the client's own.
-                "externalTrafficPolicy": "Local",
+                "external_traffic_policy": "Local",
                 "selector": selector(APP),
-                "ports": [{"name": "stun", "port": STUN_PORT, "targetPort": "stun", "protocol": "UDP"}],
+                "ports": [{"name": "stun", "port": STUN_PORT, "target_port": "stun", "protocol": "UDP"}],
             },
             opts=pulumi.ResourceOptions(parent=self),
         )

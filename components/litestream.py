@@ -38,7 +38,15 @@ from headscale_ha.components.litestream_config import (
     render_litestream_config,
     restore_script,
 )
-from headscale_ha.components.pod import checksum, container_security, labels, pod_security, resources, selector
+from headscale_ha.components.pod import (
+    checksum,
+    container_security,
+    labels,
+    object_name,
+    pod_security,
+    resources,
+    selector,
+)
 from headscale_ha.components.position_recorder import (
     POSITION_FILE,
     RECORDER_SCRIPT_KEY,
@@ -299,7 +307,7 @@ class LitestreamBackup(pulumi.ComponentResource):
             data={"litestream.yml": config_text, **scripts},
             opts=child,
         )
-        self.backup_key = self._backup_key(name, args) if args.backup_key is not None else None
+        self.backup_key = self._backup_key(name, args, args.backup_key) if args.backup_key is not None else None
         self.service_account_name = None
         self.pod_dependencies = []
         if args.records_position:
@@ -325,12 +333,11 @@ class LitestreamBackup(pulumi.ComponentResource):
         ]
         self.replication_source = self._volsync(name, args, child)
         self.metrics_service = self._metrics_service(name, args) if args.metrics_port is not None else None
-        self.register_outputs(
-            {"configMap": self.config_map.metadata.apply(lambda m: m.name), "backupDir": self.backup_dir}
-        )
+        self.register_outputs({"configMap": self.config_map.metadata.apply(object_name), "backupDir": self.backup_dir})
 
-    def _backup_key(self, name: str, args: LitestreamBackupArgs) -> k8s.core.v1.Secret:
-        """The Secret `<app>-backup-key` with the tailnet's backup key, mounted by the signer and the restore."""
+    def _backup_key(self, name: str, args: LitestreamBackupArgs, key: pulumi.Input[str]) -> k8s.core.v1.Secret:
+        """The Secret `<app>-backup-key` with the tailnet's backup key ``key``, mounted by the signer and the
+        restore."""
         # A Pulumi secret end to end: the Secret's data is encrypted in the state and never rendered in plain.
         return k8s.core.v1.Secret(
             f"{name}-backup-key",
@@ -340,7 +347,7 @@ class LitestreamBackup(pulumi.ComponentResource):
                 "labels": labels(args.app, "backup", args.part_of),
             },
             type="Opaque",
-            string_data={BACKUP_KEY_ITEM: pulumi.Output.secret(args.backup_key)},
+            string_data={BACKUP_KEY_ITEM: pulumi.Output.secret(key)},
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -357,13 +364,13 @@ class LitestreamBackup(pulumi.ComponentResource):
                 "labels": labels(args.app, METRICS_COMPONENT, args.part_of),
             },
             spec={
-                "clusterIP": "None",
+                "cluster_ip": "None",
                 "selector": selector(args.app, args.part_of),
                 "ports": [
                     {
                         "name": METRICS_PORT_NAME,
                         "port": args.metrics_port,
-                        "targetPort": args.metrics_port,
+                        "target_port": args.metrics_port,
                         "protocol": "TCP",
                     }
                 ],
@@ -385,7 +392,7 @@ class LitestreamBackup(pulumi.ComponentResource):
         ]
 
     def _restore(self, args: LitestreamBackupArgs) -> dict[str, Any]:
-        env = [
+        env: list[dict[str, pulumi.Input[str]]] = [
             {"name": "DB_PATH", "value": args.db_path},
             {"name": "BACKUP_DIR", "value": self.backup_dir},
             {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
@@ -403,18 +410,23 @@ class LitestreamBackup(pulumi.ComponentResource):
             env.append({"name": "IDENTITY_FINGERPRINT", "value": args.identity_fingerprint})
         if args.backup_key is not None:
             auth = args.settings.auth
-            env += [
-                {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
-                {"name": "MANIFEST_FILE", "value": f"{self.backup_dir}/{MANIFEST_FILE_NAME}"},
-                {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
-                {
-                    "name": "MAX_REPLICA_AGE_SECONDS",
-                    "value": str(duration_seconds(auth.max_age, argument="backup.auth.maxAge")),
-                },
-                *([{"name": "ALLOW_UNSIGNED_RESTORE", "value": auth.allow_unsigned}] if auth.allow_unsigned else []),
-                *([{"name": "ALLOW_STALE_RESTORE", "value": auth.allow_stale}] if auth.allow_stale else []),
-                *([{"name": "ALLOW_ROLLBACK_RESTORE", "value": auth.allow_rollback}] if auth.allow_rollback else []),
-            ]
+            env.extend(
+                [
+                    {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
+                    {"name": "MANIFEST_FILE", "value": f"{self.backup_dir}/{MANIFEST_FILE_NAME}"},
+                    {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
+                    {
+                        "name": "MAX_REPLICA_AGE_SECONDS",
+                        "value": str(duration_seconds(auth.max_age, argument="backup.auth.maxAge")),
+                    },
+                ]
+            )
+            opt_ins = {
+                "ALLOW_UNSIGNED_RESTORE": auth.allow_unsigned,
+                "ALLOW_STALE_RESTORE": auth.allow_stale,
+                "ALLOW_ROLLBACK_RESTORE": auth.allow_rollback,
+            }
+            env.extend({"name": variable, "value": value} for variable, value in opt_ins.items() if value)
             mounts.append(BACKUP_KEY_VOLUME_MOUNT)
         return {
             "name": "restore",

@@ -1,3 +1,4 @@
+# pyright: reportArgumentType=false
 """Monitoring: scrape targets, the alert rules, and the state exporter that shows what Litestream's metrics cannot.
 
 Litestream 0.5's own metrics keep counting while its file replica is broken (measured: a replica directory replaced
@@ -42,6 +43,7 @@ from headscale_ha.components.alerts import (
 from headscale_ha.components.dashboard import DASHBOARD, dashboard_config_map, dashboard_model
 from headscale_ha.components.litestream import METRICS_COMPONENT, METRICS_PORT_NAME
 from headscale_ha.components.pod import (
+    Meta,
     checksum,
     container_security,
     labels,
@@ -274,7 +276,7 @@ class StackMonitoring(pulumi.ComponentResource):
 
     def _exporter(self, name: str, args: MonitoringArgs, child: pulumi.ResourceOptions) -> k8s.apps.v1.Deployment:
         ns = args.namespace
-        meta = {"namespace": ns, "labels": labels(EXPORTER_JOB, "monitoring")}
+        meta: Meta = {"namespace": ns, "labels": labels(EXPORTER_JOB, "monitoring")}
         script = state_exporter_script()
         config = k8s.core.v1.ConfigMap(
             f"{name}-exporter-config",
@@ -315,7 +317,7 @@ class StackMonitoring(pulumi.ComponentResource):
             spec={
                 "type": "ClusterIP",
                 "selector": selector(EXPORTER_JOB),
-                "ports": [{"name": "metrics", "port": EXPORTER_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+                "ports": [{"name": "metrics", "port": EXPORTER_PORT, "target_port": "metrics", "protocol": "TCP"}],
             },
             opts=child,
         )

@@ -1,3 +1,4 @@
+# pyright: reportArgumentType=false
 """NetworkPolicies: every owned namespace default-deny for ingress and for egress, then one policy per workload
 that admits exactly its clients on exactly its ports (`Protected`), and one that lets it reach exactly what it
 needs (`Confined`).

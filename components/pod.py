@@ -1,12 +1,17 @@
 """Pure pieces of pod specs shared by the components: labels, restricted security, scheduling, resources.
 
-Everything returns plain camelCase dicts, exactly as the Kubernetes API spells them.
+The pod pieces are plain camelCase dicts, exactly as the Kubernetes API spells them; the metadata helpers
+(``Meta``, ``kept``) are typed as the SDK's ``ObjectMetaArgsDict``, whose keys the API spells alike.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
+from pulumi_kubernetes.meta.v1.outputs import ObjectMeta
 
 from headscale_ha.components.settings import ClusterSettings, ComputeResources
 
@@ -31,10 +36,28 @@ def labels(app: str, component: str, part_of: str = PART_OF) -> dict[str, str]:
     }
 
 
-def kept(meta: dict[str, Any]) -> dict[str, Any]:
+class Meta(TypedDict):
+    """What every object of a component starts its metadata from: the namespace and the labels, as plain values the
+    builders can read (the SDK's ObjectMetaArgsDict types both as optional outputs); spread into the metadata."""
+
+    namespace: str
+    labels: dict[str, str]
+
+
+def kept(meta: ObjectMetaArgsDict) -> ObjectMetaArgsDict:
     """``meta`` of an object a destroy keeps: its field manager is :data:`KEPT_FIELD_MANAGER`."""
-    annotations = {**meta.get("annotations", {}), "pulumi.com/patchFieldManager": KEPT_FIELD_MANAGER}
-    return {**meta, "annotations": annotations}
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise TypeError("kept: the annotations must be a plain mapping, not an output")
+    return {**meta, "annotations": {**annotations, "pulumi.com/patchFieldManager": KEPT_FIELD_MANAGER}}
+
+
+def object_name(metadata: ObjectMeta) -> str:
+    """The name in an object's metadata as the engine reports it (typed optional), which every object the
+    components create has: one without it is a bug, so it fails here rather than as a None output."""
+    if not metadata.name:
+        raise ValueError("an object the components created has no metadata.name")
+    return metadata.name
 
 
 def selector(app: str, part_of: str = PART_OF) -> dict[str, str]:

@@ -20,6 +20,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
+from pulumi_kubernetes.rbac.v1 import PolicyRuleArgsDict
 
 from headscale_ha.components.pod import container_security, labels, resources
 from headscale_ha.components.settings import ComputeResources
@@ -120,20 +122,21 @@ def recorder_rbac(
     """The recorder's ServiceAccount (no automounted token) and a Role bound to it alone: get and patch on the
     witness ConfigMap by name. No create (which RBAC cannot restrict by name): Pulumi creates the witness."""
     own = recorder_account(app)
-    meta = {"name": own, "namespace": namespace, "labels": labels(app, "backup", part_of)}
+    meta: ObjectMetaArgsDict = {"name": own, "namespace": namespace, "labels": labels(app, "backup", part_of)}
     account = k8s.core.v1.ServiceAccount(
         f"{name}-recorder-account", metadata=meta, automount_service_account_token=False, opts=opts
     )
-    role = k8s.rbac.v1.Role(
-        f"{name}-recorder-role",
-        metadata=meta,
-        rules=[{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [witness], "verbs": ["get", "patch"]}],
-        opts=opts,
-    )
+    rule: PolicyRuleArgsDict = {
+        "api_groups": [""],
+        "resources": ["configmaps"],
+        "resource_names": [witness],
+        "verbs": ["get", "patch"],
+    }
+    role = k8s.rbac.v1.Role(f"{name}-recorder-role", metadata=meta, rules=[rule], opts=opts)
     binding = k8s.rbac.v1.RoleBinding(
         f"{name}-recorder-binding",
         metadata=meta,
-        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": own},
+        role_ref={"api_group": "rbac.authorization.k8s.io", "kind": "Role", "name": own},
         subjects=[{"kind": "ServiceAccount", "name": own, "namespace": namespace}],
         opts=opts,
     )

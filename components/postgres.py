@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from headscale_ha.components.pod import kept, labels, resources
+from headscale_ha.components.pod import Meta, kept, labels, resources
 from headscale_ha.components.settings import ComputeResources, ObjectStore
 
 DATABASE_CLUSTER = "headscale-db"
@@ -211,7 +211,7 @@ class PostgresDatabase(pulumi.ComponentResource):
         self.cluster_name, self.database_name, self.owner_name = DATABASE_CLUSTER, DATABASE, OWNER
         self.owner_secret_name, self.object_store_name, self.credentials_secret_name = OWNER_SECRET, STORE, CREDENTIALS
         self.host = read_write_host(args.namespace)
-        meta = {"namespace": args.namespace, "labels": labels(DATABASE_CLUSTER, "database")}
+        meta: Meta = {"namespace": args.namespace, "labels": labels(DATABASE_CLUSTER, "database")}
         owner = self._owner_secret(name, meta)
         credentials = self._credentials_secret(name, args, meta)
         object_store = k8s.apiextensions.CustomResource(
@@ -248,7 +248,7 @@ class PostgresDatabase(pulumi.ComponentResource):
         )
         self.register_outputs(self._outputs() | {"host": self.host})
 
-    def _owner_secret(self, name: str, meta: dict[str, Any]) -> k8s.core.v1.Secret:
+    def _owner_secret(self, name: str, meta: Meta) -> k8s.core.v1.Secret:
         """The owner's credentials (OWNER_SECRET), with a password generated once and kept in Pulumi's state."""
         child = pulumi.ResourceOptions(parent=self)
         password = random.RandomPassword(f"{name}-owner-password", length=32, special=False, opts=child)
@@ -261,7 +261,7 @@ class PostgresDatabase(pulumi.ComponentResource):
             opts=child,
         )
 
-    def _credentials_secret(self, name: str, args: PostgresDatabaseArgs, meta: dict[str, Any]) -> k8s.core.v1.Secret:
+    def _credentials_secret(self, name: str, args: PostgresDatabaseArgs, meta: Meta) -> k8s.core.v1.Secret:
         """The object store's S3 credentials, as the ObjectStore names them (CREDENTIALS)."""
         return k8s.core.v1.Secret(
             f"{name}-s3",

@@ -1,3 +1,4 @@
+# pyright: reportArgumentType=false
 """RestoreRehearsal: a CronJob that proves, on a schedule, that an application's Litestream backup restores.
 
 Replication that silently stopped, or a replica that no longer restores, is only noticed on the day it is needed.

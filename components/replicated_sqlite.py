@@ -18,7 +18,7 @@ from headscale_ha.components.litestream import (
     backup_key_secret,
 )
 from headscale_ha.components.litestream_config import duration_seconds, parse_go_duration
-from headscale_ha.components.pod import PART_OF
+from headscale_ha.components.pod import PART_OF, Meta
 from headscale_ha.components.rehearsal import RestoreRehearsal, RestoreRehearsalArgs
 from headscale_ha.components.settings import BackupSettings, ClusterSettings
 from headscale_ha.components.workload import DATA_VOLUME, sqlite_volume
@@ -38,7 +38,7 @@ def replicated_sqlite(
     name: str,
     *,
     parent: pulumi.Resource,
-    meta: dict[str, Any],
+    meta: Meta,
     backup: BackupSettings,
     storage_class: str | None,
     require_backup: bool,

@@ -1,3 +1,4 @@
+# pyright: reportArgumentType=false
 """SqliteToPostgres: the migrating stage's Job, awaited by Pulumi while Headscale is scaled to 0.
 
 Steps, each failing the Job with its own message and none touching SQLite or its backup:

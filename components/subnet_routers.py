@@ -1,3 +1,4 @@
+# pyright: reportArgumentType=false
 """Layer 1 of the split gateway of one cluster: HA subnet routers.
 
 Tailscale-only pods, one StatefulSet of one pod per replica, one replica per node (anti-affinity), each with its own

@@ -1,3 +1,4 @@
+# pyright: reportArgumentType=false
 """Kubernetes objects every stateful singleton of the control plane is made of: a volume, a Deployment, a Service.
 
 Kept in one place so Headscale and Headplane cannot drift apart on what makes them safe (Recreate, retained
@@ -12,9 +13,10 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import PersistentVolumeClaimSpecArgsDict
 
 from headscale_ha.components.config_types import quantity_value
-from headscale_ha.components.pod import PART_OF, kept, labels, selector, static_check_skips
+from headscale_ha.components.pod import PART_OF, Meta, kept, labels, selector, static_check_skips
 from headscale_ha.components.settings import LocalStorage, LocalVolumeSettings
 
 #: How long a singleton's rollout may take, its restore before serving included: the Deployment's progress deadline
@@ -27,21 +29,23 @@ ROLLOUT_BUDGET_SECONDS = 900
 def data_claim(
     resource_name: str,
     *,
-    meta: dict[str, Any],
+    meta: Meta,
     name: str,
     size: str,
     storage_class: str | None,
     parent: pulumi.Resource,
 ) -> k8s.core.v1.PersistentVolumeClaim:
     """An RWO volume for a SQLite database, retained when the stack is destroyed or the claim replaced."""
+    spec: PersistentVolumeClaimSpecArgsDict = {
+        "access_modes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+    }
+    if storage_class:
+        spec["storage_class_name"] = storage_class
     return k8s.core.v1.PersistentVolumeClaim(
         resource_name,
         metadata=kept({**meta, "name": name}),
-        spec={
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": size}},
-            **({"storageClassName": storage_class} if storage_class else {}),
-        },
+        spec=spec,
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=True),
     )
 
@@ -53,7 +57,7 @@ DATA_VOLUME = "data"
 def sqlite_volume(
     resource_name: str,
     *,
-    meta: dict[str, Any],
+    meta: Meta,
     claim_name: str,
     size: str,
     local: LocalVolumeSettings,
@@ -87,7 +91,7 @@ def sqlite_volume(
 def singleton_deployment(
     resource_name: str,
     *,
-    meta: dict[str, Any],
+    meta: Meta,
     app: str,
     component: str,
     replicas: int,
@@ -131,7 +135,7 @@ _ROLLOUT_AWAIT = pulumi.CustomTimeouts(create=f"{ROLLOUT_BUDGET_SECONDS}s", upda
 def cluster_service(
     resource_name: str,
     *,
-    meta: dict[str, Any],
+    meta: Meta,
     app: str,
     ports: dict[str, int],
     parent: pulumi.Resource,
@@ -146,7 +150,7 @@ def cluster_service(
             "type": "ClusterIP",
             "selector": selector(app, part_of),
             "ports": [
-                {"name": port, "port": number, "targetPort": port, "protocol": "TCP"} for port, number in ports.items()
+                {"name": port, "port": number, "target_port": port, "protocol": "TCP"} for port, number in ports.items()
             ],
         },
         opts=pulumi.ResourceOptions(parent=parent),
@@ -197,6 +201,6 @@ def disruption_budget(
     return k8s.policy.v1.PodDisruptionBudget(
         name,
         metadata={"name": app, "namespace": namespace, "labels": labels(app, "gateway")},
-        spec={"maxUnavailable": 1, "selector": {"matchLabels": selector(app)}},
+        spec={"max_unavailable": 1, "selector": {"match_labels": selector(app)}},
         opts=opts,
     )

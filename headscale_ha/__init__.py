@@ -1,7 +1,9 @@
 """headscale-ha as a library: one import name for everything another Pulumi program may reuse.
 
 - ``headscale_ha.components``: the ComponentResources (the repository's ``components/``);
-- ``headscale_ha.policy``: the tailnet policy renderer and the CrossGuard rules (``policy/``);
+- ``headscale_ha.policy``: the tailnet ACL policy, its model and renderer (``policy/``);
+- ``headscale_ha.guardrails``: the CrossGuard pack and the image-pin rules it shares with the stack config
+  (``guardrails/``);
 - ``headscale_ha.program``: the site program the stacks run (``program/``);
 - ``headscale_ha.provider``: the dynamic provider for the Headscale API (``provider/``);
 - ``headscale_ha.package``: the component package, the components for programs in any Pulumi language

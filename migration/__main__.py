@@ -85,7 +85,7 @@ class _Progress:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m migration", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m migration", description=__doc__ and __doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="preflight, check the target, load with pgloader, verify")
     check = commands.add_parser("preflight", help="only check the SQLite database")

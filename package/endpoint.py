@@ -101,7 +101,8 @@ class PublicEndpoint(pulumi.ComponentResource):
             _EndpointInputs, {k: v for k, v in args.items() if k not in ("headscale", "headplane", "endpoint")}
         )
         headscale = _backend(required(args, "headscale"), "headscale")
-        headplane = None if args.get("headplane") is None else _backend(args["headplane"], "headplane")
+        headplane_input = args.get("headplane")
+        headplane = None if headplane_input is None else _backend(headplane_input, "headplane")
         settings = settings_of(EndpointSettings, required(args, "endpoint"), "endpoint")
         if settings.failover is FailoverMode.K8GB and not plain.primary_site:
             at = schema_path("primary_site")

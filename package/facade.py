@@ -23,8 +23,9 @@ def dependencies(opts: pulumi.ResourceOptions | None) -> tuple[pulumi.Resource, 
     depends_on = None if opts is None else opts.depends_on
     if isinstance(depends_on, pulumi.Resource):
         return (depends_on,)
-    if isinstance(depends_on, Sequence) and all(isinstance(r, pulumi.Resource) for r in depends_on):
-        return tuple(depends_on)
+    if isinstance(depends_on, Sequence):
+        known = tuple(r for r in depends_on if isinstance(r, pulumi.Resource))
+        return known if len(known) == len(depends_on) else ()
     return ()
 
 

@@ -1,4 +1,3 @@
-# pyright: standard
 """GatewayServices as the component package exposes it: the split gateway's CoreDNS and TCP proxies behind one
 LoadBalancer IP, from plain inputs.
 

@@ -109,6 +109,8 @@ class PackageProvider(ComponentProvider):
 
     def __init__(self, components: tuple[type[pulumi.ComponentResource], ...]) -> None:
         super().__init__(list(components), PACKAGE, None, VERSION)
+        if self.schema is None:  # the SDK sets it from the components' analysis
+            raise RuntimeError("the component provider has no schema after analyzing the components")
         self.schema = json.dumps(with_secrets(json.loads(self.schema)))
         self._checked: dict[str, _Checked] = {f"{PACKAGE}:index:{c.__name__}": c for c in components}  # type: ignore[misc]
 

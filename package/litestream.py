@@ -18,7 +18,7 @@ from pulumi.errors import InputPropertyError
 from headscale_ha.components import backup_volume, litestream, position_recorder
 from headscale_ha.components import settings as models
 from headscale_ha.components.config_types import AbsolutePath, DnsLabel, Quantity
-from headscale_ha.components.pod import labels, selector
+from headscale_ha.components.pod import labels, object_name, selector
 from headscale_ha.package import types
 from headscale_ha.package.facade import child_options, expose
 from headscale_ha.package.inputs import checked_value, dated_override, settings_of
@@ -248,7 +248,7 @@ class LitestreamBackup(pulumi.ComponentResource):
         expose(
             self,
             {
-                "config_map_name": backup.config_map.metadata.apply(lambda metadata: metadata.name),
+                "config_map_name": backup.config_map.metadata.apply(object_name),
                 "backup_dir": backup.backup_dir,
                 "init_containers": backup.init_containers,
                 "volumes": backup.volumes,

@@ -1,4 +1,3 @@
-# pyright: standard
 """SubnetRouters as the component package exposes it: the split gateway's HA subnet routers, from plain inputs.
 
 A facade over the Python component of components/subnet_routers.py: it validates every input first (the same value

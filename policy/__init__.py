@@ -1,6 +1,7 @@
-"""The tailnet ACL policy (base policy in Git, deterministic render) and the program's guard rails.
+"""The tailnet ACL policy: the base policy in Git, what Headscale makes of it, and its deterministic render.
 
-Imports nothing from ``components``; the policy renderer and the CrossGuard pack live here.
+Imports nothing from ``components``. Only the tailnet's policy lives here: the CrossGuard pack, a policy over the
+stack's resources rather than the tailnet's traffic, and its image rules are ``headscale_ha.guardrails``.
 
 The policy model (what Headscale 0.28 and 0.29 accept, refuse and lint), one layer per module, each using only
 the ones listed before it:

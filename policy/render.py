@@ -85,7 +85,7 @@ class SiteRoutes:
         except ValueError as exc:
             problems.append(PolicyProblem(_site_path(name, "gateway_ip"), str(exc)))
         else:
-            if networks and not any(gateway.subnet_of(n) for n in networks if n.version == gateway.version):
+            if networks and not any(_within(gateway, network) for network in networks):
                 problems.append(
                     PolicyProblem(
                         _site_path(name, "gateway_ip"),
@@ -309,3 +309,12 @@ def _canonical(document: dict[str, Any]) -> dict[str, Any]:
     if "exitNode" in approvers:
         approvers["exitNode"] = sorted(set(approvers["exitNode"]))
     return document
+
+
+def _within(inner: IpNetwork, outer: IpNetwork) -> bool:
+    """``inner`` lies in ``outer``; never across address families (``subnet_of`` raises on a mix)."""
+    if isinstance(inner, ipaddress.IPv4Network) and isinstance(outer, ipaddress.IPv4Network):
+        return inner.subnet_of(outer)
+    if isinstance(inner, ipaddress.IPv6Network) and isinstance(outer, ipaddress.IPv6Network):
+        return inner.subnet_of(outer)
+    return False

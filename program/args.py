@@ -515,7 +515,7 @@ def monitoring_args(config: StackConfig) -> MonitoringArgs | None:
     )
 
 
-def replication_lag_seconds(config: StackConfig) -> float:
+def replication_lag_seconds(config: StackConfig) -> int:
     """When the replication-lag alert fires: the longest lag the scrape, exporter and sync intervals can show
     while replication works, and never under 5 minutes."""
     sync_ns = parse_go_duration(config.backup.litestream.sync_interval, argument="backup.litestream.syncInterval")

@@ -260,10 +260,12 @@ def _without_bad_leaves(key: str, value: Any, exc: ValidationError) -> Any | Non
 def _adapter(key: str) -> TypeAdapter[Any]:
     """Validator of one top-level key, with the constraints declared on its field."""
     info = next(f for n, f in StackConfig.model_fields.items() if key in (n, f.alias))
+    if info.annotation is None:
+        raise TypeError(f"StackConfig's field for {key!r} has no annotation")
     if not info.metadata:
         return TypeAdapter(info.annotation)
     # A type made at run time from the field's own annotation, which a static checker cannot read as a type.
-    return TypeAdapter(Annotated[info.annotation, *info.metadata])  # pyright: ignore[reportInvalidTypeForm]
+    return TypeAdapter(Annotated[info.annotation, *info.metadata])  # pyright: ignore[reportInvalidTypeForm, reportArgumentType]
 
 
 # --------------------------------------------------------------------------------------------- parsing

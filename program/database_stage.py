@@ -55,9 +55,8 @@ def database_stage_args(config: StackConfig, policy: RenderedPolicy) -> Database
     """The database components of ``config``'s stage (in file mode the migration Job's `headscale configtest` loads
     the stack's rendered ``policy`` too). A config that lacks what the stage needs (one built by hand, not parsed)
     is refused with the problems the config check reports."""
-    credentials = dict(
-        zip(CREDENTIAL_KEYS, (config.object_store_access_key_id, config.object_store_secret_access_key), strict=True)
-    )
+    given = (config.object_store_access_key_id, config.object_store_secret_access_key)
+    credentials: dict[str, object] = {key: value for key, value in zip(CREDENTIAL_KEYS, given, strict=True)}
     problems = database_stage_problems(config.database, config.backup, credentials)
     if problems:
         raise ConfigError(problems)

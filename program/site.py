@@ -20,7 +20,7 @@ from headscale_ha.components.headplane import Headplane
 from headscale_ha.components.headscale import HeadscaleServer, HeadscaleServerArgs
 from headscale_ha.components.monitoring import StackMonitoring
 from headscale_ha.components.network_policy import NetworkPolicies
-from headscale_ha.components.pod import kept
+from headscale_ha.components.pod import kept, object_name
 from headscale_ha.components.postgres import PostgresDatabase
 from headscale_ha.components.sqlite_to_postgres import SqliteToPostgres
 from headscale_ha.components.subnet_routers import SubnetRouters, router_key_secrets
@@ -61,7 +61,7 @@ def kubernetes_provider(name: str, args: KubernetesArgs, opts: pulumi.ResourceOp
     )
 
 
-def _after(opts: pulumi.ResourceOptions, *resources: pulumi.Resource) -> pulumi.ResourceOptions:
+def _after(opts: pulumi.ResourceOptions, *resources: pulumi.Input[pulumi.Resource]) -> pulumi.ResourceOptions:
     """``opts``, also waiting for ``resources`` (up creates them first, destroy deletes them last)."""
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(resources)))
 
@@ -198,7 +198,7 @@ class TailnetSite(pulumi.ComponentResource):
         return stack_outputs(
             self._name,
             args.outputs,
-            namespace=self.namespace.metadata.apply(lambda metadata: metadata.name),
+            namespace=self.namespace.metadata.apply(object_name),
             headscale=self.headscale,
             headplane=self.headplane,
             policy=self.policy,

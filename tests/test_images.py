@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from headscale_ha.policy.images import image_problem
+from headscale_ha.guardrails.images import image_problem
 from tools.harness import PROJECT_DIR
 
 DOCKERFILES = sorted((PROJECT_DIR / "images").glob("*/Dockerfile"))

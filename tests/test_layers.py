@@ -1,4 +1,6 @@
-"""The layers import in one direction only: program → components → (policy, provider); tools and tests on top.
+"""The layers import in one direction only: program → components → (guardrails, policy, provider); tools and tests
+on top. The guard rails (the CrossGuard pack and the image pins the stack config also reads) share nothing with the
+tailnet's ACL policy or the Headscale API's provider: neither side imports the other.
 
 The library is one import name, ``headscale_ha``, over the repository's top-level folders (the layout rule,
 tests/test_layout.py): nothing imports the folders by their own names, and nothing edits ``sys.path`` to find them.
@@ -17,6 +19,7 @@ from tools.harness import PROJECT_DIR
 #: directory -> what its modules import it as.
 LAYERS = {
     "components": "headscale_ha.components",
+    "guardrails": "headscale_ha.guardrails",
     "provider": "headscale_ha.provider",
     "package": "headscale_ha.package",
     "policy": "headscale_ha.policy",
@@ -28,8 +31,11 @@ LAYERS = {
 FORBIDDEN = {
     "headscale_ha.components": {"headscale_ha.program", "headscale_ha.package", "tools", "tests", "examples"},
     "headscale_ha.provider": {"headscale_ha.components", "headscale_ha.program", "headscale_ha.policy", "tools"}
+    | {"headscale_ha.guardrails", "tests"},
+    "headscale_ha.policy": {"headscale_ha.components", "headscale_ha.program", "headscale_ha.guardrails", "tools"}
     | {"tests"},
-    "headscale_ha.policy": {"headscale_ha.components", "headscale_ha.program", "tools", "tests"},
+    "headscale_ha.guardrails": {"headscale_ha.components", "headscale_ha.program", "headscale_ha.policy", "tools"}
+    | {"headscale_ha.package", "headscale_ha.provider", "tests", "examples"},
     # The component package wraps the components for other languages; the site program is not one of them.
     "headscale_ha.package": {"headscale_ha.program", "headscale_ha.provider", "tools", "tests", "examples"},
     "migration": {"headscale_ha", "headscale_ha.components", "headscale_ha.program", "tools", "tests"},
@@ -38,7 +44,7 @@ FORBIDDEN = {
 }
 #: The folders' own names: importing one would load a second copy of a module (headscale_provider is an alias for
 #: the state of release 0.1.0: headscale_ha/class_paths.py).
-RETIRED = {"components", "package", "program", "policy", "provider", "headscale_provider"}
+RETIRED = {"components", "guardrails", "package", "program", "policy", "provider", "headscale_provider"}
 
 
 def _layer(module: str) -> str:

@@ -1,4 +1,3 @@
-# pyright: standard
 """The layout rule (docs/contributing.md, "Where code lives"): ``headscale_ha.<name>`` is the top-level folder
 ``<name>/``, linked into the package's folder as ``headscale_ha/<name>``; every other Python folder at the top imports
 by its own name from the checkout. So the checkout imports as the wheel does with no mapping, a type checker reads
@@ -63,7 +62,7 @@ def test_the_build_maps_nothing_and_ships_every_subpackage_of_the_linked_folders
     found = {"headscale_ha", "headscale_provider"}
     for name in _linked():
         for init in sorted((PROJECT_DIR / name).rglob("__init__.py")):
-            if "venv" not in init.relative_to(PROJECT_DIR).parts:  # policy/pack/venv: the pack's own environment
+            if "venv" not in init.relative_to(PROJECT_DIR).parts:  # guardrails/pack/venv: the pack's own environment
                 found.add(".".join(("headscale_ha", *init.parent.relative_to(PROJECT_DIR).parts)))
     assert set(setuptools["packages"]) == found
 

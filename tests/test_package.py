@@ -24,8 +24,9 @@ from tools.harness import PROJECT_DIR
 SMOKE = """
 import importlib, importlib.resources, pkgutil, sys
 import headscale_ha
+library = ("components", "guardrails", "package", "policy", "program", "provider")
 names = ["headscale_ha"]
-for package in ("components", "package", "policy", "program", "provider"):
+for package in library:
     package = "headscale_ha." + package
     path = importlib.import_module(package).__path__
     names += [package, *(i.name for i in pkgutil.walk_packages(path, package + "."))]
@@ -38,7 +39,7 @@ print(headscale_ha.__version__)
 print(headscale_ha.__file__)
 print(sorted(p.name for p in scripts.iterdir()))
 print(len(policy.read_text()) > 0)
-print(sorted(m for m in sys.modules if m.split(".")[0] in ("components", "program", "policy", "tools", "tests")))
+print(sorted(m for m in sys.modules if m.split(".")[0] in (*library, "tools", "tests")))
 """
 
 

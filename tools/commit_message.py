@@ -46,7 +46,7 @@ def _range_messages(revisions: str) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("file", nargs="?", type=Path, help="a commit message file")
     parser.add_argument("--range", dest="revisions", help="a range of commits, e.g. main..HEAD")
     args = parser.parse_args(argv)

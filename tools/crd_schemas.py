@@ -164,7 +164,7 @@ def write(files: list[SchemaFile], out: Path, *, complete: bool = True) -> list[
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="write the schema files")
     mode.add_argument("--check", action="store_true", help="exit 1 when the schema files are not current")

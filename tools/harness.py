@@ -304,8 +304,9 @@ def engine_urn(stack: str, project: str, parent: str, type_: str, name: str) -> 
 class _RecordingMonitor(sdk.MockMonitor):
     """The SDK's mock monitor, also keeping parent links and secret markers (the SDK drops both)."""
 
-    def __init__(self, mocks: sdk.Mocks) -> None:
+    def __init__(self, mocks: _Mocks) -> None:
         super().__init__(mocks)
+        self.errors = mocks.errors  # what the run reports (_execute): the mocks' own list
         self.lock = threading.Lock()
         self.registered: list[RegisteredResource] = []
         self.thread_loops: set[asyncio.AbstractEventLoop] = set()
@@ -327,9 +328,7 @@ class _RecordingMonitor(sdk.MockMonitor):
         """As strict as the engine: a second resource with a URN already taken fails the run."""
         with self.lock:
             if urn in self.urns:
-                self.mocks.errors.append(
-                    DuplicateUrnError(f"Duplicate resource URN '{urn}'; try giving it a unique name")
-                )
+                self.errors.append(DuplicateUrnError(f"Duplicate resource URN '{urn}'; try giving it a unique name"))
             self.urns.add(urn)
 
     def _track_thread_loop(self) -> None:
@@ -586,7 +585,7 @@ def run_program(
     registered: list[RegisteredResource] | None = None,
     stack_outputs: StackOutputs | None = None,
     preview: bool = False,
-    monitor_factory: Callable[[sdk.Mocks], _RecordingMonitor] | None = None,
+    monitor_factory: Callable[[_Mocks], _RecordingMonitor] | None = None,
 ) -> ProgramRun:
     """Run ``program`` as stack ``stack`` of ``project`` with ``config`` (CLI wire form) under mocks.
 

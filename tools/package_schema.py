@@ -26,7 +26,10 @@ END = "<!-- package-components:end -->"
 
 
 def schema() -> dict[str, Any]:
-    return json.loads(provider().schema)
+    text = provider().schema  # the SDK's Provider types it optional; the component provider always sets it
+    if text is None:
+        raise RuntimeError("the component package's provider answers no schema (its `schema` is None)")
+    return json.loads(text)
 
 
 def schema_text() -> str:

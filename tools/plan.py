@@ -27,7 +27,7 @@ from typing import Any
 import pulumi
 
 from headscale_ha.components.settings import PROJECT
-from headscale_ha.policy.pack.rules import Subject, advisories
+from headscale_ha.guardrails.pack.rules import Subject, advisories
 from headscale_ha.program.config import ConfigError, parse_stack_config
 from tools import render
 from tools.harness import PROJECT_DIR, ProgramRun, StackOutputs, UnknownStackError, offline_salt, run_program
@@ -367,7 +367,7 @@ def policy_warnings(run: ProgramRun) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="make plan", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="make plan", description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--stack", action="append", help="stack to plan (repeatable); default: every stack file")
     parser.add_argument("--out", type=Path, default=None, help="directory for rendered/<stack>/ (default: ./rendered)")
     parser.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help="where Pulumi.yaml and stack files are")

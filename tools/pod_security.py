@@ -8,7 +8,7 @@ Used by tools/validate.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +72,7 @@ class PodTemplate:
 
     spec: dict[str, Any]
     at: str
-    annotations: dict[str, Any]
+    annotations: Mapping[str, Any]
     annotations_at: str
 
     def containers(self) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -82,16 +82,16 @@ class PodTemplate:
                 if isinstance(container, dict):
                     yield f"{self.at}.{kind}[{index}]", container
 
-    def container_contexts(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def container_contexts(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
         """(path, securityContext) of every container; an absent context is an empty one."""
         for at, container in self.containers():
             yield f"{at}.securityContext", as_dict(container.get("securityContext"))
 
     @property
-    def pod_context(self) -> dict[str, Any]:
+    def pod_context(self) -> Mapping[str, Any]:
         return as_dict(self.spec.get("securityContext"))
 
-    def contexts(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def contexts(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
         """The pod's securityContext, then every container's."""
         yield f"{self.at}.securityContext", self.pod_context
         yield from self.container_contexts()
@@ -143,7 +143,7 @@ def _privileged(pod: PodTemplate) -> Iterator[Finding]:
             yield f"{at}.privileged", "privileged containers are not allowed"
 
 
-def _added_capabilities(context: dict[str, Any]) -> set[str]:
+def _added_capabilities(context: Mapping[str, Any]) -> set[str]:
     return {c for c in as_list(as_dict(context.get("capabilities")).get("add")) if isinstance(c, str)}
 
 

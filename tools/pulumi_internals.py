@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import threading
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import mocks, rpc, settings
@@ -68,11 +69,20 @@ def reset_runtime(project: str | None = None, stack: str | None = None) -> None:
         settings.reset_options(project=project, stack=stack)
 
 
+class _OutputTasks(Protocol):
+    """The two attributes of pulumi/runtime/settings.py ``Settings`` read here, typed as the SDK declares them: its
+    ``@contextproperty`` decorator is untyped, so a type checker sees no attribute through it."""
+
+    lock: threading.Lock
+    outputs: set[asyncio.Task[Any]]
+
+
 def clear_output_tasks() -> None:
     """pulumi/runtime/settings.py ``SETTINGS.outputs``: the SDK keeps every Output's task in this set until the next
     run clears it; cleared at the end of a run (under its lock) so a finished run holds nothing."""
-    with settings.SETTINGS.lock:
-        settings.SETTINGS.outputs.clear()
+    run = cast(_OutputTasks, settings.SETTINGS)  # the SDK's declared types, which its decorator hides (above)
+    with run.lock:
+        run.outputs.clear()
 
 
 def root_resource() -> Any:
@@ -118,7 +128,8 @@ def undo_dynamic_pickler_patch() -> None:
             break
         original = inner
     if original is not method:
-        pickle._Pickler._batch_setitems = original
+        # typeshed's pickle stub lists no private methods; _batch_setitems is one (read through __dict__ above).
+        pickle._Pickler._batch_setitems = original  # pyright: ignore[reportAttributeAccessIssue]
 
 
 __all__ = [

@@ -408,7 +408,7 @@ def build_all(only: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--bin-dir", action="store_true", help="print the binaries' directory and exit")
     parser.add_argument("actors", nargs="*", help="build only these actors (names in tools/real_tools.json)")
     args = parser.parse_args(argv)

@@ -553,7 +553,7 @@ def main(
     sleep: Callable[[float], None] = time.sleep,
     ask: Callable[[str], str] | None = None,
 ) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.runbook", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.runbook", description=__doc__ and __doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="runbook", required=True)
     promote = commands.add_parser("promote", help="make SITE the active site")
     promote.add_argument("site")

@@ -49,7 +49,7 @@ def import_roots(tree: Path, scratch: Path) -> list[Path]:
         return [tree]
     for name in sorted(dirs, key=lambda package: package.count(".")):
         link = scratch.joinpath(*name.split("."))
-        if link.exists():  # inside a directory already linked whole (policy/pack)
+        if link.exists():  # inside a directory already linked whole (a subpackage)
             continue
         outside = [
             other for other in dirs if other.startswith(f"{name}.") and not dirs[other].is_relative_to(dirs[name])

@@ -32,7 +32,7 @@ import ipaddress
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -46,6 +46,7 @@ from tools.wiring.manifest import as_dict
 
 try:
     import jsonschema
+    import jsonschema.validators
     from referencing import Registry, Resource
 except ImportError as missing:  # pragma: no cover - the environment is requirements-dev.txt's
     print(f"validate: {missing}; install requirements-dev.txt (make validate does)", file=sys.stderr)
@@ -157,7 +158,7 @@ def load_file(path: Path) -> LoadedFile:
 # --------------------------------------------------------------------------- schema errors as findings
 
 
-def _unknown_fields(instance: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+def _unknown_fields(instance: dict[str, Any], schema: Mapping[str, Any]) -> list[str]:
     """The fields of ``instance`` that neither ``properties`` nor ``patternProperties`` of ``schema`` declare."""
     declared = schema.get("properties") or {}
     patterns = [re.compile(p) for p in schema.get("patternProperties") or {}]
@@ -458,12 +459,12 @@ class ObjectChecker:
         if not isinstance(obj, dict):
             return Verdict([("(root)", f"a {type(obj).__name__}, not an object (a mapping)")])
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        absent = [
-            name
-            for name, value in (("apiVersion", api_version), ("kind", kind))
-            if not value or not isinstance(value, str)
-        ]
-        if absent:
+        if not (api_version and isinstance(api_version, str) and kind and isinstance(kind, str)):
+            absent = [
+                name
+                for name, value in (("apiVersion", api_version), ("kind", kind))
+                if not value or not isinstance(value, str)
+            ]
             return Verdict([("(root)", f"{' and '.join(absent)} missing or not a string")])
         group, _, version = api_version.rpartition("/")
         findings = _metadata_findings(obj)
@@ -490,7 +491,7 @@ class ObjectChecker:
         except (jsonschema.SchemaError, re.error) as exc:
             return [*findings, ("(root)", f"the schema in {crd.source} is unusable: {exc}")]
 
-    def _custom_metadata(self, meta: dict[str, Any]) -> list[Finding]:
+    def _custom_metadata(self, meta: Mapping[str, Any]) -> list[Finding]:
         """ObjectMeta's schema, and the name rule every custom resource has (a DNS-1123 subdomain)."""
         findings = schema_findings(self.builtins.object_meta(), meta, ("metadata",)) if meta else []
         name = meta.get("name")
@@ -558,7 +559,7 @@ def check_set(files: Sequence[Path], checker: ObjectChecker, admission: bool, ve
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tools.validate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.validate", description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="manifest files or directories (one set)")
     parser.add_argument("--stack", action="append", default=[], help="a stack's rendered/<stack> (repeatable)")
     parser.add_argument("--rendered", type=Path, default=RENDERED_DIR, help="where the plan wrote (default: rendered)")

@@ -16,7 +16,7 @@ from headscale_ha.components.settings.base import (
     go_duration_in_range,
     override_date,
 )
-from headscale_ha.policy.images import ImageRef
+from headscale_ha.guardrails.images import ImageRef
 
 
 class OidcSettings(SettingsModel):

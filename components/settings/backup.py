@@ -37,6 +37,13 @@ class Nfs(SettingsModel):
     )
     size: Quantity = Field(default="10Gi", description="Capacity of the backup volume and claim.")
 
+    @property
+    def export(self) -> tuple[str, str] | None:
+        """(server, path) of the static PersistentVolume; None when a StorageClass provisions the claim."""
+        if self.server is None or self.path is None:
+            return None
+        return self.server, self.path
+
     @model_validator(mode="after")
     def _one_source(self) -> Nfs:
         if self.storage_class is None and (self.server is None or self.path is None):

@@ -9,7 +9,7 @@ import pulumi
 
 from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
 from headscale_ha.components.litestream import LitestreamBackup, LitestreamBackupArgs
-from headscale_ha.components.pod import container_security, labels, pod_security, resources
+from headscale_ha.components.pod import Meta, container_security, labels, pod_security, resources
 from headscale_ha.components.settings import BackupSettings, ComputeResources, Nfs, ResourceAmounts
 from headscale_ha.components.workload import cluster_service, data_claim, singleton_deployment
 
@@ -43,7 +43,7 @@ class Vaultwarden(pulumi.ComponentResource):
     def __init__(self, name: str, args: VaultwardenArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("reuse-example:app:Vaultwarden", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        meta = {"namespace": args.namespace, "labels": labels(APP, "app", part_of=APP)}
+        meta: Meta = {"namespace": args.namespace, "labels": labels(APP, "app", part_of=APP)}
         backup_settings = BackupSettings(nfs=Nfs(server=args.nfs_server, path=args.nfs_path))
         assert backup_settings.nfs is not None
         volume = BackupVolume(

@@ -16,7 +16,7 @@ from headscale_ha.program.availability.words import cap
 
 #: The page, with a ``$name`` placeholder per part of the report (read when imported, so a wheel without it fails
 #: at once).
-PAGE = Template(resources.files(__package__).joinpath("page.md").read_text("utf-8"))
+PAGE = Template(resources.files("headscale_ha.program.availability").joinpath("page.md").read_text("utf-8"))
 
 
 def table_cell(text: object) -> str:

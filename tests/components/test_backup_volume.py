@@ -59,3 +59,9 @@ def test_both_objects_name_the_callers_application() -> None:
     }
     assert set(part_of.values()) == {"vaultwarden"}, part_of
     assert len(part_of) == 2
+
+
+def test_the_export_names_the_static_source_only() -> None:
+    """What the static PersistentVolume is made from; a StorageClass's claim has none."""
+    assert Nfs(server="nfs.example.org", path="/export/b").export == ("nfs.example.org", "/export/b")
+    assert Nfs(storage_class="nfs-csi").export is None

@@ -12,7 +12,7 @@ from headscale_ha.components.config_types import (
     PostgresImage,
     quantity_value,
 )
-from headscale_ha.policy.images import ImageRef
+from headscale_ha.guardrails.images import ImageRef
 from headscale_ha.policy.values import go_duration_ns
 
 

@@ -15,7 +15,7 @@ from headscale_ha.components.headscale import PostgresStorage
 from headscale_ha.components.headscale_config import PostgresConnection
 from headscale_ha.components.settings import ClusterSettings, ComputeResources, ResourceAmounts
 from headscale_ha.components.sqlite_to_postgres import SqliteToPostgres, SqliteToPostgresArgs, database_env
-from headscale_ha.policy.pack.rules import Subject, violations
+from headscale_ha.guardrails.pack.rules import Subject, violations
 from tests.support.component_run import build_component
 from tests.support.manifest_validator import validate
 from tools.harness import ProgramRun

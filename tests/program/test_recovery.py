@@ -11,7 +11,7 @@ import yaml
 
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.settings import LitestreamSettings
-from headscale_ha.policy.images import ImageRef
+from headscale_ha.guardrails.images import ImageRef
 from headscale_ha.program.recovery import (
     FORCE_DETACH_SECONDS,
     LITESTREAM_MONITOR_SECONDS,

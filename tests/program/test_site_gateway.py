@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from headscale_ha.components.gateway_config import tailnet_addresses
-from headscale_ha.policy.pack.rules import Subject, violations
+from headscale_ha.guardrails.pack.rules import Subject, violations
 from headscale_ha.program.config import ConfigError
 from tests.support.site_objects import assert_routers_each_own_node_role_and_state
 from tests.support.site_objects import object_named as _obj

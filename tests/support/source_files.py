@@ -1,4 +1,3 @@
-# pyright: standard
 """The project's files as git sees them: tracked, and new ones it does not ignore (for the checks that read every
 source file, the layers and the house measures, and for the tests that run a copy of the checkout)."""
 

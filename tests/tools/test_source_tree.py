@@ -20,7 +20,7 @@ PROBE = (
 
 
 #: The library's folders (the layout rule: ``headscale_ha.<name>`` is ``<name>/``).
-LIBRARY = ("components", "package", "policy", "program", "provider")
+LIBRARY = ("components", "guardrails", "package", "policy", "program", "provider")
 #: How trees from before the rule named them: pyproject.toml mapped each folder to its import name.
 MAPPING = "\n".join(
     ["[tool.setuptools.package-dir]", '"headscale_ha" = "headscale_ha"']

@@ -20,7 +20,7 @@ from tools.diff.stacks import diff_dumps
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="make diff", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="make diff", description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--base", default="HEAD", help="git ref to compare the working tree with (default: HEAD)")
     parser.add_argument("--stack", action="append", help="stack to compare (repeatable); default: every stack")
     parser.add_argument(

@@ -74,7 +74,11 @@ def load_tools(root: Path) -> Tools:
             f"its tools lack what the diff needs ({exc}); a base must have tools.plan.plan_all and tools.harness"
         ) from None
     for module in (plan, sys.modules.get("headscale_ha.components")):
-        if module is not None and not Path(module.__file__).resolve().is_relative_to(root):
+        if module is None:
+            continue
+        if module.__file__ is None:  # a namespace package (a directory without __init__.py)
+            raise UnfitTreeError(f"{module.__name__} has no file: it cannot be told to come from {root}")
+        if not Path(module.__file__).resolve().is_relative_to(root):
             raise UnfitTreeError(f"{module.__name__} was imported from {module.__file__}, not from {root}")
     missing = {"project_dir", "identity_dir", "stacks"} - accepted
     if missing:
@@ -103,7 +107,8 @@ def hash_secret_inputs(harness: ModuleType, notes: list[str]) -> type:
         return Hashed(digest(value))
 
     if hasattr(harness, "_secret_leaves"):
-        harness._secret_leaves = hashed_leaves
+        # Written into the module's namespace: a ModuleType reads as any attribute to a type checker, but takes none.
+        vars(harness)["_secret_leaves"] = hashed_leaves
     else:
         notes.append("secret inputs are compared as markers only: this tree's harness has no _secret_leaves")
     return Hashed
@@ -234,7 +239,7 @@ def record_stack_config(tools: Tools) -> dict[tuple[str, str], dict[str, Any]]:
             for key in added:
                 plan.PLACEHOLDERS.pop(key, None)
 
-    plan.plan_stack = plan_stack
+    vars(plan)["plan_stack"] = plan_stack  # as the harness's _secret_leaves (hash_secret_inputs)
     return per_stack
 
 

@@ -190,8 +190,13 @@ class WorkloadEffect:
     text: str
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """The value when it is a mapping (a planned input may be a marker, or missing), else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _replicas(inputs: Mapping[str, Any]) -> int | None:
-    spec = inputs.get("spec") if isinstance(inputs.get("spec"), dict) else {}
+    spec = _mapping(inputs.get("spec"))
     if inputs.get("kind") == "DaemonSet":
         return None
     replicas = spec.get("replicas", 1)
@@ -199,15 +204,15 @@ def _replicas(inputs: Mapping[str, Any]) -> int | None:
 
 
 def _strategy(inputs: Mapping[str, Any]) -> str:
-    spec = inputs.get("spec") if isinstance(inputs.get("spec"), dict) else {}
+    spec = _mapping(inputs.get("spec"))
     key = "strategy" if inputs.get("kind") == "Deployment" else "updateStrategy"
-    strategy = spec.get(key) if isinstance(spec.get(key), dict) else {}
+    strategy = _mapping(spec.get(key))
     return str(strategy.get("type", "RollingUpdate"))
 
 
 def _app(inputs: Mapping[str, Any]) -> tuple[str | None, str]:
-    metadata = inputs.get("metadata") if isinstance(inputs.get("metadata"), dict) else {}
-    labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+    metadata = _mapping(inputs.get("metadata"))
+    labels = _mapping(metadata.get("labels"))
     app = labels.get("app.kubernetes.io/name")
     if app in APPLICATIONS:
         return app, APPLICATIONS[app]

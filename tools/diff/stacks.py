@@ -112,18 +112,19 @@ def diff_dumps(base: Mapping[str, Any], head: Mapping[str, Any], stacks: Sequenc
         head_label=str(head.get("label", "head")),
         notes=sorted({*base.get("notes", []), *head.get("notes", [])}),
     )
-    old, new = base.get("stacks") or {}, head.get("stacks") or {}
-    keys = [k for k in {**old, **new} if (new.get(k) or old.get(k) or {}).get("requested", True)]
+    old: Mapping[str, Mapping[str, Any]] = base.get("stacks") or {}
+    new: Mapping[str, Mapping[str, Any]] = head.get("stacks") or {}
+    entries = {k: new.get(k) or old.get(k) or {} for k in {**old, **new}}  # the head's entry, else the base's
+    keys = [k for k, entry in entries.items() if entry.get("requested", True)]
     if stacks:
-        names = {(new.get(k) or old.get(k))["stack"]: k for k in {**old, **new}}
+        names = {entry["stack"]: k for k, entry in entries.items()}
         missing = [s for s in stacks if s not in names]
         if missing:
             report.errors.append(f"no stack named {', '.join(missing)} in the base or the head")
-        keys = [k for k in keys if (new.get(k) or old.get(k))["stack"] in stacks]
+        keys = [k for k in keys if entries[k]["stack"] in stacks]
     order = {"identity": 0, "site": 1}
-    for key in sorted(keys, key=lambda k: (order.get((new.get(k) or old.get(k)).get("role", "site"), 2), k)):
-        entry = new.get(key) or old.get(key)
-        stack = diff_stack(_stack_name(entry), old.get(key), new.get(key))
+    for key in sorted(keys, key=lambda k: (order.get(entries[k].get("role", "site"), 2), k)):
+        stack = diff_stack(_stack_name(entries[key]), old.get(key), new.get(key))
         if stack.changed:
             report.stacks.append(stack)
     return report

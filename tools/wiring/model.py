@@ -134,9 +134,12 @@ class RenderedSet:
         for obj, holder in self.objects:
             self._index_provided(obj, holder)
 
-    def optional_keys(self, namespace: str, workload: str, name: str) -> frozenset[str] | None:
+    def optional_keys(self, namespace: str | None, workload: str, name: str) -> frozenset[str] | None:
         """The runtime keys of the declared optional reference (None: not declared). A declared workload ending in
-        `*` covers every workload whose "Kind/name" starts with what precedes it: a Job named from its spec."""
+        `*` covers every workload whose "Kind/name" starts with what precedes it: a Job named from its spec. A
+        cluster-scoped holder (no namespace) has none: an OptionalRef names a namespace."""
+        if namespace is None:
+            return None
         exact = self.optional.get((namespace, workload, name))
         if exact is not None:
             return exact

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, ResourceValidationArgs
 
-from headscale_ha.policy.pack.pack import PACK_NAME, build_policies
-from headscale_ha.policy.pack.rules import RULES, Subject, advisories, containers, pod_spec, violations
+from headscale_ha.guardrails.pack.pack import PACK_NAME, build_policies
+from headscale_ha.guardrails.pack.rules import RULES, Subject, advisories, containers, pod_spec, violations
 from tools.harness import PROJECT_DIR, ProgramRun, RegisteredResource
 
 
@@ -230,9 +230,10 @@ def test_make_plan_prints_the_advisories(run_stack) -> None:
 
 
 def test_the_packs_environment_installs_the_package_with_the_programs_pins() -> None:
-    """The Pulumi CLI installs policy/pack/requirements.txt into the pack's own venv: the rules are headscale-ha's
-    package (installed from the repository), and every dependency it pulls in is pinned as the program pins it."""
-    pack = (PROJECT_DIR / "policy" / "pack" / "requirements.txt").read_text().splitlines()
+    """The Pulumi CLI installs guardrails/pack/requirements.txt into the pack's own venv: the rules are
+    headscale-ha's package (installed from the repository), and every dependency it pulls in is pinned as the
+    program pins it."""
+    pack = (PROJECT_DIR / "guardrails" / "pack" / "requirements.txt").read_text().splitlines()
     program = (PROJECT_DIR / "requirements.txt").read_text().splitlines()
 
     def pins(lines: list[str]) -> set[str]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headscale_ha.policy.images import EXACT_POSTGRES_TAG, ImageRef, image_problem, is_postgres_image
+from headscale_ha.guardrails.images import EXACT_POSTGRES_TAG, ImageRef, image_problem, is_postgres_image
 
 NODE_KEY = re.compile(r"privkey:[0-9a-f]{64}")
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}

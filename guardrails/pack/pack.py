@@ -3,9 +3,9 @@ says so: those warn without blocking)."""
 
 from __future__ import annotations
 
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+from pulumi_policy import EnforcementLevel, Policy, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 
-from headscale_ha.policy.pack.rules import RULES, Rule, Subject
+from headscale_ha.guardrails.pack.rules import RULES, Rule, Subject
 
 PACK_NAME = "headscale-ha-guardrails"
 
@@ -19,7 +19,7 @@ def _validator(rule: Rule):  # noqa: ANN202 - CrossGuard's callback signature
     return validate
 
 
-def build_policies() -> list[ResourceValidationPolicy]:
+def build_policies() -> list[Policy]:
     return [
         ResourceValidationPolicy(
             name=rule.name,
