@@ -8,6 +8,7 @@ import hashlib
 import ipaddress
 import json
 import math
+import os
 import re
 import secrets
 import sys
@@ -26,6 +27,7 @@ from pulumi.dynamic import (
 )
 
 from headscale_ha.provider.client import (
+    WRITE_PATIENCE_SECONDS,
     HeadscaleClient,
     TransientError,
     VersionMismatchError,
@@ -46,6 +48,10 @@ SURVIVABLE = (TransientError, VersionMismatchError)
 #: A run (one provider process) reads each listing once; writes through the shared client empty them.
 LIST_CACHE_SECONDS = math.inf
 RECREATE_POLICIES = ("always", "never", "reusableOnly")
+#: Seconds a run's first write waits for a Headscale that does not serve yet (the environment of `pulumi`, which
+#: the provider's process inherits); unset: `WRITE_PATIENCE_SECONDS`; 0: no wait.
+WRITE_PATIENCE_ENV = "HEADSCALE_HA_WRITE_PATIENCE"
+MAX_WRITE_PATIENCE = 3600.0
 _DURATION = re.compile(r"(\d+)(h|m|s|d)")
 _DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
@@ -79,6 +85,20 @@ _CLIENTS: dict[tuple[str, str | None, str, str | None], HeadscaleClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
+def write_patience(environ: Mapping[str, str] = os.environ) -> float:
+    """`HEADSCALE_HA_WRITE_PATIENCE` as seconds (see `HeadscaleClient.write_patience`), refused unless 0 to 3600."""
+    text = environ.get(WRITE_PATIENCE_ENV, "").strip()
+    if not text:
+        return WRITE_PATIENCE_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= MAX_WRITE_PATIENCE:
+        raise ProviderError(f"{WRITE_PATIENCE_ENV}: expected seconds from 0 to {MAX_WRITE_PATIENCE:g}, got {text!r}")
+    return seconds
+
+
 def shared_client(url: str, api_key: str, *, version: str | None, connect_to: str | None = None) -> HeadscaleClient:
     """The process-wide client for a server (URL and the address it is reached at), key and minor pin (created once,
     thread-safe): one version probe, one remembered failure, one fetch per listing for every provider of the process
@@ -89,7 +109,12 @@ def shared_client(url: str, api_key: str, *, version: str | None, connect_to: st
         client = _CLIENTS.get(key)
         if client is None:
             client = HeadscaleClient(
-                url, api_key, version=version, cache_seconds=LIST_CACHE_SECONDS, connect_to=connect_to or None
+                url,
+                api_key,
+                version=version,
+                cache_seconds=LIST_CACHE_SECONDS,
+                connect_to=connect_to or None,
+                write_patience=write_patience(),
             )
             _CLIENTS[key] = client
         return client
@@ -198,13 +223,14 @@ def survives_outage(fallback: Callable[..., Any]) -> Callable[[Callable[..., _T]
 
 def asks_again(method: Callable[..., _T]) -> Callable[..., _T]:
     """For `create`, `update` and `delete`: a failure the client remembers is forgotten first, so a server that came
-    back in this run (rolled out, restarted, upgraded) is written to; one still down fails this write after one more
-    probe, and the engine ends the run at its first failed write, so there is no storm either."""
+    back in this run (rolled out, restarted, upgraded) is written to; one that does not serve yet is waited for,
+    once per run (`HeadscaleClient.write_patience`); one still down then fails this write, and the engine ends the run
+    at its first failed write, so there is no storm either."""
 
     @functools.wraps(method)
     def wrapper(self: _HeadscaleProvider, *args: Any) -> _T:
         if self._client is not None:
-            self._client.ask_again()
+            self._client.ask_again(patient=True)
         return method(self, *args)
 
     return wrapper

@@ -18,7 +18,9 @@ A server that cannot be reached costs seconds, once: connections give up after `
 or a call that could not connect at all, is remembered for ``DOWN_MEMORY_SECONDS``: every call in that window fails
 at once with `UnreachableError` (nothing sent), naming the URL and the first failure; after it, or after
 `ask_again` (the providers call it before each write), the server is probed again (it may have come back, with
-another release).
+another release). Once a write asked for it (`ask_again(patient=True)`), a probe that finds the server not serving
+waits for it, up to ``WRITE_PATIENCE_SECONDS`` and once per client: a write may follow the rollout that makes the
+server, seconds before anything routes to it.
 
 Listings can be shared (``cache_seconds``): one fetch per listing for every thread of the process, however
 many ask at once (single flight); any write through the client empties them.
@@ -46,6 +48,15 @@ import requests
 import urllib3.exceptions
 
 from headscale_ha.provider.pinning import pin
+from headscale_ha.provider.records import (
+    ApiKeyInfo,
+    LivePolicy,
+    Node,
+    PreAuthKeyInfo,
+    User,
+    parse_time,
+    wire_time,
+)
 
 SUPPORTED_MINORS = ("0.28", "0.29")
 #: Seconds to establish a TCP (and TLS) connection: an address that drops packets (a lost cluster) costs this much.
@@ -56,6 +67,11 @@ READ_TIMEOUT = 10.0
 PROBE_RETRIES = 1
 #: How long a failed probe, or a call that could not connect, keeps every later call from being sent.
 DOWN_MEMORY_SECONDS = 30.0
+#: How long a write waits, once per client, for a server that does not serve yet: a Deployment counts as rolled
+#: out when its pod is Ready, and the ingress or load balancer in front of it routes to that pod some seconds later.
+WRITE_PATIENCE_SECONDS = 60.0
+#: The longest pause between two probes of that wait.
+PATIENCE_STEP_SECONDS = 5.0
 ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _TRANSIENT_STATUS = frozenset({502, 503, 504})
 _SECRETISH = re.compile(r"hskey-(api|auth|authreq|client|oauthtok)-[A-Za-z0-9_\-]+|[0-9a-f]{48}")
@@ -115,161 +131,6 @@ class VersionMismatchError(UnsupportedError):
         self.live = live
 
 
-def parse_time(value: str | None) -> datetime | None:
-    """RFC 3339 → aware datetime; null and the zero time (`0001-01-01T00:00:00Z`) → None."""
-    if not value:
-        return None
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return None if parsed.year <= 1 else parsed
-
-
-def format_time(value: datetime) -> str:
-    """Whole seconds, as outputs carry them."""
-    if value.tzinfo is None:
-        raise ValueError("timestamps sent to Headscale must be timezone-aware")
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def wire_time(value: datetime) -> str:
-    """What a request carries: whole seconds, plus the microseconds when there are any (protojson accepts up to
-    nanoseconds; SQLite and PostgreSQL keep microseconds, so a key's expiration is listed back exactly)."""
-    text = format_time(value)
-    micro = value.astimezone(UTC).microsecond
-    return f"{text[:-1]}.{micro:06d}Z" if micro else text
-
-
-@dataclass(frozen=True, kw_only=True)
-class User:
-    id: str
-    name: str
-    display_name: str = ""
-    email: str = ""
-    provider_id: str = ""  # set for users an OIDC login created; empty for users created through the API or CLI
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> User:
-        return cls(
-            id=str(data.get("id", "")),
-            name=data.get("name", ""),
-            display_name=data.get("displayName", ""),
-            email=data.get("email", ""),
-            provider_id=data.get("providerId", "") or "",
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class Node:
-    id: str
-    name: str
-    given_name: str
-    user: User | None
-    tags: tuple[str, ...]
-    approved_routes: tuple[str, ...]
-    available_routes: tuple[str, ...]
-    online: bool = False
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Node:
-        user = data.get("user")
-        tags = data.get("tags")
-        if tags is None:  # releases before 0.28 split tags; kept readable for old servers
-            tags = [*(data.get("forcedTags") or []), *(data.get("validTags") or [])]
-        return cls(
-            id=str(data.get("id", "")),
-            name=data.get("name", ""),
-            given_name=data.get("givenName", ""),
-            user=User.from_api(user) if user and user.get("id") not in (None, "", "0") else None,
-            tags=tuple(sorted(tags)),
-            approved_routes=tuple(sorted(data.get("approvedRoutes") or [])),
-            available_routes=tuple(sorted(data.get("availableRoutes") or [])),
-            online=bool(data.get("online", False)),
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class PreAuthKeyInfo:
-    id: str
-    key: str  # the full key only in a create response; listings carry a masked form
-    user: User | None
-    reusable: bool
-    ephemeral: bool
-    used: bool
-    expiration: datetime | None
-    created_at: datetime | None
-    acl_tags: tuple[str, ...] = ()
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> PreAuthKeyInfo:
-        user = data.get("user")
-        return cls(
-            id=str(data.get("id", "")),
-            key=data.get("key", ""),
-            user=User.from_api(user) if isinstance(user, Mapping) and user.get("id") not in (None, "", "0") else None,
-            reusable=bool(data.get("reusable", False)),
-            ephemeral=bool(data.get("ephemeral", False)),
-            used=bool(data.get("used", False)),
-            expiration=parse_time(data.get("expiration")),
-            created_at=parse_time(data.get("createdAt")),
-            acl_tags=tuple(sorted(data.get("aclTags") or [])),
-        )
-
-    @property
-    def prefix(self) -> str:
-        """The public part of an `hskey-auth-<prefix>-<secret>` key (also readable from a masked listing)."""
-        return _key_prefix(self.key, "hskey-auth-")
-
-    def expired(self, now: datetime) -> bool:
-        return self.expiration is None or self.expiration <= now
-
-
-@dataclass(frozen=True, kw_only=True)
-class ApiKeyInfo:
-    id: str
-    prefix: str
-    expiration: datetime | None
-    created_at: datetime | None
-    last_seen: datetime | None = None
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ApiKeyInfo:
-        return cls(
-            id=str(data.get("id", "")),
-            prefix=_bare_prefix(data.get("prefix", "")),
-            expiration=parse_time(data.get("expiration")),
-            created_at=parse_time(data.get("createdAt")),
-            last_seen=parse_time(data.get("lastSeen")),
-        )
-
-    def expired(self, now: datetime) -> bool:
-        return self.expiration is None or self.expiration <= now
-
-
-#: 0.28+ key prefixes are 12 URL-safe characters, which may themselves contain '-' or '_'.
-KEY_PREFIX_LENGTH = 12
-
-
-def _key_prefix(key: str, marker: str) -> str:
-    return key[len(marker) : len(marker) + KEY_PREFIX_LENGTH] if key.startswith(marker) else ""
-
-
-def _bare_prefix(listed: str) -> str:
-    """0.28+ lists `hskey-api-<prefix>-***`; older servers the bare prefix. Expire/delete take the bare one."""
-    return _key_prefix(listed, "hskey-api-") or listed
-
-
-def api_key_prefix(key: str) -> str:
-    """The prefix Headscale lists for a full API key: `hskey-api-<prefix>-<secret>` (0.28+) or `<prefix>.<secret>`."""
-    return _key_prefix(key, "hskey-api-") or key.split(".", 1)[0]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LivePolicy:
-    text: str
-    updated_at: datetime | None
-
-
 @dataclass
 class CallCounter:
     """Requests made, by method; the bench and the fault tests read it."""
@@ -305,6 +166,7 @@ class HeadscaleClient:
         down_memory: float = DOWN_MEMORY_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
         connect_to: str | None = None,
+        write_patience: float = WRITE_PATIENCE_SECONDS,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -335,6 +197,10 @@ class HeadscaleClient:
         self._confirmed = False
         self._down: tuple[float, HeadscaleError] | None = None
         self.down_memory = down_memory
+        #: How long a probe waits for a server that does not serve yet, once `ask_again(patient=True)` asked for it
+        #: (before a write); once spent, it is 0 (`_patient_probe`).
+        self.write_patience = write_patience
+        self._patient = False
         self._monotonic = monotonic
         # Listings shared by the many resources one provider process diffs (one fetch per listing, however many
         # threads ask at once); a write empties them, and a read that started before a write is not kept.
@@ -503,10 +369,35 @@ class HeadscaleClient:
             self._refuse_if_down("Version")
             if self._server_version is None:
                 try:
-                    self._server_version = self._probe()
+                    self._server_version = self._patient_probe()
                 except HeadscaleError as exc:
                     raise self._remember_down(exc) from None
             return self._server_version
+
+    def _patient_probe(self) -> str:
+        """The probe, repeated with growing pauses for up to `write_patience` seconds while the server does not
+        serve (refused, reset, a gateway's 502/503/504), once a write asked for patience. A write may come right
+        after the rollout or the route the same `up` made, seconds before the ingress sends anything to the new pod.
+        A server that answers, even to refuse, ends the wait. The wait is given once per client: when it runs out,
+        it is spent, so a dead server costs one wait per run, not one per write."""
+        began, pause, paused = self._monotonic(), self.backoff, False
+        while True:
+            try:
+                version = self._probe()
+            except UnreachableError as exc:
+                waited = self._monotonic() - began
+                if not self._patient or waited + pause > self.write_patience:
+                    if not paused:
+                        raise
+                    limit = f"{self.write_patience:g} s"
+                    message = f"{exc.server_message} (still, after waiting up to {limit} for it to serve)"
+                    self.write_patience = 0.0
+                    raise UnreachableError(exc.call, message, status=exc.status) from None
+            else:
+                self._down = None  # what a failed attempt of this wait remembered
+                return version
+            self._sleep(pause)
+            pause, paused = min(pause * 2, PATIENCE_STEP_SECONDS), True
 
     def _probe(self) -> str:
         attempts = 1 + min(self.retries, PROBE_RETRIES)
@@ -553,10 +444,12 @@ class HeadscaleClient:
             f"{self.down_memory:g} s of a failure",
         )
 
-    def ask_again(self) -> None:
+    def ask_again(self, *, patient: bool = False) -> None:
         """Forget a remembered failure now: the next call probes the server again (providers do this before a write,
-        so a server that came back within `down_memory` is not refused)."""
+        so a server that came back within `down_memory` is not refused). ``patient`` (a write): from now on a probe
+        waits for a server that does not serve yet (`_patient_probe`), until that wait is spent."""
         with self._version_lock:
+            self._patient = self._patient or patient
             if self._down is not None:
                 self._down, self._server_version, self._confirmed = None, None, False
 

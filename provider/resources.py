@@ -61,10 +61,9 @@ from headscale_ha.provider.client import (
     TransientError,
     UnreachableError,
     User,
-    api_key_prefix,
-    format_time,
     wire_time,
 )
+from headscale_ha.provider.records import api_key_prefix, format_time
 
 
 class UserProvider(_HeadscaleProvider):

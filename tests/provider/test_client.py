@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,10 +24,9 @@ from headscale_ha.provider.client import (
     UnreachableError,
     UnsupportedError,
     VersionMismatchError,
-    api_key_prefix,
-    parse_time,
     redact,
 )
+from headscale_ha.provider.records import api_key_prefix, parse_time
 from tests.models.headscale import FakeHeadscale, Unreachable
 
 
@@ -109,6 +109,77 @@ class Ticker:
 
     def __call__(self) -> float:
         return self.now
+
+
+@dataclass
+class Pauses:
+    """The client's `sleep`: records each pause and moves the test's clock by it."""
+
+    clock: Ticker
+    taken: list[float] = field(default_factory=list)
+
+    def __call__(self, seconds: float) -> None:
+        self.taken.append(seconds)
+        self.clock.now += seconds
+
+
+def _patient_client(fake, patience: float, version: str | None = None) -> tuple[HeadscaleClient, Pauses]:
+    """A client of ``fake`` (pinned to its minor, or ``version``) on a test clock, no retries within a probe."""
+    clock = Ticker()
+    pauses = Pauses(clock)
+    client = HeadscaleClient(
+        fake.url,
+        fake.admin_key,
+        version=version or fake.version,
+        retries=0,
+        monotonic=clock,
+        sleep=pauses,
+        write_patience=patience,
+    )
+    return client, pauses
+
+
+def test_a_write_waits_for_a_server_that_starts_serving(fake) -> None:
+    """A gateway's 503 for four probes (the pod rolled out, the route not yet to it), then the server: the write's
+    probe waits with growing pauses and goes on; a read before any write did not wait."""
+    client, pauses = _patient_client(fake, patience=60)
+    fake.inject(path="/version", kind="status", status=503, times=1)
+    with pytest.raises(UnreachableError, match=r"is not serving"):
+        client.list_users()
+    assert pauses.taken == [], "no write asked for patience"
+    fake.inject(path="/version", kind="status", status=503, times=4)
+    client.ask_again(patient=True)
+    assert client.create_user("alice").name == "alice"
+    assert pauses.taken == [0.5, 1.0, 2.0, 4.0]
+    assert [r.path for r in fake.requests].count("/version") == 1 + 4 + 1
+    assert client.write_patience == 60, "not spent: the server answered within it"
+
+
+def test_a_wait_that_runs_out_is_not_given_again(fake) -> None:
+    client, pauses = _patient_client(fake, patience=10)
+    fake.inject(path="/version", kind="status", status=503, times=100)
+    client.ask_again(patient=True)
+    with pytest.raises(UnreachableError, match=re.escape("(still, after waiting up to 10 s for it to serve)")):
+        client.create_user("alice")
+    assert pauses.taken == [0.5, 1.0, 2.0, 4.0], "the next pause would have passed the 10 s"
+    assert client.write_patience == 0
+    client.ask_again(patient=True)
+    with pytest.raises(UnreachableError, match=r"\(HTTP 503\): .* is not serving: injected fault$") as caught:
+        client.create_user("alice")
+    assert "still, after" not in str(caught.value)
+    assert len(pauses.taken) == 4, "no second wait"
+    assert _api_requests(fake) == [], "nothing but probes was sent"
+
+
+def test_a_server_that_answers_ends_the_wait_even_to_refuse(fake) -> None:
+    """Another minor than the pin: the server serves, so the refusal is at once, not after the wait."""
+    other = "0.28" if fake.version.startswith("0.29") else "0.29"
+    client, pauses = _patient_client(fake, patience=60, version=other)
+    fake.inject(path="/version", kind="status", status=503, times=2)
+    client.ask_again(patient=True)
+    with pytest.raises(VersionMismatchError):
+        client.create_user("alice")
+    assert pauses.taken == [0.5, 1.0], "two pauses, then the answer"
 
 
 def test_a_refused_connection_is_probed_once_and_then_refused_at_once() -> None:

@@ -13,6 +13,7 @@ The harness is tests/support/headscale_real.py (what it changes in a rendered co
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -245,14 +246,20 @@ def _after_stop(t: Transcript, users: UserProvider, created: object) -> Transcri
     return t
 
 
-def test_a_stopped_server_fails_writes_at_once_and_keeps_its_data(tmp_path: Path, capsys) -> None:
-    """The provider's own client (default timeouts and retries) against a server that stopped: every call ends in
-    seconds, writes with the URL and "connection refused"; the fake stopped answers the same; a restart on the same
-    data serves the user again, and the next write (which asks the server again) adopts it."""
+#: The wait a write gives a server that does not serve, shortened from the provider's 60 s.
+PATIENCE = 2.0
+
+
+def test_a_stopped_server_fails_writes_after_one_wait_and_keeps_its_data(tmp_path: Path, capsys) -> None:
+    """The provider's own client (default timeouts and retries, a shorter wait) against a server that stopped: every
+    call ends in seconds but one, the write that probes the server again (the delete, after the create's failure
+    was remembered), which waits for it once; writes fail with the URL and "connection refused"; the fake stopped
+    answers the same; a restart on the same data serves the user again, and the next write (which asks the server
+    again) adopts it."""
     server = RealHeadscale(program_config(), tmp_path).start()
     try:
         key = server.create_api_key()
-        users = UserProvider().use(HeadscaleClient(server.url, key, version="0.29"))
+        users = UserProvider().use(HeadscaleClient(server.url, key, version="0.29", write_patience=PATIENCE))
         created = users.create(USER)
         server.stop()
         began = time.monotonic()
@@ -266,14 +273,40 @@ def test_a_stopped_server_fails_writes_at_once_and_keeps_its_data(tmp_path: Path
     finally:
         server.close()
     fake = _fake("0.29.2")
-    fake_users = UserProvider().use(HeadscaleClient(fake.url, fake.admin_key, version="0.29"))
+    fake_client = HeadscaleClient(fake.url, fake.admin_key, version="0.29", write_patience=PATIENCE)
+    fake_users = UserProvider().use(fake_client)
     fake_created = fake_users.create(USER)
     fake.stop()
     faked = _after_stop(Transcript(fake.url, fake.admin_key), fake_users, fake_created)
     assert real.steps["dead.create"]["message"].endswith("<url> is unreachable: connection refused")
+    waited = f"(still, after waiting up to {PATIENCE:g} s for it to serve)"
+    assert real.steps["dead.delete"]["message"].endswith(f"<url> is unreachable: connection refused {waited}")
     assert real.steps["dead.diff"] == {"changes": False, "replaces": [], "deleteBeforeReplace": None}
-    assert seconds < 6, f"{seconds:.1f} s: a stopped server costs the retries' backoff (3.5 s) and one probe, no more"
+    bound = 6 + PATIENCE
+    assert seconds < bound, f"{seconds:.1f} s: a stopped server costs one wait, the retries' backoff and a probe"
     assert disagreements(real, faked) == []
+
+
+def test_a_write_waits_for_a_server_that_starts_serving(tmp_path: Path) -> None:
+    """A run's first write, while the server is stopped and started again on the same data (a rollout the same `up`
+    made): its version probe waits, with the provider's default wait, and the write lands once the server answers."""
+    server = RealHeadscale(program_config(), tmp_path).start()
+    try:
+        key = server.create_api_key()
+        UserProvider().use(HeadscaleClient(server.url, key, version="0.29")).create(USER)
+        server.stop()
+        client = HeadscaleClient(server.url, key, version="0.29")  # a new run's: nothing probed yet
+        restart = threading.Timer(3.0, server.start)
+        restart.start()
+        try:
+            bob = UserProvider().use(client).create({**USER, "name": "bob"})
+        finally:
+            restart.join()
+        assert [user.name for user in client.list_users()] == [USER["name"], "bob"]
+        assert bob.id == client.find_user("bob").id  # type: ignore[union-attr]
+        assert client.calls.by_call["Version"] >= 3, client.calls.by_call
+    finally:
+        server.close()
 
 
 def test_a_frozen_server_costs_the_read_timeout_per_attempt(tmp_path: Path) -> None:

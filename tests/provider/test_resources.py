@@ -20,8 +20,8 @@ from headscale_ha.provider.client import (
     HeadscaleError,
     TransientError,
     UnreachableError,
-    api_key_prefix,
 )
+from headscale_ha.provider.records import api_key_prefix
 from headscale_ha.provider.resources import (
     ApiKeyProvider,
     NodeSettingsProvider,
@@ -549,7 +549,7 @@ def test_a_failed_api_key_create_expires_only_its_own_key(providers, fake, clien
 
 def test_a_create_that_was_not_sent_cleans_up_nothing(fake, clock) -> None:
     with Unreachable("refuse") as down:
-        keys = PreAuthKeyProvider().use(HeadscaleClient(down.url, "k", backoff=0.0), clock=clock)
+        keys = PreAuthKeyProvider().use(HeadscaleClient(down.url, "k", backoff=0.0, write_patience=0), clock=clock)
         with pytest.raises(UnreachableError, match=rf"{down.url} is unreachable: connection refused"):
             keys.create(dict(ROUTER_KEY))
         assert keys.client.calls.by_call == {"Version": 2}, "no listing for orphans: nothing can have been minted"

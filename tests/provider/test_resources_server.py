@@ -17,12 +17,15 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 
 from headscale_ha.provider.base import (
+    WRITE_PATIENCE_ENV,
+    ProviderError,
     StackSettings,
     forget_shared_clients,
 )
 from headscale_ha.provider.client import (
     CONNECT_TIMEOUT,
     PROBE_RETRIES,
+    WRITE_PATIENCE_SECONDS,
     HeadscaleClient,
     UnreachableError,
     UnsupportedError,
@@ -174,20 +177,28 @@ def _write_fails_fast(down: Unreachable, write: Callable[[], object]) -> None:
     assert time.monotonic() - started < 1.0, "one probe (and its one retry), never a success"
 
 
-def test_writes_fail_fast_naming_the_url() -> None:
-    """Each write asks the server once more (it may be back) and fails at once when it is not."""
+def test_writes_wait_once_then_fail_fast_naming_the_url() -> None:
+    """The run's first write waits for the server (a rollout of the same `up` may be seconds from serving); once that
+    wait ran out, each later write asks the server once more (it may be back) and fails at once when it is not."""
     with Unreachable("refuse") as down:
+        first = UserProvider()
+        first.configure(_down_config(down.url))
+        # The shared client's pauses (0.5 s before the probe's one retry, a 60 s wait), kept short here.
+        first.client.backoff, first.client.write_patience = 0.01, 0.3
+        with pytest.raises(UnreachableError, match=re.escape("(still, after waiting up to 0.3 s for it to serve)")):
+            first.create(dict(USER))
+        waited = first.client.calls.by_call["Version"]
+        assert waited > 2 * (1 + PROBE_RETRIES), "the wait probed again and again"
+        assert first.client.write_patience == 0, "spent"
         for kind, id_, props in _every_resource():
             provider = kind()
             provider.configure(_down_config(down.url))
-            provider.client.backoff = 0.01  # the shared client's pause before its one retry (0.5 s): kept short here
+            assert provider.client is first.client
             _write_fails_fast(down, lambda p=provider, v=props: p.create(dict(v)))
             gone = dict(props) | {"deleteOnDestroy": True, "resetOnDestroy": True}
             _write_fails_fast(down, lambda p=provider, i=id_, v=gone: p.delete(i, v))
-        users = UserProvider()
-        users.configure(_down_config(down.url))
-        _write_fails_fast(down, lambda: users.update("1", USER, {**USER, "name": "alicia"}))
-        assert users.client.calls.by_call == {"Version": 11 * (1 + PROBE_RETRIES)}
+        _write_fails_fast(down, lambda: first.update("1", USER, {**USER, "name": "alicia"}))
+        assert first.client.calls.by_call == {"Version": waited + 11 * (1 + PROBE_RETRIES)}
 
 
 def test_a_server_back_within_the_memory_is_written_to(fake, clock, capsys) -> None:
@@ -268,3 +279,21 @@ def test_stack_settings_read_what_the_engine_sends() -> None:
     explicit = StackSettings.from_config(Config({"headscale-ha:headscaleApiUrl": "http://10.0.0.1:8080"}, "p"))
     assert (explicit.api_url, explicit.version, explicit.users) == ("http://10.0.0.1:8080", None, None)
     assert StackSettings.from_config(Config({"headscale-ha:headscale": "{not json"}, "p")).version is None
+
+
+def test_the_wait_comes_from_the_environment_pulumi_runs_in(fake, monkeypatch) -> None:
+    """`HEADSCALE_HA_WRITE_PATIENCE` sets the shared client's wait; unset, the default; a bad value fails `configure`
+    naming the variable, the value and what it takes."""
+    users = UserProvider()
+    users.configure(stack_config(fake))
+    assert users.client.write_patience == WRITE_PATIENCE_SECONDS
+    forget_shared_clients()
+    monkeypatch.setenv(WRITE_PATIENCE_ENV, "7.5")
+    users.configure(stack_config(fake))
+    assert users.client.write_patience == 7.5
+    for bad in ("soon", "-1", "nan", "86400"):
+        forget_shared_clients()
+        monkeypatch.setenv(WRITE_PATIENCE_ENV, bad)
+        with pytest.raises(ProviderError) as refused:
+            users.configure(stack_config(fake))
+        assert str(refused.value) == f"{WRITE_PATIENCE_ENV}: expected seconds from 0 to 3600, got {bad!r}"
