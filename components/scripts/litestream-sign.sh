@@ -293,13 +293,17 @@ sign_now() {
     # shellcheck disable=SC2046 # two words: the highest TXID and the number of files
     set -- $(awk '{ t = substr($3, 18, 16); if (t "" > max "") max = t } END { print max, NR }' "$sn_work/lines")
     sn_max=$1
-    # Written under umask 022 (0644: the manifest is not secret) beside the manifest, then renamed over it; the
-    # name is this container's own (two pods of a partition never share a temp file).
+    # Made whole in the pod's own work directory, then written under umask 022 (0644: the manifest is not secret)
+    # beside the manifest in one write and renamed over it: an export replaced under this pass (a rollback) makes the
+    # rename fail, never a manifest with its head missing. The temp name is this container's own (two pods of a
+    # partition never share a temp file).
+    sn_made="$sn_work/signed-manifest"
     sn_body="$MANIFEST_FILE.tmp.$SIGNER_ID.$$"
     sn_at=$(date -u +%s)
-    if (umask 022 && printf '%s\napp %s\nsigned_at %s\ntxid %s\nfiles %s\n' "$MAGIC" "$APP" "$sn_at" \
-        "$sn_max" "$2" >"$sn_body") && cat "$sn_work/lines" >>"$sn_body" && sn_mac=$(hmac_file "$sn_body") &&
-        printf 'hmac %s\n' "$sn_mac" >>"$sn_body" && mv -f "$sn_body" "$MANIFEST_FILE"; then
+    if printf '%s\napp %s\nsigned_at %s\ntxid %s\nfiles %s\n' "$MAGIC" "$APP" "$sn_at" "$sn_max" "$2" >"$sn_made" &&
+        cat "$sn_work/lines" >>"$sn_made" && sn_mac=$(hmac_file "$sn_made") &&
+        printf 'hmac %s\n' "$sn_mac" >>"$sn_made" && (umask 022 && cat "$sn_made" >"$sn_body") &&
+        mv -f "$sn_body" "$MANIFEST_FILE"; then
         awk '{ print $2, $3, $5 }' "$sn_work/lines" >"$sn_work/attested"
         ATTESTED_HEAD=$sn_head
         SIGNED_TXID=$sn_max

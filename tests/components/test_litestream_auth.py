@@ -506,6 +506,58 @@ def test_a_damaged_recorded_position_is_refused_without_restoring(value: str, re
     _assert_nothing_restored(app)
 
 
+#: A `sha256sum` that, while the file HOLD exists, holds each call that reads its standard input (the HMAC's, and
+#: only the HMAC's: the signer's file digests name their files) until the test removes HOLD; HOLD.held says it is.
+HOLDING_SHA256SUM = """#!/bin/sh
+if [ "$#" -eq 0 ] && [ -e "$HOLD" ]; then
+    : >"$HOLD.held"
+    while [ -e "$HOLD" ]; do sleep 0.05; done
+fi
+exec "$REAL_SHA256SUM" "$@"
+"""
+
+
+def test_a_manifest_is_whole_when_the_export_is_replaced_under_the_pass(shell, tmp_path) -> None:
+    """The export is replaced (a rollback) while a pass computes its HMAC. The signer made its manifest in a temp
+    file on the export, header first, and appended the HMAC after: the replaced export got a manifest of one line
+    (seen in CI as a manifest with no `signed_at`). Now the manifest is made whole in the pod's work directory and
+    reaches the export in one write and a rename, so what the pass leaves is a manifest the verifier accepts."""
+    assert LITESTREAM is not None
+    app = App(tmp_path / "app").create()
+    key = write_backup_key(tmp_path / "key")
+    insert_rows(app.db_path, 20)
+    with replicating(LITESTREAM, app, tmp_path / "replicate.log"):
+        assert wait_until(lambda: newest_txid(LITESTREAM, app.replica_dir) > 0, timeout=20)
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(app.backup_dir, snapshot)
+    shims, hold = tmp_path / "shims", tmp_path / "hold"
+    shims.mkdir()
+    (shims / "sha256sum").write_text(HOLDING_SHA256SUM)
+    (shims / "sha256sum").chmod(0o755)
+    hold.touch()
+    real = shutil.which("sha256sum")
+    assert real is not None
+    env = manifest_env(app, key, HOLD=str(hold), REAL_SHA256SUM=real)
+    env["PATH"] = f"{shims}:{env['PATH']}"
+    with (tmp_path / "sign.log").open("wb") as log:
+        signer = subprocess.Popen([*shell, str(SIGN_SCRIPT), "sign"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert wait_until(lambda: Path(f"{hold}.held").exists(), timeout=60), (tmp_path / "sign.log").read_text()
+        shutil.rmtree(app.backup_dir)
+        shutil.copytree(snapshot, app.backup_dir)
+        hold.unlink()
+        assert signer.wait(timeout=60) == 0, (tmp_path / "sign.log").read_text()
+    finally:
+        if signer.poll() is None:
+            signer.kill()
+    lines = app.manifest.read_text().splitlines()
+    assert lines[0] == "headscale-ha-replica-manifest 1", lines[:3]
+    assert [line.split()[0] for line in lines[1:5]] == ["app", "signed_at", "txid", "files"]
+    assert lines[-1].startswith("hmac ")
+    verified = run_manifest_script(shell, "verify", manifest_env(app, key, COPY_DIR=str(tmp_path / "copy")))
+    assert verified.returncode == 0, verified.stderr
+
+
 def test_the_signer_hands_over_its_highest_position_and_never_lowers_it(shell, tmp_path) -> None:
     """The signer writes the position it signed for the recorder; when the export is rolled back under the running
     pod, it signs what is there but keeps handing over the higher position, so the rollback is never recorded as
