@@ -17,6 +17,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,6 +56,8 @@ class Ingress(threading.Thread):
         self.handshakes: list[str | None] = []
         self.context.sni_callback = lambda _socket, name, _context: self.handshakes.append(name)
         self._halt = threading.Event()
+        #: Each connection it could not forward, (time.monotonic(), why): what a failed run's story needs.
+        self.refusals: list[tuple[float, str]] = []
 
     def run(self) -> None:
         while not self._halt.is_set():
@@ -72,9 +75,14 @@ class Ingress(threading.Thread):
             secured = self.context.wrap_socket(client, server_side=True)
             port = self.backend()
             if port is None:
+                self.refusals.append((time.monotonic(), "no ready endpoint"))
                 secured.close()
                 return
-            upstream = socket.create_connection(("127.0.0.1", port), timeout=30)
+            try:
+                upstream = socket.create_connection(("127.0.0.1", port), timeout=30)
+            except OSError as exc:
+                self.refusals.append((time.monotonic(), f"port {port}: {exc}"))
+                raise
             threading.Thread(target=_pipe, args=(upstream, secured), daemon=True).start()
             _pipe(secured, upstream)
 

@@ -199,6 +199,7 @@ class Runbook:
                 text += f"\n{' '.join(argv)}:\n" + "\n".join(up.diagnostics) + up.stderr[-3000:]
         for site in sites.values():
             text += "".join(f"\n{site.name} pod {describe(pod)}" for pod in site.pods.history)
+            text += "".join(f"\n{site.name} ingress at {at:.2f}: {why}" for at, why in site.ingress.refusals[-10:])
         return text
 
 
@@ -207,7 +208,8 @@ def describe(pod: RunningPod) -> str:
     which container exited while it served (with Headscale's log tail)."""
     state = "stopped" if pod.stopped.is_set() else "serving" if pod.ready.is_set() else "starting"
     served = "headscale running" if pod.headscale is not None and pod.headscale.running else "headscale not running"
-    return "; ".join([f"{pod.name}: {state}, {served}, init exits {pod.init_exits}",
+    ready = f"started at {pod.started_at:.2f}, ready at " + (f"{pod.ready_at:.2f}" if pod.ready_at else "-")
+    return "; ".join([f"{pod.name}: {state}, {served}, init exits {pod.init_exits}, {ready}",
                       *([f"failed: {pod.failure}"] if pod.failure else []), *pod.exits])  # fmt: skip
 
 
