@@ -22,6 +22,7 @@ pytestmark = pytest.mark.real_tool("curl", *LAB_TOOLS)
 NAMESPACE, ACCOUNT, POLICY = "serving-site", "headscale", "headscale-ha-serving-site-own-pod"
 FAILSAFE = "headscale-failsafe"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+UNSCHEDULED = "no-such-scheduler"  # Site.pod: the pods stay Pending, out of kwok's hands
 DENIED = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT} may delete only the pod its token is bound to"
 
 
@@ -30,8 +31,14 @@ class Site:
     witness: Witness
 
     def pod(self, name: str) -> dict[str, Any]:
-        """A pod of the serving account (kwok's fake kubelet runs it: a delete leaves it terminating a while)."""
-        spec = {"serviceAccountName": ACCOUNT, "automountServiceAccountToken": False,
+        """A pod of the serving account that stays Pending, bound to no node.
+
+        It names a scheduler no lab runs, so kwok (the lab's stand-in kubelet) never manages it. kwok deletes a pod
+        it sees terminating by name, with no UID precondition: for a pod deleted and created again under the same
+        name, a delete kwok had already queued could land on the successor. An unscheduled pod is deleted at once
+        by the API server itself. What these tests check (RBAC, the admission policy, a bound token and the
+        script's UID precondition) does not depend on the pod running."""
+        spec = {"serviceAccountName": ACCOUNT, "automountServiceAccountToken": False, "schedulerName": UNSCHEDULED,
                 "containers": [{"name": "headscale", "image": "headscale"}]}  # fmt: skip
         return self.witness.client.create(PODS, {"metadata": {"name": name}, "spec": spec})
 
@@ -53,7 +60,7 @@ class Site:
         return requests.request(method, url, json=body, headers=headers, verify=str(self.witness.ca), timeout=15)
 
     def serving(self, name: str) -> bool:
-        """The pod exists and is not being deleted (without a kubelet, a deleted pod keeps its deletionTimestamp)."""
+        """The pod exists and is not being deleted."""
         try:
             pod = self.witness.client.get(f"{PODS}/{name}")
         except KubeError as error:
