@@ -92,8 +92,13 @@ lint: $(DEV_STAMP)
 # pytest-xdist workers (auto: one per core); each takes whole test files. The tiers: tests/workers.py.
 TEST_WORKERS ?= auto
 
+# lint (which first builds the dev environment) and checkov's environment are independent: on a fresh clone they
+# are made side by side, each one's output kept whole.
+SET_UP := $(MAKE) --no-print-directory -j2 --output-sync=target lint checkov
+
 # Everyday: lint, then every test that runs no actor `make real-tools` builds, spread over the cores.
-test: lint $(CHECKOV_STAMP)
+test:
+	@$(SET_UP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --tier everyday
 
 # The real-actor tier alone: the runbooks with the real Pulumi CLI on the lab (one unit, one file after another),
@@ -102,8 +107,11 @@ test-real: $(DEV_STAMP) real-tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --tier real
 
 # What CI runs (.ci/run): both tiers in one pytest run, the runbooks one unit on one worker, started first
-# (tests/workers.py), every other file beside it.
-test-all: lint $(CHECKOV_STAMP) real-tools
+# (tests/workers.py), every other file beside it. real-tools comes after the set-up: it shares the runtime
+# environment the dev environment's install writes.
+test-all:
+	@$(SET_UP)
+	@$(MAKE) --no-print-directory real-tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The real actors (Pulumi CLI, pulumi-kubernetes, Headscale, etcd, the Kubernetes control plane, kwok), built from
