@@ -1,4 +1,3 @@
-# pyright: reportArgumentType=false
 """Layer 2 of the split gateway of one cluster: the gateway services behind one stable IP.
 
 CoreDNS for the site's split-DNS zone and socat proxies, in a normal Deployment behind ONE LoadBalancer Service whose
@@ -10,10 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import (
+    ContainerArgsDict,
+    PodSpecArgsDict,
+    ServicePortArgsDict,
+    ServiceSpecArgsDict,
+)
 
 from headscale_ha.components import gateway_config
 from headscale_ha.components.gateway_config import render_corefile, render_hosts
@@ -111,26 +115,24 @@ def gateway_hosts(args: GatewayServicesArgs) -> str:
     return render_hosts(dns_records(args.dns_zone, args.gateway_ip, args.dns_hosts))
 
 
-def gateway_service_spec(args: GatewayServicesArgs) -> dict[str, Any]:
+def gateway_service_spec(args: GatewayServicesArgs) -> ServiceSpecArgsDict:
     """The LoadBalancer Service's spec: DNS on 53 (UDP and TCP) and each proxy's port."""
-    ports = [
-        {"name": "dns-udp", "port": 53, "targetPort": DNS_PORT, "protocol": "UDP"},
-        {"name": "dns-tcp", "port": 53, "targetPort": DNS_PORT, "protocol": "TCP"},
-        *({"name": p.name, "port": p.port, "targetPort": p.port, "protocol": "TCP"} for p in args.proxies),
+    ports: list[ServicePortArgsDict] = [
+        {"name": "dns-udp", "port": 53, "target_port": DNS_PORT, "protocol": "UDP"},
+        {"name": "dns-tcp", "port": 53, "target_port": DNS_PORT, "protocol": "TCP"},
+        *({"name": p.name, "port": p.port, "target_port": p.port, "protocol": "TCP"} for p in args.proxies),
     ]
-    return {
+    spec: ServiceSpecArgsDict = {
         "type": "LoadBalancer",
         # Cluster: the clients are router pods inside the cluster, which the policy does not touch; for
         # traffic arriving from outside, any node forwards to wherever the gateway pods run.
-        "externalTrafficPolicy": "Cluster",
+        "external_traffic_policy": "Cluster",
         "selector": selector(SERVICES),
         "ports": ports,
-        **(
-            {"loadBalancerSourceRanges": list(args.load_balancer_source_ranges)}
-            if args.load_balancer_source_ranges
-            else {}
-        ),
     }
+    if args.load_balancer_source_ranges:
+        spec["load_balancer_source_ranges"] = list(args.load_balancer_source_ranges)
+    return spec
 
 
 class GatewayServices(pulumi.ComponentResource):
@@ -207,7 +209,7 @@ class GatewayServices(pulumi.ComponentResource):
             metadata={**meta, "name": SERVICES, "annotations": static_check_skips(pod_spec)},
             spec={
                 "replicas": args.replicas,
-                "selector": {"matchLabels": selector(SERVICES)},
+                "selector": {"match_labels": selector(SERVICES)},
                 "template": {
                     "metadata": {
                         "labels": labels(SERVICES, "gateway"),
@@ -243,26 +245,32 @@ class GatewayServices(pulumi.ComponentResource):
         )
 
     @staticmethod
-    def _pod_spec(args: GatewayServicesArgs) -> dict[str, Any]:
-        dns = {
+    def _pod_spec(args: GatewayServicesArgs) -> PodSpecArgsDict:
+        dns: ContainerArgsDict = {
             "name": "coredns",
             "image": args.coredns_image,
             "args": ["-conf", f"{COREFILE_DIR}/Corefile"],
             "ports": [
-                {"name": "dns-udp", "containerPort": DNS_PORT, "protocol": "UDP"},
-                {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
-                *([{"name": "metrics", "containerPort": DNS_METRICS_PORT, "protocol": "TCP"}] if args.metrics else []),
+                {"name": "dns-udp", "container_port": DNS_PORT, "protocol": "UDP"},
+                {"name": "dns-tcp", "container_port": DNS_PORT, "protocol": "TCP"},
+                *([{"name": "metrics", "container_port": DNS_METRICS_PORT, "protocol": "TCP"}] if args.metrics else []),
             ],
-            "livenessProbe": {"httpGet": {"path": "/health", "port": gateway_config.HEALTH_PORT}, "periodSeconds": 15},
-            "readinessProbe": {"httpGet": {"path": "/ready", "port": gateway_config.READY_PORT}, "periodSeconds": 10},
+            "liveness_probe": {
+                "http_get": {"path": "/health", "port": gateway_config.HEALTH_PORT},
+                "period_seconds": 15,
+            },
+            "readiness_probe": {
+                "http_get": {"path": "/ready", "port": gateway_config.READY_PORT},
+                "period_seconds": 10,
+            },
             "resources": resources(_SMALL),
-            "securityContext": container_security(),
-            "volumeMounts": [
-                {"name": "corefile", "mountPath": COREFILE_DIR, "readOnly": True},
-                {"name": "hosts", "mountPath": HOSTS_DIR, "readOnly": True},
+            "security_context": container_security(),
+            "volume_mounts": [
+                {"name": "corefile", "mount_path": COREFILE_DIR, "read_only": True},
+                {"name": "hosts", "mount_path": HOSTS_DIR, "read_only": True},
             ],
         }
-        socat = [
+        socat: list[ContainerArgsDict] = [
             {
                 "name": f"proxy-{proxy.name}",
                 "image": args.socat_image,
@@ -270,23 +278,23 @@ class GatewayServices(pulumi.ComponentResource):
                     f"TCP-LISTEN:{proxy.port},fork,reuseaddr",
                     socat_target(proxy.target_host, proxy.target_port),
                 ],
-                "ports": [{"name": proxy.name[:15], "containerPort": proxy.port, "protocol": "TCP"}],
-                "readinessProbe": {"tcpSocket": {"port": proxy.port}, "periodSeconds": 10},
-                "livenessProbe": {"tcpSocket": {"port": proxy.port}, "periodSeconds": 20, "failureThreshold": 3},
+                "ports": [{"name": proxy.name[:15], "container_port": proxy.port, "protocol": "TCP"}],
+                "readiness_probe": {"tcp_socket": {"port": proxy.port}, "period_seconds": 10},
+                "liveness_probe": {"tcp_socket": {"port": proxy.port}, "period_seconds": 20, "failure_threshold": 3},
                 "resources": resources(_SMALL),
-                "securityContext": container_security(),
+                "security_context": container_security(),
             }
             for proxy in args.proxies
         ]
-        spec: dict[str, Any] = {
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": pod_security(),
+        spec: PodSpecArgsDict = {
+            "automount_service_account_token": False,
+            "enable_service_links": False,
+            "security_context": pod_security(),
             **spread(args.cluster, SERVICES, args.replicas),
             "containers": [dns, *socat],
             "volumes": [
-                {"name": "corefile", "configMap": {"name": COREFILE_CONFIG_MAP}},
-                {"name": "hosts", "configMap": {"name": HOSTS_CONFIG_MAP}},
+                {"name": "corefile", "config_map": {"name": COREFILE_CONFIG_MAP}},
+                {"name": "hosts", "config_map": {"name": HOSTS_CONFIG_MAP}},
             ],
         }
         return spec

@@ -14,11 +14,11 @@ site renew (components/witness_lease.py; docs/witness-lease.md "Headplane").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+from pulumi_kubernetes.core.v1 import ContainerArgsDict, PodSpecArgsDict, VolumeArgsDict
 
 from headscale_ha.components.headplane_config import (
     HTTP_PORT,
@@ -127,10 +127,10 @@ class Headplane(pulumi.ComponentResource):
     lease: ServingLease | None
     config_map: k8s.core.v1.ConfigMap
     volume: k8s.core.v1.PersistentVolumeClaim | None
-    data_volume: dict[str, Any]
+    data_volume: VolumeArgsDict
     backup: LitestreamBackup
     deployment: k8s.apps.v1.Deployment
-    pod_spec: dict[str, Any]
+    pod_spec: PodSpecArgsDict
     recovery_facts: PodRecoveryFacts  # what the pod spec says about its recovery (the site's `recovery` output)
     service: k8s.core.v1.Service
     url: str
@@ -250,45 +250,45 @@ class Headplane(pulumi.ComponentResource):
             }
         )
 
-    def _pod_spec(self, args: HeadplaneArgs, secret_files: dict[str, str]) -> dict[str, Any]:
+    def _pod_spec(self, args: HeadplaneArgs, secret_files: dict[str, str]) -> PodSpecArgsDict:
         secret_dir = PATHS.cookie_secret.rsplit("/", 1)[0]
-        volumes: list[dict[str, Any]] = [
-            {"name": "config", "configMap": {"name": CONFIG_MAP_NAME, "defaultMode": 0o444}},
+        volumes: list[VolumeArgsDict] = [
+            {"name": "config", "config_map": {"name": CONFIG_MAP_NAME, "default_mode": 0o444}},
             {
                 "name": "secrets",
                 "secret": {
-                    "secretName": HEADPLANE_SECRET,
-                    "defaultMode": 0o440,
+                    "secret_name": HEADPLANE_SECRET,
+                    "default_mode": 0o440,
                     "items": [{"key": key, "path": path.rsplit("/", 1)[1]} for key, path in secret_files.items()],
                 },
             },
             self.data_volume,
-            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
-            *self.backup.volumes,
+            {"name": "tmp", "empty_dir": {"size_limit": "64Mi"}},
+            *self.backup.pod_volumes,
         ]
-        container = {
+        container: ContainerArgsDict = {
             "name": APP,
             "image": args.image,
-            "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
+            "ports": [{"name": "http", "container_port": HTTP_PORT, "protocol": "TCP"}],
             # Liveness must not depend on Headscale: /admin/healthz fails whenever Headscale is down.
-            "livenessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 15, "failureThreshold": 4},
-            "readinessProbe": {"httpGet": {"path": "/admin/healthz", "port": "http"}, "periodSeconds": 10},
+            "liveness_probe": {"tcp_socket": {"port": "http"}, "period_seconds": 15, "failure_threshold": 4},
+            "readiness_probe": {"http_get": {"path": "/admin/healthz", "port": "http"}, "period_seconds": 10},
             "resources": resources(args.resources),
-            "securityContext": container_security(),
-            "volumeMounts": [
-                {"name": "config", "mountPath": CONFIG_FILE, "subPath": "config.yaml", "readOnly": True},
-                {"name": "secrets", "mountPath": secret_dir, "readOnly": True},
-                {"name": "data", "mountPath": PATHS.data_dir},
-                {"name": "tmp", "mountPath": "/tmp"},
+            "security_context": container_security(),
+            "volume_mounts": [
+                {"name": "config", "mount_path": CONFIG_FILE, "sub_path": "config.yaml", "read_only": True},
+                {"name": "secrets", "mount_path": secret_dir, "read_only": True},
+                {"name": "data", "mount_path": PATHS.data_dir},
+                {"name": "tmp", "mount_path": "/tmp"},
             ],
         }
         return {
             **self.backup.pod_account(),
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": pod_security(),
+            "automount_service_account_token": False,
+            "enable_service_links": False,
+            "security_context": pod_security(),
             **scheduling(args.cluster),
-            "initContainers": self.backup.init_containers,
+            "init_containers": self.backup.pod_init_containers,
             "containers": [container],
             "volumes": volumes,
         }

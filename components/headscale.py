@@ -9,12 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+from pulumi_kubernetes.core.v1 import (
+    ContainerArgs,
+    ContainerArgsDict,
+    ContainerPortArgsDict,
+    EnvVarArgsDict,
+    PodSpecArgs,
+    PodSpecArgsDict,
+    ProbeArgsDict,
+    SecretKeySelectorArgsDict,
+    VolumeArgsDict,
+    VolumeMountArgsDict,
+)
 
+from headscale_ha.components.api_spelling import api_spelled, python_spelled
 from headscale_ha.components.headscale_config import (
     HTTP_PORT,
     METRICS_PORT,
@@ -29,7 +41,7 @@ from headscale_ha.components.headscale_config import (
 )
 from headscale_ha.components.identity import derived_backup_key, identity_fingerprint
 from headscale_ha.components.litestream import CONFIG_VOLUME as LITESTREAM_CONFIG_VOLUME
-from headscale_ha.components.litestream import LitestreamBackup, record_served
+from headscale_ha.components.litestream import LitestreamBackup, PodAccount, record_served
 from headscale_ha.components.pod import (
     Meta,
     checksum,
@@ -82,47 +94,57 @@ PASSWORD_ENV_REASON = (
     "file option); the value comes from a Secret reference and is never rendered"
 )
 STUN_SHARING_KEY = "headscale-public"
-STUN_CONTAINER_PORT: dict[str, Any] = {"name": "stun", "containerPort": STUN_PORT, "protocol": "UDP"}
+STUN_CONTAINER_PORT: ContainerPortArgsDict = {"name": "stun", "container_port": STUN_PORT, "protocol": "UDP"}
 NOISE_ITEM, DERP_ITEM = "noise.key", "derp.key"
 
 
 #: The identity Secret as every pod that needs the Noise key mounts it (the server, the migration Job).
-IDENTITY_VOLUME: dict[str, Any] = {
+IDENTITY_VOLUME: VolumeArgsDict = {
     "name": "identity",
     "secret": {
-        "secretName": IDENTITY_SECRET,
-        "defaultMode": 0o440,
+        "secret_name": IDENTITY_SECRET,
+        "default_mode": 0o440,
         "items": [
             {"key": NOISE_ITEM, "path": PATHS.noise_key.rsplit("/", 1)[1]},
             {"key": DERP_ITEM, "path": PATHS.derp_key.rsplit("/", 1)[1]},
         ],
     },
 }
-IDENTITY_MOUNT: dict[str, Any] = {"name": "identity", "mountPath": PATHS.noise_key.rsplit("/", 1)[0], "readOnly": True}
+IDENTITY_MOUNT: VolumeMountArgsDict = {
+    "name": "identity",
+    "mount_path": PATHS.noise_key.rsplit("/", 1)[0],
+    "read_only": True,
+}
 CONFIG_MAP = "headscale-config"
 DATA_CLAIM = f"{APP}-data"
 DB_FILE = "db.sqlite"
-SERVER_CONFIG_VOLUME: dict[str, Any] = {
-    "name": "config",
-    "configMap": {"name": CONFIG_MAP, "defaultMode": 0o444},
+#: The pod volume of the server's config (what a gate serves).
+SERVER_CONFIG_VOLUME_NAME = "config"
+SERVER_CONFIG_VOLUME: VolumeArgsDict = {
+    "name": SERVER_CONFIG_VOLUME_NAME,
+    "config_map": {"name": CONFIG_MAP, "default_mode": 0o444},
 }
-SERVER_CONFIG_MOUNT: dict[str, Any] = {
-    "name": "config",
-    "mountPath": "/etc/headscale/config.yaml",
-    "subPath": "config.yaml",
-    "readOnly": True,
+SERVER_CONFIG_MOUNT: VolumeMountArgsDict = {
+    "name": SERVER_CONFIG_VOLUME_NAME,
+    "mount_path": "/etc/headscale/config.yaml",
+    "sub_path": "config.yaml",
+    "read_only": True,
 }
 OIDC_SECRET = "headscale-oidc"
 OIDC_ITEM = "client-secret"
-OIDC_VOLUME: dict[str, Any] = {
+OIDC_VOLUME: VolumeArgsDict = {
     "name": "oidc",
     "secret": {
-        "secretName": OIDC_SECRET,
-        "defaultMode": 0o440,
+        "secret_name": OIDC_SECRET,
+        "default_mode": 0o440,
         "items": [{"key": OIDC_ITEM, "path": PATHS.oidc_client_secret.rsplit("/", 1)[1]}],
     },
 }
-OIDC_MOUNT: dict[str, Any] = {"name": "oidc", "mountPath": PATHS.oidc_client_secret.rsplit("/", 1)[0], "readOnly": True}
+OIDC_MOUNT: VolumeMountArgsDict = {
+    "name": "oidc",
+    "mount_path": PATHS.oidc_client_secret.rsplit("/", 1)[0],
+    "read_only": True,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,19 +160,24 @@ class PolicyFile:
     published_by: pulumi.Resource | None = None  # the ConfigMap's resource: the pod is not created before it exists
 
 
-def policy_files(policy: PolicyFile) -> tuple[dict[str, Any], dict[str, Any]]:
+def policy_files(policy: PolicyFile) -> tuple[VolumeArgsDict, VolumeMountArgsDict]:
     """The policy file's volume and mount: one file, read-only, at ``PATHS.policy``. A subPath mount keeps the file
     the pod started with (what Headscale loaded), even while a new policy waits for the pod to roll."""
     file_name = PATHS.policy.rsplit("/", 1)[1]
-    volume = {
+    volume: VolumeArgsDict = {
         "name": "policy",
-        "configMap": {
+        "config_map": {
             "name": policy.config_map,
-            "defaultMode": 0o444,
+            "default_mode": 0o444,
             "items": [{"key": policy.key, "path": file_name}],
         },
     }
-    mount = {"name": "policy", "mountPath": PATHS.policy, "subPath": file_name, "readOnly": True}
+    mount: VolumeMountArgsDict = {
+        "name": "policy",
+        "mount_path": PATHS.policy,
+        "sub_path": file_name,
+        "read_only": True,
+    }
     return volume, mount
 
 
@@ -164,7 +191,9 @@ def stun_annotations(public_address: str | None) -> dict[str, str]:
     return annotations
 
 
-def server_files(*, oidc: bool, policy: PolicyFile | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def server_files(
+    *, oidc: bool, policy: PolicyFile | None = None
+) -> tuple[list[VolumeArgsDict], list[VolumeMountArgsDict]]:
     """Volumes and mounts of every file the rendered config.yaml names: each container that loads the config
     (the server, the migration Job's configtest steps) needs all of them, or Headscale stops reading it.
     ``oidc``: the config has an OIDC block, so it names the client-secret file; ``policy``: the config is in file
@@ -247,21 +276,23 @@ POSTGRES_CA_DIR = "/etc/headscale/postgres-ca"
 POSTGRES_CA_FILE = f"{POSTGRES_CA_DIR}/ca.crt"
 
 
-def postgres_ca(storage: PostgresStorage) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def postgres_ca(
+    storage: PostgresStorage,
+) -> tuple[list[VolumeArgsDict], list[VolumeMountArgsDict], list[EnvVarArgsDict]]:
     """Volumes, mounts and env that let a libpq/pgx client verify the server: the CA certificate alone (the
     Secret's other keys, the CA's private key among them, stay out of the pod), read-only, named by PGSSLROOTCERT.
     Nothing when no CA Secret is configured."""
     if storage.ca_secret is None:
         return [], [], []
-    volume = {
+    volume: VolumeArgsDict = {
         "name": "postgres-ca",
         "secret": {
-            "secretName": storage.ca_secret,
-            "defaultMode": 0o444,
+            "secret_name": storage.ca_secret,
+            "default_mode": 0o444,
             "items": [{"key": storage.ca_key, "path": POSTGRES_CA_FILE.rsplit("/", 1)[1]}],
         },
     }
-    mount = {"name": "postgres-ca", "mountPath": POSTGRES_CA_DIR, "readOnly": True}
+    mount: VolumeMountArgsDict = {"name": "postgres-ca", "mount_path": POSTGRES_CA_DIR, "read_only": True}
     return [volume], [mount], [{"name": "PGSSLROOTCERT", "value": POSTGRES_CA_FILE}]
 
 
@@ -317,16 +348,17 @@ def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.Resour
     return pulumi.Output.secret(key.hex.apply(lambda value: f"privkey:{value}"))
 
 
-def _reads_its_config_only(pod_spec: dict[str, Any]) -> dict[str, Any]:
+def _reads_its_config_only(pod_spec: PodSpecArgsDict) -> PodSpecArgsDict:
     """Headscale told where its config is: after a fence the path is an empty directory, and Headscale started with
     ``-c`` exits, where without it Headscale looks elsewhere and falls back to its defaults."""
+    spec = api_spelled(pod_spec, PodSpecArgs)
     containers = [
-        {**container, "args": ["serve", "-c", SERVER_CONFIG_MOUNT["mountPath"]]}
+        {**container, "args": ["serve", "-c", SERVER_CONFIG_MOUNT["mount_path"]]}
         if container["name"] == APP
         else container
-        for container in pod_spec["containers"]
+        for container in spec["containers"]
     ]
-    return {**pod_spec, "containers": containers}
+    return {**pod_spec, "containers": python_spelled(containers, ContainerArgs)}
 
 
 def headscale_config_input(args: HeadscaleServerArgs) -> HeadscaleConfigInput:
@@ -369,10 +401,10 @@ class HeadscaleServer(pulumi.ComponentResource):
     volume: k8s.core.v1.PersistentVolumeClaim | None
     backup: LitestreamBackup | None
     lease: ServingLease | None  # with automatic failover: the witness lease's objects in this cluster
-    data_volume: dict[str, Any]  # the pod volume `data`: SQLite's (see replicated_sqlite) or a scratch emptyDir
+    data_volume: VolumeArgsDict  # the pod volume `data`: SQLite's (see replicated_sqlite) or a scratch emptyDir
     version_gate: HeadscaleVersionGate
     deployment: k8s.apps.v1.Deployment
-    pod_spec: dict[str, Any]
+    pod_spec: PodSpecArgsDict
     recovery_facts: PodRecoveryFacts  # what the pod spec says about its recovery (the site's `recovery` output)
     service: k8s.core.v1.Service
     stun_service: k8s.core.v1.Service | None = None
@@ -462,13 +494,13 @@ class HeadscaleServer(pulumi.ComponentResource):
 
     def _data_volume(
         self, name: str, args: HeadscaleServerArgs, meta: Meta
-    ) -> tuple[k8s.core.v1.PersistentVolumeClaim | None, LitestreamBackup | None, dict[str, Any]]:
+    ) -> tuple[k8s.core.v1.PersistentVolumeClaim | None, LitestreamBackup | None, VolumeArgsDict]:
         """The claim, the backup and the pod volume `data`: on SQLite the disposable or persistent volume the backup
         restores into (see replicated_sqlite: signed, with the position recorder and the pre-upgrade snapshot, and
         its restore rehearsal); on PostgreSQL a scratch directory alone."""
         sqlite = args.database
         if not isinstance(sqlite, SqliteStorage):
-            return None, None, {"name": DATA_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}}
+            return None, None, {"name": DATA_VOLUME, "empty_dir": {"size_limit": "64Mi"}}
         backed_up = replicated_sqlite(
             name,
             parent=self,
@@ -545,7 +577,7 @@ class HeadscaleServer(pulumi.ComponentResource):
             image=backup.auth.recorder_image,
             resources=resources(backup.litestream.resources),
             service_account=self.backup.service_account_name,
-            served={SERVER_CONFIG_VOLUME["name"]: "headscale", LITESTREAM_CONFIG_VOLUME: "litestream"},
+            served={SERVER_CONFIG_VOLUME_NAME: "headscale", LITESTREAM_CONFIG_VOLUME: "litestream"},
         )
         return ServingLease(f"{name}-lease", args.lease, pod, pulumi.ResourceOptions(parent=self))
 
@@ -609,55 +641,63 @@ class HeadscaleServer(pulumi.ComponentResource):
         backup = pulumi.Output.secret(noise.apply(lambda key: derived_backup_key(key, epoch)))
         return noise, _node_key(f"{name}-derp-key", derp_import, opts), fingerprint, backup
 
-    def _pod_spec(self, args: HeadscaleServerArgs) -> dict[str, Any]:
+    def _pod_spec(self, args: HeadscaleServerArgs) -> PodSpecArgsDict:
         volumes, mounts = server_files(oidc=args.settings.oidc is not None, policy=args.policy_file)
-        volumes += [
-            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
-        ]
-        mounts += [{"name": "run", "mountPath": PATHS.run_dir}, {"name": "tmp", "mountPath": "/tmp"}]
-        init_containers: list[dict[str, Any]] = []
+        volumes.extend(
+            [
+                {"name": "run", "empty_dir": {"medium": "Memory", "size_limit": "8Mi"}},
+                {"name": "tmp", "empty_dir": {"size_limit": "64Mi"}},
+            ]
+        )
+        mounts.extend([{"name": "run", "mount_path": PATHS.run_dir}, {"name": "tmp", "mount_path": "/tmp"}])
+        init_containers: list[ContainerArgsDict] = []
         # SQLite: the disposable or persistent volume the backup restores into; PostgreSQL: a scratch directory.
         volumes.append(self.data_volume)
-        mounts.append({"name": DATA_VOLUME, "mountPath": PATHS.data_dir})
+        mounts.append({"name": DATA_VOLUME, "mount_path": PATHS.data_dir})
         if self.backup is not None:
-            volumes.extend(self.backup.volumes)
-            init_containers = self.backup.init_containers
-        http_probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 3}
-        env: list[dict[str, Any]] = []
+            volumes.extend(self.backup.pod_volumes)
+            init_containers = self.backup.pod_init_containers
+        http_probe: ProbeArgsDict = {"http_get": {"path": "/health", "port": "http"}, "timeout_seconds": 3}
+        env: list[EnvVarArgsDict] = []
         if isinstance(args.database, PostgresStorage):
             # Headscale has no password file option: the password reaches it as an env var, from its Secret.
-            secret_ref = {"name": args.database.password_secret, "key": args.database.password_key}
-            env.append({"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": secret_ref}})
+            secret_ref: SecretKeySelectorArgsDict = {
+                "name": args.database.password_secret,
+                "key": args.database.password_key,
+            }
+            env.append({"name": PASSWORD_ENV, "value_from": {"secret_key_ref": secret_ref}})
             ca_volumes, ca_mounts, ca_env = postgres_ca(args.database)
             volumes += ca_volumes
             mounts += ca_mounts
             env += ca_env
-        container = {
+        container: ContainerArgsDict = {
             "name": APP,
             "image": args.settings.image,
             "args": ["serve"],
-            **({"env": env} if env else {}),
+            "env": env,
             "ports": [
-                {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
-                {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+                {"name": "http", "container_port": HTTP_PORT, "protocol": "TCP"},
+                {"name": "metrics", "container_port": METRICS_PORT, "protocol": "TCP"},
                 *([STUN_CONTAINER_PORT] if args.settings.derp.embedded else []),
             ],
-            "startupProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 60},
-            "livenessProbe": {**http_probe, "periodSeconds": 15, "failureThreshold": 4},
-            "readinessProbe": {**http_probe, "periodSeconds": 5, "failureThreshold": 2},
+            "startup_probe": {**http_probe, "period_seconds": 5, "failure_threshold": 60},
+            "liveness_probe": {**http_probe, "period_seconds": 15, "failure_threshold": 4},
+            "readiness_probe": {**http_probe, "period_seconds": 5, "failure_threshold": 2},
             "resources": resources(args.settings.resources),
-            "securityContext": container_security(),
-            "volumeMounts": mounts,
+            "security_context": container_security(),
+            "volume_mounts": mounts,
         }
+        if not env:
+            del container["env"]
+        account: PodAccount = self.backup.pod_account() if self.backup is not None else {}
         return {
-            **(self.backup.pod_account() if self.backup is not None else {}),
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "terminationGracePeriodSeconds": 30,
-            "securityContext": pod_security(),
+            **account,
+            "automount_service_account_token": False,
+            "enable_service_links": False,
+            "termination_grace_period_seconds": 30,
+            "security_context": pod_security(),
             **scheduling(args.cluster),
-            "initContainers": init_containers,
+            "init_containers": init_containers,
             "containers": [container],
             "volumes": volumes,
         }

@@ -28,11 +28,27 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import (
+    ConfigMapVolumeSourceArgsDict,
+    ContainerArgs,
+    ContainerArgsDict,
+    EnvVarArgsDict,
+    KeyToPathArgsDict,
+    PodSecurityContextArgs,
+    ResourceRequirementsArgs,
+    SecretVolumeSourceArgsDict,
+    SecurityContextArgs,
+    VolumeArgs,
+    VolumeArgsDict,
+    VolumeMountArgs,
+    VolumeMountArgsDict,
+)
 
+from headscale_ha.components.api_spelling import api_spelled, python_spelled
 from headscale_ha.components.litestream_config import (
     duration_seconds,
     render_litestream_config,
@@ -125,17 +141,21 @@ def manifest_script() -> str:
     return packaged_script(MANIFEST_SCRIPT_NAME)
 
 
-def backup_key_volume(secret_name: str) -> dict[str, Any]:
+def backup_key_volume(secret_name: str) -> VolumeArgsDict:
     """The pod volume of the backup key (Secret ``secret_name``): its one item, read-only to the pod's group."""
-    secret = {
-        "secretName": secret_name,
-        "defaultMode": 0o440,
+    secret: SecretVolumeSourceArgsDict = {
+        "secret_name": secret_name,
+        "default_mode": 0o440,
         "items": [{"key": BACKUP_KEY_ITEM, "path": BACKUP_KEY_ITEM}],
     }
     return {"name": BACKUP_KEY_VOLUME, "secret": secret}
 
 
-BACKUP_KEY_VOLUME_MOUNT: dict[str, Any] = {"name": BACKUP_KEY_VOLUME, "mountPath": BACKUP_KEY_MOUNT, "readOnly": True}
+BACKUP_KEY_VOLUME_MOUNT: VolumeMountArgsDict = {
+    "name": BACKUP_KEY_VOLUME,
+    "mount_path": BACKUP_KEY_MOUNT,
+    "read_only": True,
+}
 
 
 def served_config_map(app: str) -> str:
@@ -148,15 +168,24 @@ def metrics_service_name(app: str) -> str:
     return f"{app}-litestream"
 
 
-def backup_mount(app: str, *, read_only: bool = False) -> dict[str, Any]:
+def backup_mount(app: str, *, read_only: bool = False) -> VolumeMountArgsDict:
     """The application's own sub-directory of the backup claim, at `/backup/<app>` (the restore's BACKUP_DIR)."""
-    mount: dict[str, Any] = {"name": BACKUP_VOLUME, "mountPath": f"{BACKUP_MOUNT}/{app}", "subPath": app}
-    return (mount | {"readOnly": True}) if read_only else mount
+    mount: VolumeMountArgsDict = {"name": BACKUP_VOLUME, "mount_path": f"{BACKUP_MOUNT}/{app}", "sub_path": app}
+    if read_only:
+        mount["read_only"] = True
+    return mount
 
 
 def mover_security() -> dict[str, Any]:
-    """VolSync's mover pod runs in this `restricted` namespace: the same pod security as the applications."""
-    return pod_security()
+    """VolSync's mover pod runs in this `restricted` namespace: the same pod security as the applications. In the
+    API's spelling: it goes into a custom resource's spec, which the SDK sends as written."""
+    return api_spelled(pod_security(), PodSecurityContextArgs)
+
+
+class PodAccount(TypedDict, total=False):
+    """The pod-spec field of the account the application's pod runs as (spread into its ``PodSpecArgsDict``)."""
+
+    service_account_name: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,29 +265,34 @@ def config_scripts(args: LitestreamBackupArgs) -> dict[str, str]:
     return scripts
 
 
-def pod_volumes(args: LitestreamBackupArgs) -> list[dict[str, Any]]:
+def pod_volumes(args: LitestreamBackupArgs) -> list[VolumeArgsDict]:
     """The volumes the backup's containers need in the application's pod: the backup claim, the config, scratch
     space, and (as configured) the backup key, the recorder's, the served witness and the upgrade's scratch."""
-    volumes = [
-        {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim}},
-        {"name": CONFIG_VOLUME, "configMap": {"name": f"{args.app}-litestream", "defaultMode": 0o444}},
-        {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+    volumes: list[VolumeArgsDict] = [
+        {"name": BACKUP_VOLUME, "persistent_volume_claim": {"claim_name": args.backup_claim}},
+        {"name": CONFIG_VOLUME, "config_map": {"name": f"{args.app}-litestream", "default_mode": 0o444}},
+        {"name": TMP_VOLUME, "empty_dir": {"medium": "Memory", "size_limit": "16Mi"}},
     ]
     if args.backup_key is not None:
         volumes.append(backup_key_volume(backup_key_secret(args.app)))
-        volumes.append({"name": SIGNER_SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.signer_scratch_size}})
+        volumes.append({"name": SIGNER_SCRATCH_VOLUME, "empty_dir": {"size_limit": args.signer_scratch_size}})
     if args.records_position:
         volumes += recorder_volumes()
     if args.reads_witness:
         # Optional: absent until the first ready rollout (the kubelet then mounts an empty directory); so is
         # each key until it is written (an optional volume skips a missing key).
-        items = [{"key": SERVED_KEY, "path": SERVED_KEY}]
+        items: list[KeyToPathArgsDict] = [{"key": SERVED_KEY, "path": SERVED_KEY}]
         if args.records_position:
             items.append({"key": WITNESS_KEY, "path": WITNESS_KEY})
-        witness = {"name": served_config_map(args.app), "optional": True, "defaultMode": 0o444, "items": items}
-        volumes.append({"name": SERVED_VOLUME, "configMap": witness})
+        witness: ConfigMapVolumeSourceArgsDict = {
+            "name": served_config_map(args.app),
+            "optional": True,
+            "default_mode": 0o444,
+            "items": items,
+        }
+        volumes.append({"name": SERVED_VOLUME, "config_map": witness})
     if args.upgrade_version is not None:
-        volumes.append({"name": UPGRADE_SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.upgrade_scratch_size}})
+        volumes.append({"name": UPGRADE_SCRATCH_VOLUME, "empty_dir": {"size_limit": args.upgrade_scratch_size}})
     return volumes
 
 
@@ -269,11 +303,18 @@ class LitestreamBackup(pulumi.ComponentResource):
     - ``configMap`` [attribute config_map]: the ConfigMap with litestream.yml and the restore script;
     - ``backupDir`` [attribute backup_dir]: where the pod sees its replica directory (`/backup/<app>`).
     The served witness is written by :func:`record_served`, called by the owner of the Deployment.
-    The pod-spec pieces (init_containers, volumes, config_checksum) are attributes only: they are not outputs.
+    The pod-spec pieces are attributes only, not outputs: ``pod_init_containers`` and ``pod_volumes`` (typed, what a
+    Python program's pod takes), the same as ``init_containers`` and ``volumes`` in the API's spelling (what the
+    component package hands out), and ``config_checksum``.
     """
 
     config_map: k8s.core.v1.ConfigMap
     replication_source: k8s.apiextensions.CustomResource | None
+    #: The pod-spec pieces, typed: what a Python program's pod takes.
+    pod_init_containers: list[ContainerArgsDict]
+    pod_volumes: list[VolumeArgsDict]
+    #: The same pieces in the API's spelling (``volumeMounts``): the component package's outputs, which a program
+    #: in any language places in its pod as written.
     init_containers: list[dict[str, Any]]
     volumes: list[dict[str, Any]]
     config_checksum: str
@@ -320,17 +361,19 @@ class LitestreamBackup(pulumi.ComponentResource):
                 opts=child,
             )
             self.service_account_name = recorder_account(args.app)
-        self.volumes = pod_volumes(args)
+        self.pod_volumes = pod_volumes(args)
         # In order: restore, then (Headscale) the pre-upgrade snapshot while nothing writes, then the sidecar.
         # The signer before Litestream: sidecars stop in reverse order, so it signs the tail Litestream ships last;
         # the recorder before the signer, so it records the signer's last position.
-        self.init_containers = [
+        self.pod_init_containers = [
             self._restore(args),
             *([self._pre_upgrade(args)] if args.upgrade_version is not None else []),
             *([self._recorder(args)] if args.records_position else []),
             *([self._signer(args)] if args.backup_key is not None else []),
             self._replicate(args),
         ]
+        self.volumes = api_spelled(self.pod_volumes, VolumeArgs)
+        self.init_containers = api_spelled(self.pod_init_containers, ContainerArgs)
         self.replication_source = self._volsync(name, args, child)
         self.metrics_service = self._metrics_service(name, args) if args.metrics_port is not None else None
         self.register_outputs({"configMap": self.config_map.metadata.apply(object_name), "backupDir": self.backup_dir})
@@ -378,21 +421,21 @@ class LitestreamBackup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def pod_account(self) -> dict[str, Any]:
+    def pod_account(self) -> PodAccount:
         """The pod-spec fields of the application's pod: its ServiceAccount when the recorder needs one. The token is
         never automounted; only the recorder mounts it (projected)."""
-        return {"serviceAccountName": self.service_account_name} if self.service_account_name else {}
+        return {"service_account_name": self.service_account_name} if self.service_account_name else {}
 
-    def _mounts(self, args: LitestreamBackupArgs) -> list[dict[str, Any]]:
+    def _mounts(self, args: LitestreamBackupArgs) -> list[VolumeMountArgsDict]:
         return [
-            {"name": args.data_volume, "mountPath": args.data_mount},
+            {"name": args.data_volume, "mount_path": args.data_mount},
             backup_mount(args.app),
-            {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
-            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+            {"name": CONFIG_VOLUME, "mount_path": CONFIG_MOUNT, "read_only": True},
+            {"name": TMP_VOLUME, "mount_path": "/tmp"},
         ]
 
-    def _restore(self, args: LitestreamBackupArgs) -> dict[str, Any]:
-        env: list[dict[str, pulumi.Input[str]]] = [
+    def _restore(self, args: LitestreamBackupArgs) -> ContainerArgsDict:
+        env: list[EnvVarArgsDict] = [
             {"name": "DB_PATH", "value": args.db_path},
             {"name": "BACKUP_DIR", "value": self.backup_dir},
             {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
@@ -401,7 +444,7 @@ class LitestreamBackup(pulumi.ComponentResource):
         mounts = self._mounts(args)
         if args.reads_witness:
             env.append({"name": "SERVED_FILE", "value": SERVED_FILE})
-            mounts.append({"name": SERVED_VOLUME, "mountPath": SERVED_MOUNT, "readOnly": True})
+            mounts.append({"name": SERVED_VOLUME, "mount_path": SERVED_MOUNT, "read_only": True})
             if args.allow_empty_start:
                 env.append({"name": "ALLOW_EMPTY_START", "value": args.allow_empty_start})
             if args.records_position:
@@ -433,28 +476,31 @@ class LitestreamBackup(pulumi.ComponentResource):
             "image": args.settings.litestream.image,
             "command": ["/bin/sh", SCRIPT_FILE],
             "env": env,
-            "volumeMounts": mounts,
+            "volume_mounts": mounts,
             # Sized for the restore, which uses more than one core: an init container's request does not add to
             # the pod's steady-state request, and under the sidecar's limit the restore takes five times longer.
             "resources": resources(args.settings.litestream.restore_resources),
-            "securityContext": container_security(),
+            "security_context": container_security(),
         }
 
-    def _pre_upgrade(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+    def _pre_upgrade(self, args: LitestreamBackupArgs) -> ContainerArgsDict:
+        """components/upgrade.py builds the container in the API's spelling (its public builder's terms): the pieces
+        go in and the container comes back through the SDK's tables."""
         assert args.upgrade_version is not None
-        return pre_upgrade_container(
+        scratch: VolumeMountArgsDict = {"name": UPGRADE_SCRATCH_VOLUME, "mount_path": UPGRADE_SCRATCH_MOUNT}
+        container = pre_upgrade_container(
             image=args.settings.litestream.image,
             to_version=args.upgrade_version,
             db_path=args.db_path,
             backup_dir=self.backup_dir,
             script_file=f"{CONFIG_MOUNT}/{UPGRADE_SCRIPT_KEY}",
-            mounts=self._mounts(args),
-            scratch_mount={"name": UPGRADE_SCRATCH_VOLUME, "mountPath": UPGRADE_SCRATCH_MOUNT},
-            resources=resources(args.settings.litestream.restore_resources),
-            security=container_security(),
+            mounts=api_spelled(self._mounts(args), VolumeMountArgs),
+            scratch_mount=api_spelled(scratch, VolumeMountArgs),
+            resources=api_spelled(resources(args.settings.litestream.restore_resources), ResourceRequirementsArgs),
+            security=api_spelled(container_security(), SecurityContextArgs),
             **(
                 {
-                    "key_mount": BACKUP_KEY_VOLUME_MOUNT,
+                    "key_mount": api_spelled(BACKUP_KEY_VOLUME_MOUNT, VolumeMountArgs),
                     "key_file": BACKUP_KEY_FILE,
                     "manifest_script_file": MANIFEST_SCRIPT_FILE,
                 }
@@ -462,18 +508,19 @@ class LitestreamBackup(pulumi.ComponentResource):
                 else {}
             ),
         )
+        return python_spelled(container, ContainerArgs)
 
-    def _recorder(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+    def _recorder(self, args: LitestreamBackupArgs) -> ContainerArgsDict:
         return recorder_container(
             image=args.settings.auth.recorder_image,
             witness=served_config_map(args.app),
             namespace=args.namespace,
             script_file=f"{CONFIG_MOUNT}/{RECORDER_SCRIPT_KEY}",
-            config_mount={"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
+            config_mount={"name": CONFIG_VOLUME, "mount_path": CONFIG_MOUNT, "read_only": True},
             amounts=args.settings.litestream.resources,
         )
 
-    def _signer(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+    def _signer(self, args: LitestreamBackupArgs) -> ContainerArgsDict:
         """The native sidecar that signs the replica's manifest (litestream-sign.sh run); it alone of the running
         containers holds the backup key. It reads the data volume (read-only) for Litestream's local copies of the
         level-0 files it ships and the restore's record of what it verified, and proves compactions and snapshots in
@@ -482,7 +529,7 @@ class LitestreamBackup(pulumi.ComponentResource):
             "name": SIGNER_CONTAINER,
             "image": args.settings.litestream.image,
             "command": ["/bin/sh", SIGN_SCRIPT_FILE, "run"],
-            "restartPolicy": "Always",  # native sidecar: starts before Litestream, stops after it
+            "restart_policy": "Always",  # native sidecar: starts before Litestream, stops after it
             "env": [
                 {"name": "KEY_FILE", "value": BACKUP_KEY_FILE},
                 {"name": "APP", "value": args.app},
@@ -494,26 +541,26 @@ class LitestreamBackup(pulumi.ComponentResource):
                 {"name": "BASELINE_FILE", "value": f"{posixpath.dirname(args.db_path)}/{BASELINE_FILE_NAME}"},
                 *([{"name": "POSITION_FILE", "value": POSITION_FILE}] if args.records_position else []),
             ],
-            "volumeMounts": [
-                {"name": args.data_volume, "mountPath": args.data_mount, "readOnly": True},
+            "volume_mounts": [
+                {"name": args.data_volume, "mount_path": args.data_mount, "read_only": True},
                 backup_mount(args.app),
-                {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT, "readOnly": True},
-                {"name": TMP_VOLUME, "mountPath": "/tmp"},
-                {"name": SIGNER_SCRATCH_VOLUME, "mountPath": SIGNER_SCRATCH_MOUNT},
+                {"name": CONFIG_VOLUME, "mount_path": CONFIG_MOUNT, "read_only": True},
+                {"name": TMP_VOLUME, "mount_path": "/tmp"},
+                {"name": SIGNER_SCRATCH_VOLUME, "mount_path": SIGNER_SCRATCH_MOUNT},
                 BACKUP_KEY_VOLUME_MOUNT,
                 *([position_mount(read_only=False)] if args.records_position else []),
             ],
             "resources": resources(args.settings.litestream.resources),
-            "securityContext": container_security(),
+            "security_context": container_security(),
         }
 
-    def _replicate(self, args: LitestreamBackupArgs) -> dict[str, Any]:
+    def _replicate(self, args: LitestreamBackupArgs) -> ContainerArgsDict:
         position = ["/bin/sh", POSITION_SCRIPT_FILE]
-        return {
+        container: ContainerArgsDict = {
             "name": "litestream",
             "image": args.settings.litestream.image,
             "args": ["replicate", "-config", CONFIG_FILE],
-            "restartPolicy": "Always",  # native sidecar: starts after the restore, stops after the app
+            "restart_policy": "Always",  # native sidecar: starts after the restore, stops after the app
             # The position check reads these (Litestream itself ignores them).
             "env": [
                 {"name": "DB_PATH", "value": args.db_path},
@@ -522,24 +569,22 @@ class LitestreamBackup(pulumi.ComponentResource):
             # The application starts only once this succeeds (a native sidecar's startup probe holds the main
             # containers): after a restore, once Litestream has taken the database over and the replica holds its
             # position, so no write lands before the replica can hold it.
-            "startupProbe": {
-                "exec": {"command": [*position, "caught-up"]},
-                "periodSeconds": 1,
-                "timeoutSeconds": 5,
-                "failureThreshold": CATCH_UP_SECONDS,
+            "startup_probe": {
+                "exec_": {"command": [*position, "caught-up"]},
+                "period_seconds": 1,
+                "timeout_seconds": 5,
+                "failure_threshold": CATCH_UP_SECONDS,
             },
             # The application has stopped when a sidecar's preStop runs: wait for the last write to be shipped
             # (a SIGTERM less than a tick after Litestream restarted would ship nothing), then stop.
-            "lifecycle": {"preStop": {"exec": {"command": [*position, "drain"]}}},
-            **(
-                {"ports": [{"name": METRICS_PORT_NAME, "containerPort": args.metrics_port, "protocol": "TCP"}]}
-                if args.metrics_port is not None
-                else {}
-            ),
-            "volumeMounts": self._mounts(args),
+            "lifecycle": {"pre_stop": {"exec_": {"command": [*position, "drain"]}}},
+            "volume_mounts": self._mounts(args),
             "resources": resources(args.settings.litestream.resources),
-            "securityContext": container_security(),
+            "security_context": container_security(),
         }
+        if args.metrics_port is not None:
+            container["ports"] = [{"name": METRICS_PORT_NAME, "container_port": args.metrics_port, "protocol": "TCP"}]
+        return container
 
     @staticmethod
     def _volsync(

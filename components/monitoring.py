@@ -1,4 +1,3 @@
-# pyright: reportArgumentType=false
 """Monitoring: scrape targets, the alert rules, and the state exporter that shows what Litestream's metrics cannot.
 
 Litestream 0.5's own metrics keep counting while its file replica is broken (measured: a replica directory replaced
@@ -26,6 +25,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import ContainerArgsDict, PodSpecArgsDict, VolumeArgsDict
 
 from headscale_ha.components import gateway_services
 from headscale_ha.components import headscale as headscale_module
@@ -299,8 +299,8 @@ class StackMonitoring(pulumi.ComponentResource):
             spec={
                 "replicas": 1,
                 "strategy": {"type": "Recreate"},
-                "revisionHistoryLimit": 3,
-                "selector": {"matchLabels": selector(EXPORTER_JOB)},
+                "revision_history_limit": 3,
+                "selector": {"match_labels": selector(EXPORTER_JOB)},
                 "template": {
                     "metadata": {
                         "labels": labels(EXPORTER_JOB, "monitoring"),
@@ -324,17 +324,17 @@ class StackMonitoring(pulumi.ComponentResource):
         return deployment
 
     @staticmethod
-    def _exporter_pod(args: MonitoringArgs) -> dict[str, Any]:
+    def _exporter_pod(args: MonitoringArgs) -> PodSpecArgsDict:
         interval = args.settings.exporter_interval_seconds
         out_file = f"/www{EXPORTER_METRICS_PATH}"
-        backup = (
-            [{"name": "backup", "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}}]
+        backup: list[VolumeArgsDict] = (
+            [{"name": "backup", "persistent_volume_claim": {"claim_name": args.backup_claim, "read_only": True}}]
             if args.backup_claim is not None
             else []
         )
         # Alive while the collector keeps rewriting the file: a stuck `litestream ltx` (a hung NFS mount) restarts it.
         fresh = f"test $(( $(date +%s) - $(stat -c %Y {out_file}) )) -lt {10 * interval}"
-        collector = {
+        collector: ContainerArgsDict = {
             "name": "collector",
             "image": args.litestream_image,
             "command": ["/bin/sh", f"/etc/exporter/{EXPORTER_SCRIPT_NAME}"],
@@ -345,47 +345,47 @@ class StackMonitoring(pulumi.ComponentResource):
                 {"name": "KEYS_FILE", "value": f"/etc/exporter-keys/{KEYS_FILE}"},
                 {"name": "INTERVAL_SECONDS", "value": str(interval)},
             ],
-            "livenessProbe": {
-                "exec": {"command": ["/bin/sh", "-c", fresh]},
-                "initialDelaySeconds": 10 * interval,
-                "periodSeconds": interval,
+            "liveness_probe": {
+                "exec_": {"command": ["/bin/sh", "-c", fresh]},
+                "initial_delay_seconds": 10 * interval,
+                "period_seconds": interval,
             },
-            "readinessProbe": {"exec": {"command": ["test", "-s", out_file]}, "periodSeconds": 10},
+            "readiness_probe": {"exec_": {"command": ["test", "-s", out_file]}, "period_seconds": 10},
             "resources": resources(_SMALL),
-            "securityContext": container_security(),
-            "volumeMounts": [
-                *([{"name": "backup", "mountPath": "/backup", "readOnly": True}] if backup else []),
-                {"name": "config", "mountPath": "/etc/exporter", "readOnly": True},
-                {"name": "keys", "mountPath": "/etc/exporter-keys", "readOnly": True},
-                {"name": "www", "mountPath": "/www"},
-                {"name": "tmp", "mountPath": "/tmp"},
+            "security_context": container_security(),
+            "volume_mounts": [
+                *([{"name": "backup", "mount_path": "/backup", "read_only": True}] if backup else []),
+                {"name": "config", "mount_path": "/etc/exporter", "read_only": True},
+                {"name": "keys", "mount_path": "/etc/exporter-keys", "read_only": True},
+                {"name": "www", "mount_path": "/www"},
+                {"name": "tmp", "mount_path": "/tmp"},
             ],
         }
-        httpd = {
+        httpd: ContainerArgsDict = {
             "name": "httpd",
             "image": args.settings.exporter_image,
             "command": ["httpd", "-f", "-p", str(EXPORTER_PORT), "-h", "/www", "-c", "/etc/httpd/httpd.conf"],
-            "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT, "protocol": "TCP"}],
-            "livenessProbe": {"tcpSocket": {"port": "metrics"}, "periodSeconds": 15},
-            "readinessProbe": {"tcpSocket": {"port": "metrics"}, "periodSeconds": 10},
+            "ports": [{"name": "metrics", "container_port": EXPORTER_PORT, "protocol": "TCP"}],
+            "liveness_probe": {"tcp_socket": {"port": "metrics"}, "period_seconds": 15},
+            "readiness_probe": {"tcp_socket": {"port": "metrics"}, "period_seconds": 10},
             "resources": resources(_SMALL),
-            "securityContext": container_security(),
-            "volumeMounts": [
-                {"name": "www", "mountPath": "/www", "readOnly": True},
-                {"name": "config", "mountPath": "/etc/httpd/httpd.conf", "subPath": "httpd.conf", "readOnly": True},
+            "security_context": container_security(),
+            "volume_mounts": [
+                {"name": "www", "mount_path": "/www", "read_only": True},
+                {"name": "config", "mount_path": "/etc/httpd/httpd.conf", "sub_path": "httpd.conf", "read_only": True},
             ],
         }
         return {
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": pod_security(),
+            "automount_service_account_token": False,
+            "enable_service_links": False,
+            "security_context": pod_security(),
             **scheduling(args.cluster),
             "containers": [collector, httpd],
             "volumes": [
                 *backup,
-                {"name": "config", "configMap": {"name": EXPORTER_JOB, "defaultMode": 0o444}},
-                {"name": "keys", "configMap": {"name": f"{EXPORTER_JOB}-keys", "defaultMode": 0o444}},
-                {"name": "www", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-                {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
+                {"name": "config", "config_map": {"name": EXPORTER_JOB, "default_mode": 0o444}},
+                {"name": "keys", "config_map": {"name": f"{EXPORTER_JOB}-keys", "default_mode": 0o444}},
+                {"name": "www", "empty_dir": {"medium": "Memory", "size_limit": "1Mi"}},
+                {"name": "tmp", "empty_dir": {"size_limit": "16Mi"}},
             ],
         }

@@ -1,4 +1,3 @@
-# pyright: reportArgumentType=false
 """NetworkPolicies: every owned namespace default-deny for ingress and for egress, then one policy per workload
 that admits exactly its clients on exactly its ports (`Protected`), and one that lets it reach exactly what it
 needs (`Confined`).
@@ -15,6 +14,10 @@ Where CNIs differ for egress: a destination reached through a Service is matched
 endpoint's address and port, not the ClusterIP); Cilium matches an `ipBlock` against addresses outside the cluster
 only (a pod or a node, such as the API server's, needs a selector or `policyCIDRMatchMode: nodes`), Calico against
 any address, pods included. So egress to pods is written with selectors, and ipBlocks are kept for what is no pod.
+
+The specs are data in the API's terms (``podSelector``, ``ipBlock``): the program and the tests' NetworkPolicy model
+(tests/models/netpol) reason about them as the cluster does. The resource takes each through the SDK's own tables
+(components.api_spelling.python_spelled) as its typed ``NetworkPolicySpecArgsDict``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.networking.v1 import NetworkPolicySpecArgs
 
+from headscale_ha.components.api_spelling import python_spelled
 from headscale_ha.components.pod import labels
 from headscale_ha.components.settings import NetworkPolicySettings
 
@@ -235,7 +240,8 @@ class NetworkPolicies(pulumi.ComponentResource):
                             "namespace": item.namespace,
                             "labels": labels(policy, "network-policy"),
                         },
-                        spec=spec,
+                        # Data in the API's terms (what the netpol model reads), typed where the SDK takes it.
+                        spec=python_spelled(spec, NetworkPolicySpecArgs),
                         opts=pulumi.ResourceOptions(parent=self),
                     )
                 )

@@ -1,18 +1,30 @@
 """Pure pieces of pod specs shared by the components: labels, restricted security, scheduling, resources.
 
-The pod pieces are plain camelCase dicts, exactly as the Kubernetes API spells them; the metadata helpers
-(``Meta``, ``kept``) are typed as the SDK's ``ObjectMetaArgsDict``, whose keys the API spells alike.
+The pieces are the SDK's typed ``*ArgsDict``, spelled in Python (``run_as_non_root``); the SDK sends them in the
+API's spelling (``runAsNonRoot``), and components.api_spelling gives that spelling to a reader that needs it. The
+metadata helpers (``Meta``, ``kept``) are typed as the SDK's ``ObjectMetaArgsDict``, whose keys the API spells alike.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import TypedDict
 
+from pulumi_kubernetes.core.v1 import (
+    AffinityArgsDict,
+    NodeSelectorRequirementArgsDict,
+    PodSecurityContextArgsDict,
+    PodSpecArgs,
+    PodSpecArgsDict,
+    ResourceRequirementsArgsDict,
+    SecurityContextArgsDict,
+    TolerationArgsDict,
+)
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 from pulumi_kubernetes.meta.v1.outputs import ObjectMeta
 
+from headscale_ha.components.api_spelling import api_spelled
 from headscale_ha.components.settings import ClusterSettings, ComputeResources
 
 PART_OF = "headscale-ha"
@@ -65,49 +77,60 @@ def selector(app: str, part_of: str = PART_OF) -> dict[str, str]:
     return {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": part_of}
 
 
-def pod_security() -> dict[str, Any]:
+def pod_security() -> PodSecurityContextArgsDict:
     return {
-        "runAsNonRoot": True,
-        "runAsUser": RUN_AS,
-        "runAsGroup": RUN_AS,
-        "fsGroup": RUN_AS,
-        "fsGroupChangePolicy": "OnRootMismatch",
-        "seccompProfile": {"type": "RuntimeDefault"},
+        "run_as_non_root": True,
+        "run_as_user": RUN_AS,
+        "run_as_group": RUN_AS,
+        "fs_group": RUN_AS,
+        "fs_group_change_policy": "OnRootMismatch",
+        "seccomp_profile": {"type": "RuntimeDefault"},
     }
 
 
-def container_security() -> dict[str, Any]:
+def container_security() -> SecurityContextArgsDict:
     """What the `restricted` Pod Security Standard asks of every container, plus a read-only root."""
     return {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
+        "allow_privilege_escalation": False,
+        "read_only_root_filesystem": True,
+        "run_as_non_root": True,
         "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
+        "seccomp_profile": {"type": "RuntimeDefault"},
     }
 
 
-def resources(spec: ComputeResources) -> dict[str, Any]:
-    return spec.model_dump()
+def resources(spec: ComputeResources) -> ResourceRequirementsArgsDict:
+    """Requests and limits: maps of amounts, which both spellings write alike."""
+    amounts = spec.model_dump()
+    return {"requests": amounts["requests"], "limits": amounts["limits"]}
 
 
-def scheduling(cluster: ClusterSettings) -> dict[str, Any]:
+class Scheduling(TypedDict):
+    """The pod-spec fields that place a pod: spread into a ``PodSpecArgsDict``."""
+
+    affinity: AffinityArgsDict
+    tolerations: list[TolerationArgsDict]
+
+
+def scheduling(cluster: ClusterSettings) -> Scheduling:
     """Worker nodes only (unless the cluster has none), never an excluded node; leave a failed node after
     `tolerationSeconds`."""
-    expressions: list[dict[str, Any]] = []
+    expressions: list[NodeSelectorRequirementArgsDict] = []
     if not cluster.workloads_on_control_plane:
         expressions.append({"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"})
     if cluster.exclude_nodes:
         expressions.append(
             {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(cluster.exclude_nodes)}
         )
-    affinity: dict[str, Any] = {}
+    affinity: AffinityArgsDict = {}
     if expressions:
-        affinity["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        affinity["node_affinity"] = {
+            "required_during_scheduling_ignored_during_execution": {
+                "node_selector_terms": [{"match_expressions": expressions}]
+            }
         }
-    tolerations = [
-        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": cluster.toleration_seconds}
+    tolerations: list[TolerationArgsDict] = [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "toleration_seconds": cluster.toleration_seconds}
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
     ]
     if cluster.workloads_on_control_plane:
@@ -117,13 +140,13 @@ def scheduling(cluster: ClusterSettings) -> dict[str, Any]:
     return {"affinity": affinity, "tolerations": tolerations}
 
 
-def spread(cluster: ClusterSettings, app: str, replicas: int) -> dict[str, Any]:
+def spread(cluster: ClusterSettings, app: str, replicas: int) -> Scheduling:
     """The cluster's scheduling rules, plus one replica per node when there are several."""
     placement = scheduling(cluster)
     if replicas > 1:
-        placement["affinity"]["podAntiAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": selector(app)}, "topologyKey": "kubernetes.io/hostname"}
+        placement["affinity"]["pod_anti_affinity"] = {
+            "required_during_scheduling_ignored_during_execution": [
+                {"label_selector": {"match_labels": selector(app)}, "topology_key": "kubernetes.io/hostname"}
             ]
         }
     return placement
@@ -149,10 +172,12 @@ DIGEST_REASON = (
 )
 
 
-def static_check_skips(pod_spec: dict[str, Any], reasons: dict[str, str] | None = None) -> dict[str, str]:
+def static_check_skips(pod_spec: PodSpecArgsDict, reasons: dict[str, str] | None = None) -> dict[str, str]:
     """checkov's inline skips for a workload, each with its reason: the image rules that follow from how images are
-    pinned (the digest one only while an image has no digest), plus ``reasons`` (check id -> why)."""
-    containers = [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]
+    pinned (the digest one only while an image has no digest), plus ``reasons`` (check id -> why). Read from the
+    spec as the cluster gets it."""
+    spec = api_spelled(pod_spec, PodSpecArgs)
+    containers = [*spec.get("initContainers", []), *spec.get("containers", [])]
     skips = {"CKV_K8S_15": PULL_POLICY_REASON}
     if any("@sha256:" not in str(container.get("image", "")) for container in containers):
         skips["CKV_K8S_43"] = DIGEST_REASON

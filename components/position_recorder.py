@@ -16,10 +16,14 @@ own field manager, so neither overwrites the other.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import (
+    ContainerArgsDict,
+    ProjectedVolumeSourceArgsDict,
+    VolumeArgsDict,
+    VolumeMountArgsDict,
+)
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgsDict
 
@@ -58,25 +62,25 @@ def recorder_script() -> str:
     return packaged_script(SCRIPT_NAME)
 
 
-def recorder_volumes() -> list[dict[str, Any]]:
+def recorder_volumes() -> list[VolumeArgsDict]:
     """The hand-over emptyDir and the recorder's projected token (the pod's ServiceAccount) with the cluster CA."""
-    token = {
+    token: ProjectedVolumeSourceArgsDict = {
         "sources": [
-            {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
-            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"service_account_token": {"path": "token", "expiration_seconds": TOKEN_SECONDS}},
+            {"config_map": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
         ],
-        "defaultMode": 0o440,
+        "default_mode": 0o440,
     }
     return [
-        {"name": POSITION_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        {"name": POSITION_VOLUME, "empty_dir": {"medium": "Memory", "size_limit": "1Mi"}},
         {"name": TOKEN_VOLUME, "projected": token},
-        {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        {"name": TMP_VOLUME, "empty_dir": {"medium": "Memory", "size_limit": "1Mi"}},
     ]
 
 
-def position_mount(*, read_only: bool) -> dict[str, Any]:
+def position_mount(*, read_only: bool) -> VolumeMountArgsDict:
     """The hand-over volume: the signer writes it, the recorder reads it."""
-    return {"name": POSITION_VOLUME, "mountPath": POSITION_MOUNT, "readOnly": read_only}
+    return {"name": POSITION_VOLUME, "mount_path": POSITION_MOUNT, "read_only": read_only}
 
 
 def recorder_container(
@@ -85,16 +89,16 @@ def recorder_container(
     witness: str,
     namespace: str,
     script_file: str,
-    config_mount: dict[str, Any],
+    config_mount: VolumeMountArgsDict,
     amounts: ComputeResources,
-) -> dict[str, Any]:
+) -> ContainerArgsDict:
     """The native sidecar: defined before the signer, so it starts before it and stops after it (its last round
     records the signer's last position)."""
     return {
         "name": RECORDER_CONTAINER,
         "image": image,
         "command": ["/bin/sh", script_file],
-        "restartPolicy": "Always",
+        "restart_policy": "Always",
         "env": [
             {"name": "POSITION_FILE", "value": POSITION_FILE},
             {"name": "NAMESPACE", "value": namespace},
@@ -105,14 +109,14 @@ def recorder_container(
             {"name": "INTERVAL_SECONDS", "value": str(INTERVAL_SECONDS)},
             {"name": "FIELD_MANAGER", "value": FIELD_MANAGER},
         ],
-        "volumeMounts": [
+        "volume_mounts": [
             position_mount(read_only=True),
-            {"name": TOKEN_VOLUME, "mountPath": TOKEN_MOUNT, "readOnly": True},
+            {"name": TOKEN_VOLUME, "mount_path": TOKEN_MOUNT, "read_only": True},
             config_mount,
-            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+            {"name": TMP_VOLUME, "mount_path": "/tmp"},
         ],
         "resources": resources(amounts),
-        "securityContext": container_security(),
+        "security_context": container_security(),
     }
 
 

@@ -1,4 +1,3 @@
-# pyright: reportArgumentType=false
 """RestoreRehearsal: a CronJob that proves, on a schedule, that an application's Litestream backup restores.
 
 Replication that silently stopped, or a replica that no longer restores, is only noticed on the day it is needed.
@@ -11,10 +10,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import (
+    ContainerArgsDict,
+    EnvVarArgsDict,
+    PodSpecArgsDict,
+    VolumeArgsDict,
+    VolumeMountArgsDict,
+)
 
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.litestream import (
@@ -179,17 +184,17 @@ class RestoreRehearsal(pulumi.ComponentResource):
             spec={
                 "schedule": args.schedule,
                 # Never two restores at once: a slow NFS would otherwise pile up runs.
-                "concurrencyPolicy": "Forbid",
-                "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS,
-                "successfulJobsHistoryLimit": 1,
+                "concurrency_policy": "Forbid",
+                "starting_deadline_seconds": STARTING_DEADLINE_SECONDS,
+                "successful_jobs_history_limit": 1,
                 # A failed run stays visible (kube_job_failed, `kubectl get jobs`) until three newer ones failed.
-                "failedJobsHistoryLimit": 3,
-                "jobTemplate": {
+                "failed_jobs_history_limit": 3,
+                "job_template": {
                     "metadata": {"labels": object_labels},
                     "spec": {
                         # A failed rehearsal is a finding, not a flake to retry away.
-                        "backoffLimit": 0,
-                        "activeDeadlineSeconds": args.deadline_seconds,
+                        "backoff_limit": 0,
+                        "active_deadline_seconds": args.deadline_seconds,
                         "template": {
                             "metadata": {
                                 "labels": object_labels,
@@ -205,50 +210,52 @@ class RestoreRehearsal(pulumi.ComponentResource):
         self.register_outputs({"cronJob": object_name, "schedule": args.schedule})
 
     @staticmethod
-    def _pod_spec(args: RestoreRehearsalArgs, config_map: str) -> dict[str, Any]:
-        container = {
+    def _pod_spec(args: RestoreRehearsalArgs, config_map: str) -> PodSpecArgsDict:
+        env: list[EnvVarArgsDict] = [
+            {"name": "APP", "value": args.app},
+            {"name": "REPLICA_DIR", "value": replica_dir(args.app)},
+            {"name": "SCRATCH_DIR", "value": SCRATCH_MOUNT},
+            {"name": "MAX_AGE_SECONDS", "value": str(args.max_age_seconds)},
+        ]
+        mounts: list[VolumeMountArgsDict] = [
+            # Read-only twice over: the mount and the claim volume, so the rehearsal can never harm the backup.
+            backup_mount(args.app, read_only=True),
+            {"name": SCRIPT_VOLUME, "mount_path": SCRIPT_MOUNT, "read_only": True},
+            {"name": SCRATCH_VOLUME, "mount_path": SCRATCH_MOUNT},
+            {"name": TMP_VOLUME, "mount_path": "/tmp"},
+        ]
+        volumes: list[VolumeArgsDict] = [
+            {"name": BACKUP_VOLUME, "persistent_volume_claim": {"claim_name": args.backup_claim, "read_only": True}},
+            {"name": SCRIPT_VOLUME, "config_map": {"name": config_map, "default_mode": 0o444}},
+            {"name": SCRATCH_VOLUME, "empty_dir": {"size_limit": args.scratch_size}},
+            {"name": TMP_VOLUME, "empty_dir": {"size_limit": "64Mi"}},  # the root filesystem is read-only
+        ]
+        if args.backup_key_secret is not None:
+            env.extend(
+                [
+                    {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
+                    {"name": "MANIFEST_FILE", "value": f"{BACKUP_MOUNT}/{args.app}/{MANIFEST_FILE_NAME}"},
+                    {"name": "MANIFEST_SCRIPT", "value": f"{SCRIPT_MOUNT}/{MANIFEST_SCRIPT_KEY}"},
+                ]
+            )
+            if args.manifest_max_age_seconds is not None:
+                env.append({"name": "MANIFEST_MAX_AGE_SECONDS", "value": str(args.manifest_max_age_seconds)})
+            mounts.append(BACKUP_KEY_VOLUME_MOUNT)
+            volumes.append(backup_key_volume(args.backup_key_secret))
+        container: ContainerArgsDict = {
             "name": COMPONENT,
             "image": args.image,
             "command": ["/bin/sh", SCRIPT_FILE],
-            "env": [
-                {"name": "APP", "value": args.app},
-                {"name": "REPLICA_DIR", "value": replica_dir(args.app)},
-                {"name": "SCRATCH_DIR", "value": SCRATCH_MOUNT},
-                {"name": "MAX_AGE_SECONDS", "value": str(args.max_age_seconds)},
-            ],
-            "volumeMounts": [
-                # Read-only twice over: the mount and the claim volume, so the rehearsal can never harm the backup.
-                backup_mount(args.app, read_only=True),
-                {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_MOUNT, "readOnly": True},
-                {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_MOUNT},
-                {"name": TMP_VOLUME, "mountPath": "/tmp"},
-            ],
+            "env": env,
+            "volume_mounts": mounts,
             "resources": resources(args.resources),
-            "securityContext": container_security(),
+            "security_context": container_security(),
         }
-        volumes = [
-            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
-            {"name": SCRIPT_VOLUME, "configMap": {"name": config_map, "defaultMode": 0o444}},
-            {"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": args.scratch_size}},
-            {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}},  # the root filesystem is read-only
-        ]
-        if args.backup_key_secret is not None:
-            container["env"] += [
-                {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
-                {"name": "MANIFEST_FILE", "value": f"{BACKUP_MOUNT}/{args.app}/{MANIFEST_FILE_NAME}"},
-                {"name": "MANIFEST_SCRIPT", "value": f"{SCRIPT_MOUNT}/{MANIFEST_SCRIPT_KEY}"},
-            ]
-            if args.manifest_max_age_seconds is not None:
-                container["env"].append(
-                    {"name": "MANIFEST_MAX_AGE_SECONDS", "value": str(args.manifest_max_age_seconds)}
-                )
-            container["volumeMounts"].append(BACKUP_KEY_VOLUME_MOUNT)
-            volumes.append(backup_key_volume(args.backup_key_secret))
         return {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": pod_security(),
+            "restart_policy": "Never",
+            "automount_service_account_token": False,
+            "enable_service_links": False,
+            "security_context": pod_security(),
             **scheduling(args.cluster),
             "containers": [container],
             "volumes": volumes,

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import VolumeArgsDict
 
 from headscale_ha.components import backup_volume
 from headscale_ha.components.config_types import quantity_value
@@ -28,7 +28,7 @@ from headscale_ha.components.workload import DATA_VOLUME, sqlite_volume
 class ReplicatedSqlite:
     """An application's SQLite volume and its Litestream backup, as the application's pod takes them."""
 
-    volume: dict[str, Any]  # the pod volume `data` (emptyDir, generic ephemeral volume or the claim)
+    volume: VolumeArgsDict  # the pod volume `data` (emptyDir, generic ephemeral volume or the claim)
     claim: k8s.core.v1.PersistentVolumeClaim | None  # the retained claim of persistent storage; None: disposable
     backup: LitestreamBackup
     rehearsal: RestoreRehearsal | None  # the scheduled restore rehearsal; None when backup.rehearsal is off

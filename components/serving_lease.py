@@ -18,6 +18,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import PodSpecArgsDict, ResourceRequirementsArgsDict
 
 from headscale_ha.components.pod import labels
 from headscale_ha.components.settings import FENCED_WRITERS, FailoverSettings
@@ -80,7 +81,7 @@ class ServedPod:
     app: str  # names every object: `<app>-lease-*`
     namespace: str
     image: str  # a shell-and-curl image for the gate and the renewer
-    resources: dict[str, Any]  # each lease container's requests and limits
+    resources: ResourceRequirementsArgsDict  # each lease container's requests and limits
     #: The pod's ServiceAccount, when it has one already (the renewer's Role is bound to it); None: one is made.
     service_account: str | None
     #: Volume name -> directory in ``serving``: the config the gate copies, that every container then reads from
@@ -183,7 +184,7 @@ class ServingLease(pulumi.ComponentResource):
             }
         )
 
-    def gate(self, pod_spec: dict[str, Any]) -> dict[str, Any]:
+    def gate(self, pod_spec: PodSpecArgsDict) -> PodSpecArgsDict:
         """The pod spec behind the gate and the renewer (components/witness_lease.py ``gated_pod_spec``)."""
         return gated_pod_spec(pod_spec, self.wiring, self._pod.served, self.service_account)
 

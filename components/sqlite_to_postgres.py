@@ -1,4 +1,3 @@
-# pyright: reportArgumentType=false
 """SqliteToPostgres: the migrating stage's Job, awaited by Pulumi while Headscale is scaled to 0.
 
 Steps, each failing the Job with its own message and none touching SQLite or its backup:
@@ -15,11 +14,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.batch.v1 import JobSpecArgs, JobSpecArgsDict
+from pulumi_kubernetes.core.v1 import (
+    ConfigMapVolumeSourceArgsDict,
+    ContainerArgsDict,
+    EnvVarArgsDict,
+    EnvVarSourceArgsDict,
+    KeyToPathArgsDict,
+    PodSpecArgsDict,
+    VolumeArgsDict,
+    VolumeMountArgsDict,
+)
 
+from headscale_ha.components.api_spelling import api_spelled
 from headscale_ha.components.headscale import (
     APP,
     IDENTITY_MOUNT,
@@ -69,12 +79,12 @@ JOB = "headscale-migrate"
 RESTORE_CONFIG_MAP = f"{APP}-litestream"
 #: Where the restore step puts the database, and the migrate step reads it: the scratch volume.
 DB_PATH = f"{PATHS.data_dir}/db.sqlite"
-SCRATCH_MOUNT: dict[str, Any] = {"name": "scratch", "mountPath": PATHS.data_dir}
+SCRATCH_MOUNT: VolumeMountArgsDict = {"name": "scratch", "mount_path": PATHS.data_dir}
 #: configtest creates the Noise (and DERP) key when its file is missing: the schema and smoke steps get throwaway
 #: keys in their own /tmp, so the Job never mounts the identity Secret's private keys (configtest opens no client
 #: connection; the keys are not stored in the database).
 MAX_AGE_KEY = "backup.auth.maxAge"
-THROWAWAY_KEYS_ENV = [
+THROWAWAY_KEYS_ENV: list[EnvVarArgsDict] = [
     {"name": "HEADSCALE_NOISE_PRIVATE_KEY_PATH", "value": "/tmp/throwaway/noise_private.key"},
     {"name": "HEADSCALE_DERP_SERVER_PRIVATE_KEY_PATH", "value": "/tmp/throwaway/derp_server_private.key"},
 ]
@@ -118,11 +128,11 @@ def target_url(target: PostgresStorage) -> str:
     return url + query
 
 
-def database_env(target: PostgresStorage) -> list[dict[str, Any]]:
+def database_env(target: PostgresStorage) -> list[EnvVarArgsDict]:
     """Headscale's database settings pointed at the target (environment overrides of config.yaml), with the CA
     its pgx driver verifies the server against (PGSSLROOTCERT)."""
     connection = target.connection
-    password = {"secretKeyRef": {"name": target.password_secret, "key": target.password_key}}
+    password: EnvVarSourceArgsDict = {"secret_key_ref": {"name": target.password_secret, "key": target.password_key}}
     return [
         {"name": "HEADSCALE_DATABASE_TYPE", "value": "postgres"},
         {"name": "HEADSCALE_DATABASE_POSTGRES_HOST", "value": connection.host},
@@ -130,65 +140,71 @@ def database_env(target: PostgresStorage) -> list[dict[str, Any]]:
         {"name": "HEADSCALE_DATABASE_POSTGRES_NAME", "value": connection.name},
         {"name": "HEADSCALE_DATABASE_POSTGRES_USER", "value": connection.user},
         {"name": "HEADSCALE_DATABASE_POSTGRES_SSL", "value": connection.ssl},
-        {"name": PASSWORD_ENV, "valueFrom": password},
+        {"name": PASSWORD_ENV, "value_from": password},
         *postgres_ca(target)[2],
     ]
 
 
-def _restore_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
+def _restore_step(args: SqliteToPostgresArgs) -> ContainerArgsDict:
     """Step 1: the latest replica into the scratch volume, as the restore init container restores it (REQUIRE_BACKUP),
     from the backup mounted read-only. With ``authenticate``: only a signed replica, no older than backup.auth.maxAge
     and not below the position recorded in the served witness, and no private key (the signature binds the replica
     to this tailnet's key, which the fingerprint check only approximates); without: the identity fingerprint."""
-    restore: dict[str, Any] = {
+    env: list[EnvVarArgsDict] = [
+        {"name": "DB_PATH", "value": DB_PATH},
+        {"name": "BACKUP_DIR", "value": f"{BACKUP_MOUNT}/{APP}"},
+        {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
+        {"name": "REQUIRE_BACKUP", "value": "true"},
+    ]
+    mounts: list[VolumeMountArgsDict] = [
+        SCRATCH_MOUNT,
+        backup_mount(APP, read_only=True),
+        {"name": "litestream-config", "mount_path": CONFIG_MOUNT, "read_only": True},
+        {"name": "tmp", "mount_path": "/tmp"},
+    ]
+    restore: ContainerArgsDict = {
         "name": "restore",
         "image": args.restore_image,
         "command": ["/bin/sh", SCRIPT_FILE],
-        "env": [
-            {"name": "DB_PATH", "value": DB_PATH},
-            {"name": "BACKUP_DIR", "value": f"{BACKUP_MOUNT}/{APP}"},
-            {"name": "LITESTREAM_CONFIG", "value": CONFIG_FILE},
-            {"name": "REQUIRE_BACKUP", "value": "true"},
-        ],
-        "volumeMounts": [
-            SCRATCH_MOUNT,
-            backup_mount(APP, read_only=True),
-            {"name": "litestream-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "env": env,
+        "volume_mounts": mounts,
         "resources": resources(args.restore_resources),
-        "securityContext": container_security(),
+        "security_context": container_security(),
     }
     if not args.authenticate:
-        restore["env"].append({"name": "IDENTITY_FILE", "value": PATHS.noise_key})
-        restore["volumeMounts"].append(IDENTITY_MOUNT)
+        env.append({"name": "IDENTITY_FILE", "value": PATHS.noise_key})
+        mounts.append(IDENTITY_MOUNT)
         return restore
     auth = args.auth or BackupAuthSettings()
-    restore["env"] += [
-        {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
-        {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
-        {
-            "name": "MAX_REPLICA_AGE_SECONDS",
-            "value": str(duration_seconds(auth.max_age, argument="backup.auth.maxAge")),
-        },
-        {"name": "SERVED_FILE", "value": SERVED_FILE},
-        *(
-            [{"name": "POSITION_WITNESS_FILE", "value": f"{SERVED_MOUNT}/{WITNESS_KEY}"}]
-            if auth.record_position
-            else []
-        ),
-        *([{"name": "ALLOW_UNSIGNED_RESTORE", "value": auth.allow_unsigned}] if auth.allow_unsigned else []),
-        *([{"name": "ALLOW_STALE_RESTORE", "value": auth.allow_stale}] if auth.allow_stale else []),
-        *([{"name": "ALLOW_ROLLBACK_RESTORE", "value": auth.allow_rollback}] if auth.allow_rollback else []),
-    ]
-    restore["volumeMounts"] += [
-        BACKUP_KEY_VOLUME_MOUNT,
-        {"name": SERVED_VOLUME, "mountPath": SERVED_MOUNT, "readOnly": True},
-    ]
+    env.extend(
+        [
+            {"name": "BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE},
+            {"name": "MANIFEST_SCRIPT", "value": MANIFEST_SCRIPT_FILE},
+            {
+                "name": "MAX_REPLICA_AGE_SECONDS",
+                "value": str(duration_seconds(auth.max_age, argument="backup.auth.maxAge")),
+            },
+            {"name": "SERVED_FILE", "value": SERVED_FILE},
+            *(
+                [{"name": "POSITION_WITNESS_FILE", "value": f"{SERVED_MOUNT}/{WITNESS_KEY}"}]
+                if auth.record_position
+                else []
+            ),
+            *([{"name": "ALLOW_UNSIGNED_RESTORE", "value": auth.allow_unsigned}] if auth.allow_unsigned else []),
+            *([{"name": "ALLOW_STALE_RESTORE", "value": auth.allow_stale}] if auth.allow_stale else []),
+            *([{"name": "ALLOW_ROLLBACK_RESTORE", "value": auth.allow_rollback}] if auth.allow_rollback else []),
+        ]
+    )
+    mounts.extend(
+        [
+            BACKUP_KEY_VOLUME_MOUNT,
+            {"name": SERVED_VOLUME, "mount_path": SERVED_MOUNT, "read_only": True},
+        ]
+    )
     return restore
 
 
-def _schema_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
+def _schema_step(args: SqliteToPostgresArgs) -> ContainerArgsDict:
     """Step 2 (and, renamed `smoke`, step 4): Headscale's `configtest` against the target, which creates its schema
     (then opens the loaded database). configtest loads the server's config.yaml: every file it names (OIDC secret,
     policy) is mounted, and the CA the connection is verified against; the identity keys are throwaway ones."""
@@ -199,21 +215,23 @@ def _schema_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
         "image": args.headscale_image,
         "args": ["configtest"],
         "env": [*database_env(args.target), *THROWAWAY_KEYS_ENV],
-        "volumeMounts": [
+        "volume_mounts": [
             *(mount for mount in file_mounts if mount != IDENTITY_MOUNT),
             *ca_mounts,
-            {"name": "run", "mountPath": PATHS.run_dir},
-            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "run", "mount_path": PATHS.run_dir},
+            {"name": "tmp", "mount_path": "/tmp"},
         ],
         "resources": resources(args.resources),
-        "securityContext": container_security(),
+        "security_context": container_security(),
     }
 
 
-def _migrate_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
+def _migrate_step(args: SqliteToPostgresArgs) -> ContainerArgsDict:
     """Step 3: the migration tool, from the restored copy into the target (verifying it with the CA, if any)."""
     _, ca_mounts, _ = postgres_ca(args.target)
-    password = {"secretKeyRef": {"name": args.target.password_secret, "key": args.target.password_key}}
+    password: EnvVarSourceArgsDict = {
+        "secret_key_ref": {"name": args.target.password_secret, "key": args.target.password_key}
+    }
     run_args = ["run", "--sqlite", DB_PATH, "--version", args.headscale_version, "--workdir", "/work"]
     return {
         "name": "migrate",
@@ -223,20 +241,20 @@ def _migrate_step(args: SqliteToPostgresArgs) -> dict[str, Any]:
         "env": [
             # sslmode and sslrootcert travel in the URL: the tool sets every PG* variable of psql itself.
             {"name": "MIGRATION_PG_URL", "value": target_url(args.target)},
-            {"name": "PGPASSWORD", "valueFrom": password},
+            {"name": "PGPASSWORD", "value_from": password},
         ],
-        "volumeMounts": [
+        "volume_mounts": [
             SCRATCH_MOUNT,
-            {"name": "work", "mountPath": "/work"},
-            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "work", "mount_path": "/work"},
+            {"name": "tmp", "mount_path": "/tmp"},
             *ca_mounts,
         ],
         "resources": resources(args.resources),
-        "securityContext": container_security(),
+        "security_context": container_security(),
     }
 
 
-def _volumes(args: SqliteToPostgresArgs) -> list[dict[str, Any]]:
+def _volumes(args: SqliteToPostgresArgs) -> list[VolumeArgsDict]:
     """The pod's volumes: scratch space, the backup (read-only) and its Litestream config, the server's files (the
     identity Secret only for an unauthenticated restore) and the target's CA certificate (nothing when none), and
     the backup key and the served witness when the restore authenticates."""
@@ -245,37 +263,42 @@ def _volumes(args: SqliteToPostgresArgs) -> list[dict[str, Any]]:
         file_volumes = [volume for volume in file_volumes if volume != IDENTITY_VOLUME]
     ca_volumes, _, _ = postgres_ca(args.target)
     return [
-        {"name": "scratch", "emptyDir": {"sizeLimit": "4Gi"}},
-        {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}},
-        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
-        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-        {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": args.backup_claim, "readOnly": True}},
-        {"name": "litestream-config", "configMap": {"name": RESTORE_CONFIG_MAP, "defaultMode": 0o444}},
+        {"name": "scratch", "empty_dir": {"size_limit": "4Gi"}},
+        {"name": "work", "empty_dir": {"size_limit": "8Gi"}},
+        {"name": "tmp", "empty_dir": {"size_limit": "256Mi"}},
+        {"name": "run", "empty_dir": {"medium": "Memory", "size_limit": "8Mi"}},
+        {"name": BACKUP_VOLUME, "persistent_volume_claim": {"claim_name": args.backup_claim, "read_only": True}},
+        {"name": "litestream-config", "config_map": {"name": RESTORE_CONFIG_MAP, "default_mode": 0o444}},
         *file_volumes,
         *ca_volumes,
         *([backup_key_volume(backup_key_secret(APP)), _witness_volume(args)] if args.authenticate else []),
     ]  # fmt: skip
 
 
-def _witness_volume(args: SqliteToPostgresArgs) -> dict[str, Any]:
+def _witness_volume(args: SqliteToPostgresArgs) -> VolumeArgsDict:
     """The served witness and its recorded position (optional: each key is absent until written)."""
-    items = [{"key": SERVED_KEY, "path": SERVED_KEY}]
+    items: list[KeyToPathArgsDict] = [{"key": SERVED_KEY, "path": SERVED_KEY}]
     if (args.auth or BackupAuthSettings()).record_position:
         items.append({"key": WITNESS_KEY, "path": WITNESS_KEY})
-    witness = {"name": served_config_map(APP), "optional": True, "defaultMode": 0o444, "items": items}
-    return {"name": SERVED_VOLUME, "configMap": witness}
+    witness: ConfigMapVolumeSourceArgsDict = {
+        "name": served_config_map(APP),
+        "optional": True,
+        "default_mode": 0o444,
+        "items": items,
+    }
+    return {"name": SERVED_VOLUME, "config_map": witness}
 
 
-def migration_pod_spec(args: SqliteToPostgresArgs) -> dict[str, Any]:
+def migration_pod_spec(args: SqliteToPostgresArgs) -> PodSpecArgsDict:
     """The Job's pod: restore, schema and migrate as init containers, in order, then the smoke test."""
     schema = _schema_step(args)
     return {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": pod_security(),
+        "restart_policy": "Never",
+        "automount_service_account_token": False,
+        "enable_service_links": False,
+        "security_context": pod_security(),
         **scheduling(args.cluster),
-        "initContainers": [_restore_step(args), schema, _migrate_step(args)],
+        "init_containers": [_restore_step(args), schema, _migrate_step(args)],
         "containers": [{**schema, "name": "smoke"}],
         "volumes": _volumes(args),
     }
@@ -295,15 +318,17 @@ class SqliteToPostgres(pulumi.ComponentResource):
         super().__init__("headscale-ha:migration:SqliteToPostgres", name, None, opts)
         pod_spec = migration_pod_spec(args)
         skips = static_check_skips(pod_spec, {"CKV_K8S_35": PASSWORD_ENV_REASON})
-        spec = {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": args.deadline_seconds,
+        spec: JobSpecArgsDict = {
+            "backoff_limit": 0,
+            "active_deadline_seconds": args.deadline_seconds,
             "template": {"metadata": {"labels": labels(JOB, "migration")}, "spec": pod_spec},
         }
         # A Job's template is immutable: any change of it (an image bump, a digest pin) is a new Job, named from
         # all of it, created before the old one is deleted. A re-run against a target an earlier run verified
-        # re-verifies and succeeds without loading (migration/__main__.py), so a new Job is harmless.
-        self.job_name = f"{JOB}-{checksum(json.dumps(spec, sort_keys=True), str(args.force))[:8]}"
+        # re-verifies and succeeds without loading (migration/__main__.py), so a new Job is harmless. The hash is
+        # over the API's spelling, what the cluster gets: the name does not depend on how this module spells it.
+        spec_text = json.dumps(api_spelled(spec, JobSpecArgs), sort_keys=True)
+        self.job_name = f"{JOB}-{checksum(spec_text, str(args.force))[:8]}"
         timeout = f"{args.deadline_seconds + 300}s"
         self.job = k8s.batch.v1.Job(
             f"{name}-job",

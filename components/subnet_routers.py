@@ -1,4 +1,3 @@
-# pyright: reportArgumentType=false
 """Layer 1 of the split gateway of one cluster: HA subnet routers.
 
 Tailscale-only pods, one StatefulSet of one pod per replica, one replica per node (anti-affinity), each with its own
@@ -15,8 +14,17 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import (
+    EnvVarArgsDict,
+    PodSecurityContextArgsDict,
+    PodSpecArgsDict,
+    SecurityContextArgsDict,
+)
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
+from pulumi_kubernetes.rbac.v1 import PolicyRuleArgsDict
 
 from headscale_ha.components.pod import (
+    Meta,
     container_security,
     labels,
     pod_security,
@@ -165,7 +173,7 @@ class SubnetRouters(pulumi.ComponentResource):
             }
         )
 
-    def _meta(self, ordinal: int | None = None) -> dict[str, Any]:
+    def _meta(self, ordinal: int | None = None) -> Meta:
         extra = {} if ordinal is None else {ORDINAL_LABEL: str(ordinal)}
         return {"namespace": self._args.namespace, "labels": {**labels(ROUTERS, "gateway"), **extra}}
 
@@ -190,27 +198,27 @@ class SubnetRouters(pulumi.ComponentResource):
         ServiceAccount, and a Role (bound to that account alone) on its own state Secret only."""
         child = pulumi.ResourceOptions(parent=self)
         own = router_name(ordinal)
-        meta = {**self._meta(ordinal), "name": own}
+        meta: ObjectMetaArgsDict = {**self._meta(ordinal), "name": own}
         headless = k8s.core.v1.Service(
             f"{self._name}-headless-{ordinal}",
             metadata=meta,
-            spec={"clusterIP": "None", "selector": self._selector(ordinal), "ports": [{"name": "none", "port": 1}]},
+            spec={"cluster_ip": "None", "selector": self._selector(ordinal), "ports": [{"name": "none", "port": 1}]},
             opts=child,
         )
         account = k8s.core.v1.ServiceAccount(
             f"{self._name}-account-{ordinal}", metadata=meta, automount_service_account_token=False, opts=child
         )
-        rule = {
-            "apiGroups": [""],
+        rule: PolicyRuleArgsDict = {
+            "api_groups": [""],
             "resources": ["secrets"],
-            "resourceNames": [own],
+            "resource_names": [own],
             "verbs": ["get", "update", "patch"],
         }
         role = k8s.rbac.v1.Role(f"{self._name}-role-{ordinal}", metadata=meta, rules=[rule], opts=child)
         binding = k8s.rbac.v1.RoleBinding(
             f"{self._name}-binding-{ordinal}",
             metadata=meta,
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": own},
+            role_ref={"api_group": "rbac.authorization.k8s.io", "kind": "Role", "name": own},
             subjects=[{"kind": "ServiceAccount", "name": own, "namespace": self._args.namespace}],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[role, account]),
         )
@@ -233,8 +241,8 @@ class SubnetRouters(pulumi.ComponentResource):
             metadata={**self._meta(ordinal), "name": own, "annotations": annotations},
             spec={
                 "replicas": 1,
-                "serviceName": own,
-                "selector": {"matchLabels": self._selector(ordinal)},
+                "service_name": own,
+                "selector": {"match_labels": self._selector(ordinal)},
                 "template": {
                     "metadata": {
                         "labels": self._meta(ordinal)["labels"],
@@ -252,11 +260,11 @@ class SubnetRouters(pulumi.ComponentResource):
         )
 
     @staticmethod
-    def _pod_spec(args: SubnetRoutersArgs, ordinal: int) -> dict[str, Any]:
+    def _pod_spec(args: SubnetRoutersArgs, ordinal: int) -> PodSpecArgsDict:
         kernel = args.mode is RouterMode.KERNEL
         own = router_name(ordinal)
         extra_args = f"--login-server={args.login_server} --advertise-tags={args.tag} --accept-dns=false"
-        env = [
+        env: list[EnvVarArgsDict] = [
             {"name": "TS_KUBE_SECRET", "value": own},
             {"name": "TS_HOSTNAME", "value": f"{args.hostname_prefix}-{own}"},
             # The key is not in the pod spec: key_check reads this replica's own key Secret. Log in only while
@@ -271,10 +279,10 @@ class SubnetRouters(pulumi.ComponentResource):
         ]
         security, pod_context = _router_security(kernel)
         return {
-            "serviceAccountName": own,
-            "automountServiceAccountToken": True,  # containerboot stores the node state in its Secret
-            "enableServiceLinks": False,
-            "securityContext": pod_context,
+            "service_account_name": own,
+            "automount_service_account_token": True,  # containerboot stores the node state in its Secret
+            "enable_service_links": False,
+            "security_context": pod_context,
             **spread(args.cluster, ROUTERS, args.replicas),
             "containers": [
                 {
@@ -282,31 +290,31 @@ class SubnetRouters(pulumi.ComponentResource):
                     "image": args.image,
                     "command": ["/bin/sh", "-c", key_check(args.namespace, ordinal)],
                     "env": env,
-                    "ports": [{"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
+                    "ports": [{"name": "health", "container_port": HEALTH_PORT, "protocol": "TCP"}],
                     # Alive while tailscaled's local server answers; readiness (below) also needs the tailnet.
-                    "livenessProbe": {"tcpSocket": {"port": "health"}, "periodSeconds": 20, "failureThreshold": 3},
+                    "liveness_probe": {"tcp_socket": {"port": "health"}, "period_seconds": 20, "failure_threshold": 3},
                     # /healthz answers 200 only once the node has its tailnet addresses: no key, no readiness.
-                    "readinessProbe": {
-                        "httpGet": {"path": "/healthz", "port": "health"},
-                        "periodSeconds": 10,
-                        "failureThreshold": 3,
+                    "readiness_probe": {
+                        "http_get": {"path": "/healthz", "port": "health"},
+                        "period_seconds": 10,
+                        "failure_threshold": 3,
                     },
                     "resources": resources(_ROUTER),
-                    "securityContext": security,
-                    "volumeMounts": [
-                        {"name": "tmp", "mountPath": "/tmp"},
-                        {"name": "authkey", "mountPath": AUTHKEY_DIR, "readOnly": True},
+                    "security_context": security,
+                    "volume_mounts": [
+                        {"name": "tmp", "mount_path": "/tmp"},
+                        {"name": "authkey", "mount_path": AUTHKEY_DIR, "read_only": True},
                     ],
                 }
             ],
             "volumes": [
-                {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                {"name": "tmp", "empty_dir": {"size_limit": "64Mi"}},
                 {
                     # Optional by design: the first `pulumi up` runs before Headscale can mint keys. Without its
                     # key the pod logs why (see key_check) and stays not ready; an enrolled replica keeps its state.
                     # Mounted whole, not by subPath, so kubelet swaps in the key the next `pulumi up` mints.
                     "name": "authkey",
-                    "secret": {"secretName": router_key_secret(ordinal), "optional": True, "defaultMode": 0o440},
+                    "secret": {"secret_name": router_key_secret(ordinal), "optional": True, "default_mode": 0o440},
                 },
             ],
         }
@@ -347,16 +355,16 @@ def _layout_move(name: str, ordinal: int) -> dict[str, Any]:
     return {"aliases": [pulumi.Alias(name=f"{name}-statefulset")], "delete_before_replace": True}
 
 
-def _router_security(kernel: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+def _router_security(kernel: bool) -> tuple[SecurityContextArgsDict, PodSecurityContextArgsDict]:
     """The container's and the pod's security contexts: restricted, or (kernel mode) root with NET_ADMIN only."""
     if not kernel:
         return container_security(), pod_security()
-    security = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsUser": 0,
-        "runAsNonRoot": False,
+    security: SecurityContextArgsDict = {
+        "allow_privilege_escalation": False,
+        "read_only_root_filesystem": True,
+        "run_as_user": 0,
+        "run_as_non_root": False,
         "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
+        "seccomp_profile": {"type": "RuntimeDefault"},
     }
-    return security, {"seccompProfile": {"type": "RuntimeDefault"}}
+    return security, {"seccomp_profile": {"type": "RuntimeDefault"}}

@@ -25,12 +25,25 @@ the same name is never deleted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi_kubernetes.core.v1 import (
+    ContainerArgs,
+    ContainerArgsDict,
+    EnvVarArgsDict,
+    KeyToPathArgsDict,
+    PodSpecArgs,
+    PodSpecArgsDict,
+    ResourceRequirementsArgsDict,
+    VolumeArgs,
+    VolumeArgsDict,
+    VolumeMountArgsDict,
+)
 
+from headscale_ha.components.api_spelling import api_spelled, python_spelled
 from headscale_ha.components.pod import container_security
 from headscale_ha.components.settings import FENCED_WRITERS, FailoverSettings
 
@@ -154,26 +167,26 @@ def own_pod_policy(name: str, namespace: str, service_account: str) -> tuple[dic
     return policy, binding
 
 
-def local_volume() -> dict[str, Any]:
+def local_volume() -> VolumeArgsDict:
     """LOCAL_DIR for the renewer alone: a token bound to the pod, the cluster's CA and the pod's namespace."""
     return {
         "name": LOCAL_VOLUME,
         "projected": {
             "sources": [
-                {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+                {"service_account_token": {"path": "token", "expiration_seconds": TOKEN_SECONDS}},
+                {"config_map": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downward_api": {"items": [{"path": "namespace", "field_ref": {"field_path": "metadata.namespace"}}]}},
             ],
-            "defaultMode": 0o440,
+            "default_mode": 0o440,
         },
     }
 
 
-def own_pod_env() -> list[dict[str, Any]]:
+def own_pod_env() -> list[EnvVarArgsDict]:
     """POD_NAME and POD_UID from the downward API: the pod a fenced renewer deletes."""
     return [
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        {"name": "POD_NAME", "value_from": {"field_ref": {"field_path": "metadata.name"}}},
+        {"name": "POD_UID", "value_from": {"field_ref": {"field_path": "metadata.uid"}}},
     ]
 
 
@@ -190,8 +203,8 @@ class LeaseWiring:
     image: str  # a shell-and-curl image (the position recorder's)
     script_config_map: str  # the ConfigMap holding SCRIPT_FILE
     serve_from: str  # the directory of config files the gate copies into SERVING_MOUNT
-    serve_from_mounts: tuple[dict[str, Any], ...]  # the gate's mounts of that directory's files
-    resources: dict[str, Any]  # each lease container's requests and limits
+    serve_from_mounts: tuple[VolumeMountArgsDict, ...]  # the gate's mounts of that directory's files
+    resources: ResourceRequirementsArgsDict  # each lease container's requests and limits
     #: The processes a fence stops, in order, by name (the script's STOP): the pod's writers.
     writers: tuple[str, ...] = FENCED_WRITERS
     #: The pod follows its site's holder (``follow``/``watch``) instead of holding the Lease (``acquire``/``hold``).
@@ -208,33 +221,36 @@ class LeaseWiring:
         return f"{self.failover.lease}-failsafe"
 
 
-def lease_volumes(wiring: LeaseWiring) -> list[dict[str, Any]]:
+def lease_volumes(wiring: LeaseWiring) -> list[VolumeArgsDict]:
     """Every volume the gate and the renewer mount, besides the config files the gate copies. The peers Secret's
     keys are ``<site>.<file>`` (a site name has no dot), each mounted as ``<site>/<file>``."""
-    script = {"key": SCRIPT_FILE, "path": SCRIPT_FILE}
-    volumes = [
-        {"name": SERVING_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "4Mi"}},
-        {"name": STATE_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-        {"name": TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-        {"name": WITNESS_VOLUME, "secret": {"secretName": wiring.witness_secret, "defaultMode": 0o440}},
+    script: KeyToPathArgsDict = {"key": SCRIPT_FILE, "path": SCRIPT_FILE}
+    volumes: list[VolumeArgsDict] = [
+        {"name": SERVING_VOLUME, "empty_dir": {"medium": "Memory", "size_limit": "4Mi"}},
+        {"name": STATE_VOLUME, "empty_dir": {"medium": "Memory", "size_limit": "1Mi"}},
+        {"name": TMP_VOLUME, "empty_dir": {"medium": "Memory", "size_limit": "1Mi"}},
+        {"name": WITNESS_VOLUME, "secret": {"secret_name": wiring.witness_secret, "default_mode": 0o440}},
         local_volume(),
-        {"name": SCRIPT_VOLUME, "configMap": {"name": wiring.script_config_map, "items": [script]}},
+        {"name": SCRIPT_VOLUME, "config_map": {"name": wiring.script_config_map, "items": [script]}},
     ]
     if wiring.failover.failsafe and not wiring.follows:
         files = [(peer, part) for peer in wiring.peers for part in ("api-url", "token", "ca.crt", "namespace")]
-        items = [{"key": f"{peer}.{part}", "path": f"{peer}/{part}"} for peer, part in files]
+        items: list[KeyToPathArgsDict] = [{"key": f"{peer}.{part}", "path": f"{peer}/{part}"} for peer, part in files]
         volumes.append(
-            {"name": PEERS_VOLUME, "secret": {"secretName": wiring.peers_secret, "items": items, "defaultMode": 0o440}}
+            {
+                "name": PEERS_VOLUME,
+                "secret": {"secret_name": wiring.peers_secret, "items": items, "default_mode": 0o440},
+            }
         )
     return volumes
 
 
-def lease_environment(wiring: LeaseWiring, command: str) -> list[dict[str, Any]]:
+def lease_environment(wiring: LeaseWiring, command: str) -> list[EnvVarArgsDict]:
     """The script's environment for a gate (``acquire``, ``follow``) or its sidecar (``hold``, ``watch``); IDENTITY
     names the pod."""
     failover = wiring.failover
     script_environment = {**failover.script_environment(), "STOP": " ".join(wiring.writers)}
-    env = [
+    env: list[EnvVarArgsDict] = [
         *own_pod_env(),
         {"name": "API_URL", "value": wiring.witness_api_url},
         {"name": "NAMESPACE", "value": failover.witness_namespace},
@@ -259,55 +275,61 @@ def lease_environment(wiring: LeaseWiring, command: str) -> list[dict[str, Any]]
     return env
 
 
-def _lease_container(wiring: LeaseWiring, name: str, command: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def _lease_container(
+    wiring: LeaseWiring,
+    name: str,
+    command: str,
+    mounts: list[VolumeMountArgsDict],
+    more_env: Sequence[EnvVarArgsDict] = (),
+) -> ContainerArgsDict:
     return {
         "name": name,
         "image": wiring.image,
         "command": ["/bin/sh", f"{SCRIPT_MOUNT}/{SCRIPT_FILE}", command],
-        "env": lease_environment(wiring, command),
-        "volumeMounts": [
-            {"name": SCRIPT_VOLUME, "mountPath": SCRIPT_MOUNT, "readOnly": True},
-            {"name": STATE_VOLUME, "mountPath": STATE_MOUNT},
-            {"name": SERVING_VOLUME, "mountPath": SERVING_MOUNT},
-            {"name": WITNESS_VOLUME, "mountPath": WITNESS_MOUNT, "readOnly": True},
-            {"name": LOCAL_VOLUME, "mountPath": LOCAL_MOUNT, "readOnly": True},
-            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+        "env": [*lease_environment(wiring, command), *more_env],
+        "volume_mounts": [
+            {"name": SCRIPT_VOLUME, "mount_path": SCRIPT_MOUNT, "read_only": True},
+            {"name": STATE_VOLUME, "mount_path": STATE_MOUNT},
+            {"name": SERVING_VOLUME, "mount_path": SERVING_MOUNT},
+            {"name": WITNESS_VOLUME, "mount_path": WITNESS_MOUNT, "read_only": True},
+            {"name": LOCAL_VOLUME, "mount_path": LOCAL_MOUNT, "read_only": True},
+            {"name": TMP_VOLUME, "mount_path": "/tmp"},
             *mounts,
         ],
         "resources": wiring.resources,
-        "securityContext": container_security(),
+        "security_context": container_security(),
     }
 
 
-def gate_container(wiring: LeaseWiring) -> dict[str, Any]:
+def gate_container(wiring: LeaseWiring) -> ContainerArgsDict:
     """The first init container: done once this site holds the Lease (a follower's: once it has held it for a lease)
     and ``serving`` holds the config."""
     name = FOLLOWER_CONTAINER if wiring.follows else GATE_CONTAINER
     return _lease_container(wiring, name, wiring.commands[0], list(wiring.serve_from_mounts))
 
 
-def renewer_container(wiring: LeaseWiring, ready_url: str | None = None) -> dict[str, Any]:
+def renewer_container(wiring: LeaseWiring, ready_url: str | None = None) -> ContainerArgsDict:
     """The native sidecar right after the gate: it renews before the restore starts and stops after the writers,
     so that on a pod's stop it releases the Lease only once they have exited. With ``ready_url`` (the writer's
     readiness, in the pod), it gives the Lease up to another site when that has not answered within
     ``readyWithinSeconds`` of the take. A follower's watcher has neither the failsafe nor a readiness to wait for."""
     if wiring.follows:
-        return {**_lease_container(wiring, WATCHER_CONTAINER, "watch", []), "restartPolicy": "Always"}
-    peers = [{"name": PEERS_VOLUME, "mountPath": PEERS_MOUNT, "readOnly": True}] if wiring.failover.failsafe else []
-    container = _lease_container(wiring, RENEWER_CONTAINER, "hold", peers)
+        return {**_lease_container(wiring, WATCHER_CONTAINER, "watch", []), "restart_policy": "Always"}
+    peers: list[VolumeMountArgsDict] = (
+        [{"name": PEERS_VOLUME, "mount_path": PEERS_MOUNT, "read_only": True}] if wiring.failover.failsafe else []
+    )
+    ready: list[EnvVarArgsDict] = []
     if ready_url is not None:
         within = str(wiring.failover.ready_within_seconds)
-        container["env"] += [
-            {"name": "READY_URL", "value": ready_url},
-            {"name": "READY_WITHIN_SECONDS", "value": within},
-        ]
-    return {**container, "restartPolicy": "Always"}
+        ready = [{"name": "READY_URL", "value": ready_url}, {"name": "READY_WITHIN_SECONDS", "value": within}]
+    return {**_lease_container(wiring, RENEWER_CONTAINER, "hold", peers, ready), "restart_policy": "Always"}
 
 
-def ready_url(pod_spec: Mapping[str, Any]) -> str | None:
+def ready_url(pod_spec: PodSpecArgsDict) -> str | None:
     """The readiness URL of the pod's first container with an HTTP readiness probe, as the pod's own containers
-    reach it (its network is theirs): ``http://127.0.0.1:<port><path>``, a named port resolved."""
-    for container in pod_spec.get("containers", []):
+    reach it (its network is theirs): ``http://127.0.0.1:<port><path>``, a named port resolved. Read from the spec
+    as the cluster gets it."""
+    for container in api_spelled(pod_spec, PodSpecArgs).get("containers", []):
         probe = container.get("readinessProbe", {}).get("httpGet")
         if probe is None:
             continue
@@ -326,18 +348,18 @@ def ready_url(pod_spec: Mapping[str, Any]) -> str | None:
 SERVE_FROM_MOUNT = "/serve-from"
 
 
-def serve_from_mounts(served: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
+def serve_from_mounts(served: Mapping[str, str]) -> tuple[VolumeMountArgsDict, ...]:
     """The gate's mounts of each served volume (volume name -> its directory in ``serving``), whole and read-only."""
     return tuple(
-        {"name": volume, "mountPath": f"{SERVE_FROM_MOUNT}/{directory}", "readOnly": True}
+        {"name": volume, "mount_path": f"{SERVE_FROM_MOUNT}/{directory}", "read_only": True}
         for volume, directory in served.items()
     )
 
 
 def _through_serving(mount: dict[str, Any], served: Mapping[str, str]) -> dict[str, Any]:
-    """A mount of a served volume, moved to the same path in ``serving``: where the gate copied it. After a fence
-    the directory (or file) is gone, and the kubelet mounts an empty directory in its place: nothing restarted in
-    place finds its config."""
+    """A mount of a served volume (as the API spells it), moved to the same path in ``serving``: where the gate
+    copied it. After a fence the directory (or file) is gone, and the kubelet mounts an empty directory in its
+    place: nothing restarted in place finds its config."""
     directory = served.get(mount["name"])
     if directory is None:
         return mount
@@ -346,8 +368,8 @@ def _through_serving(mount: dict[str, Any], served: Mapping[str, str]) -> dict[s
 
 
 def gated_pod_spec(
-    pod_spec: dict[str, Any], wiring: LeaseWiring, served: Mapping[str, str], service_account: str
-) -> dict[str, Any]:
+    pod_spec: PodSpecArgsDict, wiring: LeaseWiring, served: Mapping[str, str], service_account: str
+) -> PodSpecArgsDict:
     """``pod_spec`` behind the lease: the gate and the renewer first, every container reading the ``served``
     volumes (volume name -> its directory in ``serving``) through ``serving`` only, the process namespace shared
     (the fence signals the writers) and the renewer's ServiceAccount. ``wiring`` must serve from
@@ -355,19 +377,22 @@ def gated_pod_spec(
     if wiring.serve_from != SERVE_FROM_MOUNT or tuple(wiring.serve_from_mounts) != serve_from_mounts(served):
         raise ValueError("wiring: the gate must copy exactly the served volumes (serve_from_mounts(served))")
 
-    def read_through_serving(container: dict[str, Any]) -> dict[str, Any]:
+    # The pod's own containers are read, and rewritten, as the cluster gets them.
+    spec = api_spelled(pod_spec, PodSpecArgs)
+
+    def read_through_serving(container: dict[str, Any]) -> ContainerArgsDict:
         mounts = [_through_serving(mount, served) for mount in container.get("volumeMounts", [])]
-        return {**container, "volumeMounts": mounts}
+        return python_spelled({**container, "volumeMounts": mounts}, ContainerArgs)
 
     return {
         **pod_spec,
-        "serviceAccountName": service_account,
-        "shareProcessNamespace": True,
-        "initContainers": [
+        "service_account_name": service_account,
+        "share_process_namespace": True,
+        "init_containers": [
             gate_container(wiring),
             renewer_container(wiring, ready_url(pod_spec)),
-            *(read_through_serving(container) for container in pod_spec.get("initContainers", [])),
+            *(read_through_serving(container) for container in spec.get("initContainers", [])),
         ],
-        "containers": [read_through_serving(container) for container in pod_spec["containers"]],
-        "volumes": [*pod_spec["volumes"], *lease_volumes(wiring)],
+        "containers": [read_through_serving(container) for container in spec["containers"]],
+        "volumes": [*python_spelled(spec["volumes"], VolumeArgs), *lease_volumes(wiring)],
     }

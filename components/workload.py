@@ -1,4 +1,3 @@
-# pyright: reportArgumentType=false
 """Kubernetes objects every stateful singleton of the control plane is made of: a volume, a Deployment, a Service.
 
 Kept in one place so Headscale and Headplane cannot drift apart on what makes them safe (Recreate, retained
@@ -9,12 +8,18 @@ gateway's two layers).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pulumi_kubernetes.core.v1 import PersistentVolumeClaimSpecArgsDict
+from pulumi_kubernetes.core.v1 import (
+    PersistentVolumeClaimSpecArgsDict,
+    PersistentVolumeClaimTemplateArgsDict,
+    PodSpecArgs,
+    PodSpecArgsDict,
+    VolumeArgsDict,
+)
 
+from headscale_ha.components.api_spelling import api_spelled
 from headscale_ha.components.config_types import quantity_value
 from headscale_ha.components.pod import PART_OF, Meta, kept, labels, selector, static_check_skips
 from headscale_ha.components.settings import LocalStorage, LocalVolumeSettings
@@ -63,7 +68,7 @@ def sqlite_volume(
     local: LocalVolumeSettings,
     storage_class: str | None,
     parent: pulumi.Resource,
-) -> tuple[dict[str, Any], k8s.core.v1.PersistentVolumeClaim | None]:
+) -> tuple[VolumeArgsDict, k8s.core.v1.PersistentVolumeClaim | None]:
     """The pod volume `data` for a SQLite database, and the claim behind it when the storage is persistent.
 
     Disposable storage has no object of its own: the emptyDir (or generic ephemeral volume, whose claim the
@@ -74,18 +79,18 @@ def sqlite_volume(
         claim = data_claim(
             resource_name, meta=meta, name=claim_name, size=size, storage_class=storage_class, parent=parent
         )
-        return {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": claim_name}}, claim
+        return {"name": DATA_VOLUME, "persistent_volume_claim": {"claim_name": claim_name}}, claim
     if local.ephemeral_storage_class is None:
-        return {"name": DATA_VOLUME, "emptyDir": {"sizeLimit": size}}, None
-    template = {
+        return {"name": DATA_VOLUME, "empty_dir": {"size_limit": size}}, None
+    template: PersistentVolumeClaimTemplateArgsDict = {
         "metadata": {"labels": dict(meta.get("labels", {}))},
         "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": local.ephemeral_storage_class,
+            "access_modes": ["ReadWriteOnce"],
+            "storage_class_name": local.ephemeral_storage_class,
             "resources": {"requests": {"storage": size}},
         },
     }
-    return {"name": DATA_VOLUME, "ephemeral": {"volumeClaimTemplate": template}}, None
+    return {"name": DATA_VOLUME, "ephemeral": {"volume_claim_template": template}}, None
 
 
 def singleton_deployment(
@@ -95,7 +100,7 @@ def singleton_deployment(
     app: str,
     component: str,
     replicas: int,
-    pod_spec: dict[str, Any],
+    pod_spec: PodSpecArgsDict,
     annotations: dict[str, str],
     opts: pulumi.ResourceOptions,
     skip_reasons: dict[str, str] | None = None,
@@ -117,9 +122,9 @@ def singleton_deployment(
         spec={
             "replicas": replicas,
             "strategy": {"type": "Recreate"},
-            "revisionHistoryLimit": 3,
-            "progressDeadlineSeconds": ROLLOUT_BUDGET_SECONDS,
-            "selector": {"matchLabels": selector(app, part_of)},
+            "revision_history_limit": 3,
+            "progress_deadline_seconds": ROLLOUT_BUDGET_SECONDS,
+            "selector": {"match_labels": selector(app, part_of)},
             "template": {
                 "metadata": {"labels": labels(app, component, part_of), "annotations": annotations},
                 "spec": pod_spec,
@@ -170,19 +175,20 @@ class PodRecoveryFacts:
     restores: bool  # the pod has the restore init container
 
 
-def recovery_facts(app: str, pod_spec: dict[str, Any]) -> PodRecoveryFacts:
+def recovery_facts(app: str, pod_spec: PodSpecArgsDict) -> PodRecoveryFacts:
     """The facts of ``pod_spec`` (its `data` volume, its `restore` init container and ``app``'s container), read
-    from the spec itself so they cannot drift from what the cluster runs."""
-    (data,) = [volume for volume in pod_spec["volumes"] if volume["name"] == "data"]
+    from the spec itself as the cluster gets it (the API's spelling), so they cannot drift from what it runs."""
+    spec = api_spelled(pod_spec, PodSpecArgs)
+    (data,) = [volume for volume in spec["volumes"] if volume["name"] == "data"]
     kind = next(key for key in ("emptyDir", "ephemeral", "persistentVolumeClaim") if key in data)
-    unreachable = [t for t in pod_spec.get("tolerations", []) if t["key"] == "node.kubernetes.io/unreachable"]
+    unreachable = [t for t in spec.get("tolerations", []) if t["key"] == "node.kubernetes.io/unreachable"]
     # Without its own toleration a pod gets the admission default: 300 s.
     eviction = int(unreachable[0].get("tolerationSeconds", 300)) if unreachable else 300
-    restore = next((c for c in pod_spec.get("initContainers", []) if c["name"] == "restore"), None)
+    restore = next((c for c in spec.get("initContainers", []) if c["name"] == "restore"), None)
     limit = None
     if restore is not None and "cpu" in restore.get("resources", {}).get("limits", {}):
         limit = quantity_value(restore["resources"]["limits"]["cpu"])
-    (container,) = [c for c in pod_spec["containers"] if c["name"] == app]
+    (container,) = [c for c in spec["containers"] if c["name"] == app]
     period = int(container.get("readinessProbe", {}).get("periodSeconds", 10))
     return PodRecoveryFacts(
         app=app,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
+from pulumi_kubernetes.core.v1 import ContainerArgsDict, PodSpecArgsDict
 
 from headscale_ha.components.backup_volume import BackupVolume, BackupVolumeArgs
 from headscale_ha.components.litestream import LitestreamBackup, LitestreamBackupArgs
@@ -91,8 +91,8 @@ class Vaultwarden(pulumi.ComponentResource):
         self.register_outputs({"service": self.service_name, "backupClaim": self.backup_claim})
 
     @staticmethod
-    def _pod_spec(backup: LitestreamBackup) -> dict[str, Any]:
-        container = {
+    def _pod_spec(backup: LitestreamBackup) -> PodSpecArgsDict:
+        container: ContainerArgsDict = {
             "name": APP,
             "image": IMAGE,
             "env": [
@@ -100,21 +100,21 @@ class Vaultwarden(pulumi.ComponentResource):
                 {"name": "DATA_FOLDER", "value": DATA_DIR},
                 {"name": "DATABASE_URL", "value": f"{DATA_DIR}/db.sqlite3"},
             ],
-            "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
-            "readinessProbe": {"httpGet": {"path": "/alive", "port": "http"}, "periodSeconds": 10},
+            "ports": [{"name": "http", "container_port": PORT, "protocol": "TCP"}],
+            "readiness_probe": {"http_get": {"path": "/alive", "port": "http"}, "period_seconds": 10},
             "resources": resources(RESOURCES),
-            "securityContext": container_security(),
-            "volumeMounts": [{"name": "data", "mountPath": DATA_DIR}, {"name": "tmp", "mountPath": "/tmp"}],
+            "security_context": container_security(),
+            "volume_mounts": [{"name": "data", "mount_path": DATA_DIR}, {"name": "tmp", "mount_path": "/tmp"}],
         }
         return {
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": pod_security(),
-            "initContainers": backup.init_containers,
+            "automount_service_account_token": False,
+            "enable_service_links": False,
+            "security_context": pod_security(),
+            "init_containers": backup.pod_init_containers,
             "containers": [container],
             "volumes": [
-                {"name": "data", "persistentVolumeClaim": {"claimName": f"{APP}-data"}},
-                {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
-                *backup.volumes,
+                {"name": "data", "persistent_volume_claim": {"claim_name": f"{APP}-data"}},
+                {"name": "tmp", "empty_dir": {"size_limit": "64Mi"}},
+                *backup.pod_volumes,
             ],
         }

@@ -29,6 +29,7 @@ from headscale_ha.components.headscale import (
 from headscale_ha.components.settings import DatabaseStage
 from headscale_ha.program.args import headscale_replicas, identity_source
 from headscale_ha.program.site_args import site_args
+from tests.support import api_objects as api
 from tests.support.config_samples import DERP, NOISE, parse
 from tests.support.manifest_validator import validate
 from tests.support.seam_samples import (
@@ -253,8 +254,9 @@ def test_only_the_embedded_relay_asks_for_the_public_address_and_only_oidc_mount
     assert [v["name"] for v in without] == ["config", "identity"]
     assert [v["name"] for v in with_oidc] == ["config", "identity", "oidc"]
     with_policy, mounts = server_files(oidc=False, policy=PolicyFile(config_map="published", sha256="0" * 64))
-    assert with_policy[-1]["configMap"]["name"] == "published"
-    assert mounts[-1] == {"name": "policy", "mountPath": PATHS.policy, "subPath": "policy.json", "readOnly": True}
+    assert api.volume(with_policy[-1])["configMap"]["name"] == "published"
+    assert api.mount(mounts[-1]) == {"name": "policy", "mountPath": PATHS.policy, "subPath": "policy.json",
+                                     "readOnly": True}  # fmt: skip
 
 
 #: A program of its own: HeadscaleServer on PostgreSQL with imported keys, OIDC and the embedded relay.

@@ -16,6 +16,7 @@ from headscale_ha.components.headscale_config import PostgresConnection
 from headscale_ha.components.settings import ClusterSettings, ComputeResources, ResourceAmounts
 from headscale_ha.components.sqlite_to_postgres import SqliteToPostgres, SqliteToPostgresArgs, database_env
 from headscale_ha.guardrails.pack.rules import Subject, violations
+from tests.support import api_objects as api
 from tests.support.component_run import build_component
 from tests.support.manifest_validator import validate
 from tools.harness import ProgramRun
@@ -133,7 +134,7 @@ def test_the_database_settings_follow_the_target() -> None:
         password_secret="vpn-db",
         password_key="pass",
     )
-    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in database_env(target)}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in api.env(database_env(target))}
     assert env["HEADSCALE_DATABASE_POSTGRES_PORT"] == "6432"
     assert env["HEADSCALE_DATABASE_POSTGRES_SSL"] == "verify-full"
     assert env["HEADSCALE_DATABASE_POSTGRES_PASS"] == {"secretKeyRef": {"name": "vpn-db", "key": "pass"}}

@@ -18,6 +18,7 @@ from headscale_ha.components.witness_credentials import (
     witness_secret_data,
 )
 from headscale_ha.components.witness_lease import LeaseWiring, lease_volumes
+from tests.support import api_objects as api
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
 from tests.support.witness_lab import TEST_TIMING, Witness, new_site
 from tests.support.witness_samples import CA_DATA, KEY, PEM, TOKEN, kubeconfig
@@ -76,7 +77,7 @@ def test_the_peers_secret_has_every_key_the_peers_volume_mounts() -> None:
                          witness_secret="w", peers_secret="p", peers=("cosmos",), image="curl",
                          script_config_map="s", serve_from="/etc/headscale", serve_from_mounts=(),
                          resources={})  # fmt: skip
-    peers = next(volume for volume in lease_volumes(wiring) if volume["name"] == "lease-peers")
+    peers = next(volume for volume in api.volume(lease_volumes(wiring)) if volume["name"] == "lease-peers")
     assert sorted(item["key"] for item in peers["secret"]["items"]) == sorted(data)
     assert data["cosmos.namespace"] == "headscale"
     assert data["cosmos.api-url"] == "https://cosmos.example.com:6443"

@@ -11,23 +11,35 @@ from typing import Any
 
 import pytest
 
+from headscale_ha.components import witness_lease
 from headscale_ha.components.pod import container_security, pod_security
 from headscale_ha.components.settings import FailoverSettings
-from headscale_ha.components.witness_lease import (
-    LeaseWiring,
-    gate_container,
-    lease_volumes,
-    ready_url,
-    renewer_container,
-)
+from headscale_ha.components.witness_lease import LeaseWiring, ready_url
+from tests.support import api_objects as api
 from tests.support.kube_lab import TOOLS as LAB_TOOLS
 from tests.support.kube_lab import KubeError
 from tests.support.witness_lab import SCRIPT, Witness
 from tests.support.witness_samples import as_run_in
 
 RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}}
-CONFIG_MOUNT = {"name": "config", "mountPath": "/etc/headscale/config.yaml", "subPath": "config.yaml",
-                "readOnly": True}  # fmt: skip
+CONFIG_MOUNT_PIECE: Any = {"name": "config", "mount_path": "/etc/headscale/config.yaml", "sub_path": "config.yaml",
+                           "read_only": True}  # fmt: skip
+CONFIG_MOUNT = api.mount(CONFIG_MOUNT_PIECE)
+
+
+def gate_container(wired: LeaseWiring) -> dict[str, Any]:
+    """The gate as the API receives it."""
+    return api.container(witness_lease.gate_container(wired))
+
+
+def renewer_container(wired: LeaseWiring, ready: str | None = None) -> dict[str, Any]:
+    """The renewer (or watcher) as the API receives it."""
+    return api.container(witness_lease.renewer_container(wired, ready))
+
+
+def lease_volumes(wired: LeaseWiring) -> list[dict[str, Any]]:
+    """The lease's volumes as the API receives them."""
+    return api.volume(witness_lease.lease_volumes(wired))
 
 
 def wiring(*, failsafe: bool = True) -> LeaseWiring:
@@ -41,7 +53,7 @@ def wiring(*, failsafe: bool = True) -> LeaseWiring:
         image="docker.io/curlimages/curl:8.17.0",
         script_config_map="headscale-lease",
         serve_from="/etc/headscale",
-        serve_from_mounts=(CONFIG_MOUNT,),
+        serve_from_mounts=(CONFIG_MOUNT_PIECE,),
         resources=RESOURCES,
     )
 
@@ -85,7 +97,7 @@ def test_the_renewer_is_a_native_sidecar_that_renews_stops_the_writers_and_delet
             {"name": "lease-peers", "mountPath": "/var/run/secrets/headscale-ha/peers", "readOnly": True},
         ],
         "resources": RESOURCES,
-        "securityContext": container_security(),
+        "securityContext": api.container_security(container_security()),
     }
 
 
@@ -159,11 +171,11 @@ def test_with_the_writers_readiness_the_renewer_gives_the_lease_up_when_it_never
 
 
 def test_the_readiness_is_the_first_http_probe_of_the_pods_containers_its_port_named_or_not() -> None:
-    named = {"name": "headscale", "ports": [{"name": "metrics", "containerPort": 9090},
-                                            {"name": "http", "containerPort": 8080}],
-             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}}}  # fmt: skip
-    sidecar = {"name": "recorder", "readinessProbe": {"exec": {"command": ["true"]}}}
-    numbered = {"name": "ui", "readinessProbe": {"httpGet": {"path": "/ok", "port": 3000, "scheme": "HTTPS"}}}
+    named = {"name": "headscale", "ports": [{"name": "metrics", "container_port": 9090},
+                                            {"name": "http", "container_port": 8080}],
+             "readiness_probe": {"http_get": {"path": "/health", "port": "http"}}}  # fmt: skip
+    sidecar = {"name": "recorder", "readiness_probe": {"exec_": {"command": ["true"]}}}
+    numbered = {"name": "ui", "readiness_probe": {"http_get": {"path": "/ok", "port": 3000, "scheme": "HTTPS"}}}
     assert ready_url({"containers": [sidecar, named, numbered]}) == READY
     assert ready_url({"containers": [sidecar, numbered]}) == "https://127.0.0.1:3000/ok"
     assert ready_url({"containers": [sidecar]}) is None
@@ -201,7 +213,7 @@ def pod(wiring: LeaseWiring) -> dict[str, Any]:
     writer = {"name": "headscale", "image": "ghcr.io/juanfont/headscale:0.29.2",
               "args": ["serve", "-c", "/serving/config.yaml"],
               "volumeMounts": [{"name": "serving", "mountPath": "/serving", "readOnly": True}],
-              "securityContext": container_security()}  # fmt: skip
+              "securityContext": api.container_security(container_security())}  # fmt: skip
     config = {"name": "config", "configMap": {"name": "headscale-config"}}
     return {
         "apiVersion": "v1",
@@ -211,7 +223,7 @@ def pod(wiring: LeaseWiring) -> dict[str, Any]:
             "serviceAccountName": "headscale",
             "automountServiceAccountToken": False,
             "shareProcessNamespace": True,
-            "securityContext": pod_security(),
+            "securityContext": api.pod_security(pod_security()),
             "initContainers": [gate_container(wiring), renewer_container(wiring)],
             "containers": [writer],
             "volumes": [*lease_volumes(wiring), config],
