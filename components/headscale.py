@@ -14,11 +14,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pulumi_kubernetes.core.v1 import (
-    ContainerArgs,
     ContainerArgsDict,
     ContainerPortArgsDict,
     EnvVarArgsDict,
-    PodSpecArgs,
     PodSpecArgsDict,
     ProbeArgsDict,
     SecretKeySelectorArgsDict,
@@ -26,7 +24,6 @@ from pulumi_kubernetes.core.v1 import (
     VolumeMountArgsDict,
 )
 
-from headscale_ha.components.api_spelling import api_spelled, python_spelled
 from headscale_ha.components.headscale_config import (
     HTTP_PORT,
     METRICS_PORT,
@@ -120,13 +117,15 @@ DATA_CLAIM = f"{APP}-data"
 DB_FILE = "db.sqlite"
 #: The pod volume of the server's config (what a gate serves).
 SERVER_CONFIG_VOLUME_NAME = "config"
+#: Where the server reads its config.
+SERVER_CONFIG_PATH = "/etc/headscale/config.yaml"
 SERVER_CONFIG_VOLUME: VolumeArgsDict = {
     "name": SERVER_CONFIG_VOLUME_NAME,
     "config_map": {"name": CONFIG_MAP, "default_mode": 0o444},
 }
 SERVER_CONFIG_MOUNT: VolumeMountArgsDict = {
     "name": SERVER_CONFIG_VOLUME_NAME,
-    "mount_path": "/etc/headscale/config.yaml",
+    "mount_path": SERVER_CONFIG_PATH,
     "sub_path": "config.yaml",
     "read_only": True,
 }
@@ -348,17 +347,11 @@ def _node_key(name: str, imported: pulumi.Input[str] | None, opts: pulumi.Resour
     return pulumi.Output.secret(key.hex.apply(lambda value: f"privkey:{value}"))
 
 
-def _reads_its_config_only(pod_spec: PodSpecArgsDict) -> PodSpecArgsDict:
-    """Headscale told where its config is: after a fence the path is an empty directory, and Headscale started with
-    ``-c`` exits, where without it Headscale looks elsewhere and falls back to its defaults."""
-    spec = api_spelled(pod_spec, PodSpecArgs)
-    containers = [
-        {**container, "args": ["serve", "-c", SERVER_CONFIG_MOUNT["mount_path"]]}
-        if container["name"] == APP
-        else container
-        for container in spec["containers"]
-    ]
-    return {**pod_spec, "containers": python_spelled(containers, ContainerArgs)}
+def _serve_args(*, gated: bool) -> list[str]:
+    """Headscale's arguments. Behind the lease it is told where its config is: after a fence the path is an empty
+    directory, and Headscale started with ``-c`` exits, where without it Headscale looks elsewhere and falls back to
+    its defaults."""
+    return ["serve", "-c", SERVER_CONFIG_PATH] if gated else ["serve"]
 
 
 def headscale_config_input(args: HeadscaleServerArgs) -> HeadscaleConfigInput:
@@ -451,7 +444,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         self.pod_spec = self._pod_spec(args)
         self.lease = self._lease(name, args, meta["namespace"]) if args.lease is not None else None
         if self.lease is not None:
-            self.pod_spec = _reads_its_config_only(self.lease.gate(self.pod_spec))
+            self.pod_spec = self.lease.gate(self.pod_spec)
         if args.failsafe_accounts is not None:
             FailsafeAccounts(f"{name}-failsafe-accounts", args.failsafe_accounts, child)
         self.recovery_facts = recovery_facts(APP, self.pod_spec)
@@ -673,7 +666,7 @@ class HeadscaleServer(pulumi.ComponentResource):
         container: ContainerArgsDict = {
             "name": APP,
             "image": args.settings.image,
-            "args": ["serve"],
+            "args": _serve_args(gated=args.lease is not None),
             "env": env,
             "ports": [
                 {"name": "http", "container_port": HTTP_PORT, "protocol": "TCP"},
